@@ -1,0 +1,24 @@
+"""Data contract of preempt-planner (``shared/spec/format-v1.md``), as pydantic v2
+records. No solver imports: the planner, verifier, simulator and adapters build
+on these."""
+
+from models.load import InputError, check_snapshot, load_plan, load_policy, load_snapshot, read_document
+from models.plan import (
+    REASONS,
+    Deferred,
+    Eviction,
+    Objective,
+    Placement,
+    Plan,
+    SolverInfo,
+    StormLoad,
+)
+from models.policy import Backoff, Grace, Policy, TierPolicy, Window
+from models.snapshot import Checkpoint, Job, Node, PlacementPart, Snapshot, Storage
+
+__all__ = [
+    "REASONS", "Backoff", "Checkpoint", "Deferred", "Eviction", "Grace", "InputError", "Job",
+    "Node", "Objective", "Placement", "PlacementPart", "Plan", "Policy", "Snapshot",
+    "SolverInfo", "Storage", "StormLoad", "TierPolicy", "Window", "check_snapshot", "load_plan",
+    "load_policy", "load_snapshot", "read_document",
+]

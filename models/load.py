@@ -1,0 +1,264 @@
+"""Loading and validating snapshots and policies (contract sections 2, 7, 8).
+
+Every problem of an input is collected and reported at once, each message
+naming the field path (``jobs[3].placement[0].gpus: ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import signal as _signal
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from models.plan import Plan
+from models.policy import Policy
+from models.snapshot import NvlinkEdges, Snapshot
+
+_SIGNALS = {s.name for s in _signal.Signals}
+
+
+class InputError(ValueError):
+    """Bad input: ``errors`` lists one message per problem, each naming its field."""
+
+    def __init__(self, errors: list[str], source: str | None = None):
+        self.errors = errors
+        self.source = source
+        head = f"{source}: " if source else ""
+        super().__init__(head + f"{len(errors)} problem(s):\n  " + "\n  ".join(errors))
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = ()) -> list[str]:
+    msgs: list[str] = []
+    seen: set[str] = set()
+    for e in err.errors():
+        loc = tuple(prefix) + tuple(e["loc"])
+        msg = e["msg"]
+        if "nvlink" in loc:  # a union: one clear message instead of one per branch
+            loc = loc[: loc.index("nvlink") + 1]
+            msg = ('must be "nvswitch", "none", a list of islands like [[0,1],[2,3]] '
+                   'or {"edges": [[0,1], ...]}')
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field (not in the contract; comments start with '_')"
+        elif e["type"] == "literal_error":
+            msg = f"{msg}, got {e.get('input')!r}"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        line = f"{_path(loc)}: {msg}"
+        if line not in seen:
+            seen.add(line)
+            msgs.append(line)
+    return msgs
+
+
+def read_document(source: str | Path) -> Any:
+    """Read a JSON or YAML file; raises InputError naming the file on a syntax error."""
+    path = Path(source)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError([f"cannot read file: {exc.strerror or exc}"], str(path)) from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError([f"malformed YAML: {exc}"], str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if path.suffix.lower() == ".json":
+            raise InputError([f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"],
+                             str(path)) from None
+        try:  # neither suffix: YAML is a superset of JSON
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise InputError([f"malformed JSON at line {exc.lineno} column {exc.colno}: "
+                              f"{exc.msg}"], str(path)) from None
+
+
+def load_policy(source: dict[str, Any] | Policy | str | Path | None) -> Policy:
+    if isinstance(source, Policy):
+        return source
+    name = None
+    if isinstance(source, (str, Path)):
+        name = str(source)
+        source = read_document(source)
+    if source is not None and not isinstance(source, dict):
+        raise InputError(["policy: must be an object"], name)
+    try:
+        pol = Policy.model_validate(source or {})
+    except ValidationError as exc:
+        raise InputError(_pydantic_messages(exc, ("policy",)), name) from None
+    errors = _policy_errors(pol)
+    if errors:
+        raise InputError(errors, name)
+    return pol
+
+
+def _policy_errors(pol: Policy) -> list[str]:
+    errors = []
+    for t, tp in sorted(pol.tiers.items()):
+        for v in tp.can_preempt:
+            if v not in pol.tiers:
+                errors.append(f"policy.tiers.{t}.can_preempt: tier {v} is not defined in the policy")
+    return errors
+
+
+def load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
+                  policy: dict[str, Any] | Policy | str | Path | None = None) -> Snapshot:
+    """Parse and check a snapshot. ``policy``, when given, replaces the snapshot's own
+    (section 7). Raises InputError listing every problem."""
+    name = None
+    if isinstance(source, Snapshot):
+        data: Any = source.model_dump(mode="json")
+    elif isinstance(source, (str, Path)):
+        name = str(source)
+        data = read_document(source)
+    else:
+        data = source
+    if not isinstance(data, dict):
+        raise InputError(["snapshot: must be a JSON/YAML object"], name)
+    if policy is not None:
+        pol = load_policy(policy)
+        data = {**data, "policy": pol.model_dump(mode="json")}
+    try:
+        snap = Snapshot.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(_pydantic_messages(exc), name) from None
+    errors = check_snapshot(snap)
+    if errors:
+        raise InputError(errors, name)
+    return snap
+
+
+def _dupes(kind: str, ids: list[str]) -> list[str]:
+    first: dict[str, int] = {}
+    out = []
+    for i, x in enumerate(ids):
+        if x in first:
+            out.append(f"{kind}[{i}].id: duplicate id {x!r} (also {kind}[{first[x]}])")
+        else:
+            first[x] = i
+    return out
+
+
+def _nvlink_errors(path: str, nvlink: Any, gpus: int) -> list[str]:
+    errors = []
+    if isinstance(nvlink, list):
+        seen: dict[int, int] = {}
+        for k, island in enumerate(nvlink):
+            for g in island:
+                if not 0 <= g < gpus:
+                    errors.append(f"{path}[{k}]: GPU {g} out of range (node has {gpus} GPUs)")
+                elif g in seen:
+                    errors.append(f"{path}[{k}]: GPU {g} is also in island {seen[g]} "
+                                  "(islands must not overlap)")
+                else:
+                    seen[g] = k
+    elif isinstance(nvlink, NvlinkEdges):
+        for k, (a, b) in enumerate(nvlink.edges):
+            if not (0 <= a < gpus and 0 <= b < gpus):
+                errors.append(f"{path}.edges[{k}]: edge {[a, b]} out of range "
+                              f"(node has {gpus} GPUs)")
+            elif a == b:
+                errors.append(f"{path}.edges[{k}]: self loop on GPU {a}")
+    return errors
+
+
+def check_snapshot(snap: Snapshot) -> list[str]:
+    """Cross-record checks of sections 2, 7 and 8 (field checks are pydantic's)."""
+    errors: list[str] = []
+    errors += _dupes("storage", [s.id for s in snap.storage])
+    errors += _dupes("nodes", [n.id for n in snap.nodes])
+    errors += _dupes("jobs", [j.id for j in snap.jobs])
+    errors += _policy_errors(snap.policy)
+    storages = snap.storage_map()
+    nodes = snap.node_map()
+    for i, n in enumerate(snap.nodes):
+        if n.storage is not None and n.storage not in storages:
+            errors.append(f"nodes[{i}].storage: unknown storage target {n.storage!r}")
+        elif n.storage is None and len(snap.storage) > 1:
+            errors.append(f"nodes[{i}].storage: required when there are several storage targets "
+                          f"({', '.join(sorted(storages))})")
+        errors += _nvlink_errors(f"nodes[{i}].nvlink", n.nvlink, n.gpus)
+    owner: dict[tuple[str, int], str] = {}
+    for i, j in enumerate(snap.jobs):
+        p = f"jobs[{i}]"
+        if j.tier not in snap.policy.tiers:
+            errors.append(f"{p}.tier: tier {j.tier} of job {j.id!r} is not in the policy "
+                          f"(tiers: {', '.join(str(t) for t in sorted(snap.policy.tiers))})")
+        sig = j.checkpoint.signal
+        if sig is not None and sig not in _SIGNALS:
+            errors.append(f"{p}.checkpoint.signal: unknown signal {sig!r} (e.g. 'SIGTERM', "
+                          "'SIGUSR1', or null for a job that cannot checkpoint on demand)")
+        for field in ("last_preempted_at",):
+            t = getattr(j, field)
+            if t is not None and t > snap.now:
+                errors.append(f"{p}.{field}: {t.isoformat()} is after now")
+        if j.checkpoint.last_at is not None and j.checkpoint.last_at > snap.now:
+            errors.append(f"{p}.checkpoint.last_at: {j.checkpoint.last_at.isoformat()} is after now")
+        if j.state == "pending":
+            if j.placement is not None:
+                errors.append(f"{p}.placement: pending job {j.id!r} must not have a placement")
+            continue
+        if j.started_at is None:
+            errors.append(f"{p}.started_at: required for running job {j.id!r}")
+        elif j.started_at > snap.now:
+            errors.append(f"{p}.started_at: {j.started_at.isoformat()} is after now "
+                          f"({snap.now.isoformat()})")
+        if j.placement is None:
+            errors.append(f"{p}.placement: required for running job {j.id!r}")
+            continue
+        if len(j.placement) != j.nodes:
+            errors.append(f"{p}.placement: {len(j.placement)} entries but the job has "
+                          f"nodes={j.nodes}")
+        seen_nodes: set[str] = set()
+        for k, part in enumerate(j.placement):
+            q = f"{p}.placement[{k}]"
+            node = nodes.get(part.node)
+            if node is None:
+                errors.append(f"{q}.node: unknown node {part.node!r}")
+                continue
+            if part.node in seen_nodes:
+                errors.append(f"{q}.node: node {part.node!r} appears twice (placement entries "
+                              "must be on distinct nodes)")
+            seen_nodes.add(part.node)
+            if len(part.gpus) != j.gpus_per_node:
+                errors.append(f"{q}.gpus: {len(part.gpus)} GPUs but the job has "
+                              f"gpus_per_node={j.gpus_per_node}")
+            for g in part.gpus:
+                if not 0 <= g < node.gpus:
+                    errors.append(f"{q}.gpus: GPU {g} out of range for node {node.id} "
+                                  f"({node.gpus} GPUs)")
+                    continue
+                other = owner.get((node.id, g))
+                if other is not None:
+                    errors.append(f"{q}.gpus: GPU {g} of node {node.id} is also used by running "
+                                  f"job {other!r} (R1)")
+                else:
+                    owner[(node.id, g)] = j.id
+    return errors
+
+
+def load_plan(source: dict[str, Any] | str | Path) -> Plan:
+    name = None
+    if isinstance(source, (str, Path)):
+        name = str(source)
+        source = read_document(source)
+    try:
+        return Plan.model_validate(source)
+    except ValidationError as exc:
+        raise InputError(_pydantic_messages(exc, ("plan",)), name) from None

@@ -1,0 +1,107 @@
+"""Plan records of the contract (section 6)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_serializer
+
+from models.snapshot import PlacementPart
+
+PlanStatus = Literal["optimal", "feasible", "fallback"]
+Reason = Literal["COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", "STORM", "BUDGET", "OUTRANKED"]
+REASONS: tuple[str, ...] = ("COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", "STORM",
+                            "BUDGET", "OUTRANKED")
+
+
+def _iso(dt: AwareDatetime | None) -> str | None:
+    if dt is None:
+        return None
+    from datetime import timezone
+
+    s = dt.astimezone(timezone.utc).isoformat()
+    return s.replace("+00:00", "Z")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Objective(_Out):
+    admitted_gpus: dict[str, int] = Field(default_factory=dict)
+    priority_value: int = 0
+    eviction_cost_gpu_s: float = 0.0
+    evictions: int = 0
+
+    def key(self) -> tuple[float, ...]:
+        """Lexicographic key, larger is better (items 1-5 of the objective)."""
+        tiers = sorted(self.admitted_gpus, key=int)
+        return (*[self.admitted_gpus[t] for t in tiers], self.priority_value,
+                -round(self.eviction_cost_gpu_s, 6), -self.evictions)
+
+
+class Eviction(_Out):
+    job: str
+    tier: int
+    preemptors: list[str]
+    signal: str | None
+    grace_s: float
+    flush_s: float
+    cost_gpu_s: float
+    requeue_hold_until: AwareDatetime
+
+    @field_serializer("requeue_hold_until")
+    def _ser(self, v: AwareDatetime) -> str | None:
+        return _iso(v)
+
+
+class Placement(_Out):
+    job: str
+    placement: list[PlacementPart]
+    start_after_s: float = 0
+
+
+class Deferred(_Out):
+    job: str
+    reason: Reason
+    until: AwareDatetime | None = None
+    detail: str = ""
+
+    @field_serializer("until")
+    def _ser(self, v: AwareDatetime | None) -> str | None:
+        return _iso(v)
+
+
+class StormLoad(_Out):
+    storage: str
+    flush_gb: float
+    flush_s: float
+
+
+class SolverInfo(_Out):
+    engine: str
+    status: str
+    wall_s: float = 0.0
+    gap: float | None = None
+    bound: float | None = None
+    detail: str | None = None
+
+
+class Plan(_Out):
+    version: Literal[1] = 1
+    now: AwareDatetime
+    status: PlanStatus
+    objective: Objective
+    evictions: list[Eviction] = Field(default_factory=list)
+    placements: list[Placement] = Field(default_factory=list)
+    deferred: list[Deferred] = Field(default_factory=list)
+    storm: list[StormLoad] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    solver: SolverInfo
+
+    @field_serializer("now")
+    def _ser(self, v: AwareDatetime) -> str | None:
+        return _iso(v)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)

@@ -1,0 +1,194 @@
+"""Policy records of the contract (section 3) and the rule arithmetic that only
+depends on the policy: cooldowns (R9), preemption windows (R8), grace (R12).
+
+No solver imports here: the planner, the verifier and the simulator share these.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
+
+
+class _Record(BaseModel):
+    """Strict record: unknown fields are errors (typos must not silently default);
+    keys starting with ``_`` are comments and are dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_comments(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            out = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
+            if "comment" in cls.model_fields and "_comment" in data and "comment" not in data:
+                out["comment"] = data["_comment"]
+            return out
+        return data
+
+
+def _minutes(hhmm: str) -> int:
+    h, m = hhmm.split(":")
+    return int(h) * 60 + int(m)
+
+
+class Window(_Record):
+    """A UTC time window ``[start, end)`` on some days; ``end < start`` wraps past
+    midnight (the part after midnight belongs to the listed day)."""
+
+    days: list[str] = Field(default_factory=list)
+    start: str = "00:00"
+    end: str = "24:00"
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, v: list[str]) -> list[str]:
+        out = []
+        for d in v:
+            d2 = d.lower()[:3]
+            if d2 not in DAYS:
+                raise ValueError(f"unknown day {d!r} (use mon, tue, wed, thu, fri, sat, sun)")
+            out.append(d2)
+        return out
+
+    @field_validator("start", "end")
+    @classmethod
+    def _time(cls, v: str, info: Any) -> str:
+        m = _HHMM.match(v)
+        if not m or (m.group(1) == "24" and m.group(2) != "00"):
+            raise ValueError(f"time {v!r} is not HH:MM between 00:00 and 24:00")
+        if info.field_name == "start" and v == "24:00":
+            raise ValueError("start may not be 24:00")
+        return v
+
+    def contains(self, now: datetime) -> bool:
+        """Whether ``now`` (aware) lies inside the window (R8, section 7)."""
+        t = now.astimezone(timezone.utc)
+        minute = t.hour * 60 + t.minute + t.second / 60.0
+        start, end = _minutes(self.start), _minutes(self.end)
+        today = DAYS[t.weekday()]
+        yesterday = DAYS[(t.weekday() - 1) % 7]
+        days = set(self.days) if self.days else set(DAYS)
+        if start == end:  # the whole day
+            return today in days
+        if start < end:
+            return today in days and start <= minute < end
+        # wrapping window: [start, 24:00) on the listed day, [00:00, end) the day after
+        return (today in days and minute >= start) or (yesterday in days and minute < end)
+
+
+class TierPolicy(_Record):
+    preemptible: bool = False
+    min_runtime_s: float = Field(0, ge=0)
+    can_preempt: list[int] = Field(default_factory=list)
+    windows: list[Window] = Field(default_factory=list)
+
+    def preemptible_at(self, now: datetime) -> bool:
+        """R5 and R8: preemptible at all, and inside a window when windows are set."""
+        if not self.preemptible:
+            return False
+        return not self.windows or any(w.contains(now) for w in self.windows)
+
+
+class Backoff(_Record):
+    cooldown_s: float = Field(1800, ge=0)
+    free_preemptions: int = Field(3, ge=0)
+    factor: float = Field(2.0, ge=1.0)
+    max_s: float = Field(28800, ge=0)
+
+    def cooldown(self, k: int) -> float:
+        """Hold after a job's k-th preemption (section 3)."""
+        if k <= self.free_preemptions:
+            return float(self.cooldown_s)
+        return float(min(self.max_s, self.cooldown_s * self.factor ** (k - self.free_preemptions)))
+
+
+class Grace(_Record):
+    min_s: float = Field(60, ge=0)
+    max_s: float = Field(180, ge=0)
+    safety: float = Field(2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> Grace:
+        if self.min_s > self.max_s:
+            raise ValueError(f"min_s ({self.min_s}) exceeds max_s ({self.max_s})")
+        return self
+
+    def need(self, flush_s: float, barrier_s: float, cleanup_s: float) -> float:
+        """R12: the grace a flushing victim needs."""
+        return max(self.min_s, self.safety * (flush_s + barrier_s + cleanup_s))
+
+
+DEFAULT_TIERS: dict[int, dict[str, Any]] = {
+    1: {"preemptible": False, "min_runtime_s": 0, "can_preempt": [2, 3]},
+    2: {"preemptible": True, "min_runtime_s": 3600, "can_preempt": [3], "windows": []},
+    3: {"preemptible": True, "min_runtime_s": 1800, "can_preempt": []},
+}
+NEW_TIER: dict[str, Any] = {"preemptible": False, "min_runtime_s": 0, "can_preempt": [], "windows": []}
+
+
+class Policy(_Record):
+    """Contract section 3. Built from a partial dict: ``tiers.N``, ``backoff`` and
+    ``grace`` merge field by field over the defaults."""
+
+    tiers: dict[int, TierPolicy] = Field(default_factory=dict)
+    pools: dict[str, list[int]] = Field(default_factory=dict)
+    backoff: Backoff = Field(default_factory=Backoff)
+    grace: Grace = Field(default_factory=Grace)
+    max_evictions_per_tick: int | None = Field(None, ge=0)
+    max_evicted_gpu_fraction: float | None = Field(None, ge=0, le=1)
+    cascade_guard_s: float = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_defaults(cls, data: Any) -> Any:
+        if isinstance(data, Policy):
+            return data
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            return data  # pydantic reports the type error
+        data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
+        tiers: dict[Any, Any] = {t: dict(d) for t, d in DEFAULT_TIERS.items()}
+        given = data.get("tiers", {})
+        if isinstance(given, dict):
+            for key, spec in given.items():
+                try:
+                    t = int(key)
+                except (TypeError, ValueError):
+                    tiers[key] = spec  # pydantic reports the bad key
+                    continue
+                if isinstance(spec, dict):
+                    base = dict(tiers.get(t, NEW_TIER))
+                    base.update({k: v for k, v in spec.items()})
+                    tiers[t] = base
+                else:
+                    tiers[t] = spec
+            data["tiers"] = tiers
+        elif "tiers" not in data:
+            data["tiers"] = tiers
+        return data
+
+    def tier(self, t: int) -> TierPolicy:
+        return self.tiers[t]
+
+    def pool_admits(self, pool: str, tier: int) -> bool:
+        """R4: a pool not listed admits every tier."""
+        allowed = self.pools.get(pool)
+        return allowed is None or tier in allowed
+
+    def can_preempt(self, attacker: int, victim: int) -> bool:
+        """R7 rights: the attacker's tier lists the victim's tier."""
+        return victim in self.tiers[attacker].can_preempt
+
+    def hold_until(self, last_preempted_at: datetime | None, k: int) -> datetime | None:
+        """R9: the earliest time a job preempted k times may be placed again."""
+        if k < 1 or last_preempted_at is None:
+            return None
+        return last_preempted_at + timedelta(seconds=self.backoff.cooldown(k))

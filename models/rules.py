@@ -1,0 +1,96 @@
+"""Per-job rule arithmetic of the contract (R6, R8-R12, objective item 4).
+
+Shared by the planner, the verifier and the simulator so that the formulas are
+written once; tests check them against hand-computed numbers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from models.policy import Policy
+from models.snapshot import Job, Node, Snapshot, Storage, age_s
+
+
+def victim_storage(snap: Snapshot, job: Job) -> Storage | None:
+    """Storage target of a running job: that of its first placement node (section 7)."""
+    if not job.placement:
+        return None
+    node = snap.node_map().get(job.placement[0].node)
+    return None if node is None else snap.storage_of(node)
+
+
+def local_flush_s(nodes: dict[str, Node], job: Job) -> float:
+    """Largest ``shard / local_write_gb_per_s`` over the job's nodes that set one."""
+    if not job.placement:
+        return 0.0
+    shard = job.checkpoint.size_gb / job.nodes
+    worst = 0.0
+    for part in job.placement:
+        node = nodes.get(part.node)
+        if node is not None and node.local_write_gb_per_s:
+            worst = max(worst, shard / node.local_write_gb_per_s)
+    return worst
+
+
+def flushes(job: Job) -> bool:
+    """A victim flushes a checkpoint iff it has a signal (R11)."""
+    return job.checkpoint.signal is not None
+
+
+def flush_s(job: Job, storage: Storage | None, storage_load_gb: float, local_s: float) -> float:
+    """R12's ``flush_s(v)`` given the total flush ``F_s`` on its storage target."""
+    if not flushes(job):
+        return 0.0
+    shared = storage_load_gb / storage.write_gb_per_s if storage is not None else 0.0
+    return max(shared, local_s)
+
+
+def need_s(policy: Policy, job: Job, flush: float) -> float:
+    """R12's required grace ``need(v)``; exactly ``min_s`` without a signal."""
+    if not flushes(job):
+        return float(policy.grace.min_s)
+    return policy.grace.need(flush, job.checkpoint.barrier_s, job.checkpoint.cleanup_s)
+
+
+def solo_flush_s(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None) -> float:
+    """The flush time the victim would need alone (objective item 4)."""
+    if not flushes(job):
+        return 0.0
+    nodes = nodes if nodes is not None else snap.node_map()
+    return flush_s(job, victim_storage(snap, job), job.checkpoint.size_gb, local_flush_s(nodes, job))
+
+
+def lost_s(now: datetime, job: Job) -> float:
+    """Progress lost on eviction: 0 with a signal, else time since the last checkpoint."""
+    if flushes(job):
+        return 0.0
+    return max(0.0, age_s(now, job.checkpoint.last_at or job.started_at))
+
+
+def eviction_cost(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None) -> float:
+    """Objective item 4: ``gpus * (lost + restore + solo_flush)`` in GPU-seconds."""
+    return job.total_gpus * (lost_s(snap.now, job) + job.checkpoint.restore_s
+                             + solo_flush_s(snap, job, nodes))
+
+
+def immune_for_s(policy: Policy, now: datetime, job: Job) -> float:
+    """Seconds of R6 immunity left (0 when evictable by age)."""
+    left = policy.tier(job.tier).min_runtime_s - age_s(now, job.started_at)
+    return max(0.0, left)
+
+
+def cooldown_until(policy: Policy, job: Job) -> datetime | None:
+    """R9: end of a pending job's backoff hold (None when there is none)."""
+    return policy.hold_until(job.last_preempted_at, job.preemptions)
+
+
+def in_cooldown(policy: Policy, now: datetime, job: Job) -> bool:
+    until = cooldown_until(policy, job)
+    return until is not None and now < until
+
+
+def cascade_guarded(policy: Policy, now: datetime, job: Job) -> bool:
+    """R10: preempted within the last ``cascade_guard_s`` seconds."""
+    g = policy.cascade_guard_s
+    return g > 0 and job.last_preempted_at is not None and age_s(now, job.last_preempted_at) < g

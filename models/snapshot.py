@@ -1,0 +1,140 @@
+"""Snapshot records of the contract (section 2) with field-level validation.
+
+Cross-record checks (unknown node, shared GPU, ...) live in ``models.load``, so
+that every error of an input is reported at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, Field, field_validator
+
+from models.policy import Policy, _Record
+
+NodeState = Literal["up", "drain", "down"]
+JobState = Literal["running", "pending"]
+Topology = Literal["nvlink", "any"]
+
+
+class Storage(_Record):
+    id: str = Field(min_length=1)
+    write_gb_per_s: float = Field(gt=0)
+
+
+class NvlinkEdges(_Record):
+    edges: list[tuple[int, int]]
+
+
+NvlinkSpec = Literal["nvswitch", "none"] | list[list[int]] | NvlinkEdges
+
+
+class Node(_Record):
+    id: str = Field(min_length=1)
+    gpus: int = Field(ge=1, le=1024)
+    gpu_type: str | None = None
+    nvlink: NvlinkSpec = "nvswitch"
+    pool: str = "default"
+    block: str | None = None
+    nvlink_domain: str | None = None
+    storage: str | None = None
+    local_write_gb_per_s: float | None = Field(None, gt=0)
+    state: NodeState = "up"
+
+    def nvlink_raw(self) -> Any:
+        """The ``nvlink`` value in its contract JSON form (for planner.topology)."""
+        if isinstance(self.nvlink, NvlinkEdges):
+            return {"edges": [list(e) for e in self.nvlink.edges]}
+        return self.nvlink
+
+
+class Checkpoint(_Record):
+    size_gb: float = Field(0, ge=0)
+    signal: str | None = "SIGTERM"
+    barrier_s: float = Field(0, ge=0)
+    cleanup_s: float = Field(0, ge=0)
+    restore_s: float = Field(0, ge=0)
+    last_at: AwareDatetime | None = None
+
+
+class PlacementPart(_Record):
+    node: str = Field(min_length=1)
+    gpus: list[int]
+
+    @field_validator("gpus")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"GPU indices {v} are not distinct")
+        if any(g < 0 for g in v):
+            raise ValueError(f"GPU indices {v} must not be negative")
+        return v
+
+
+class Job(_Record):
+    id: str = Field(min_length=1)
+    tier: int
+    state: JobState
+    gpus_per_node: int = Field(ge=1, le=1024)
+    priority: int = 0
+    team: str | None = None
+    nodes: int = Field(1, ge=1)
+    gpu_type: str | None = None
+    topology: Topology = "nvlink"
+    same_block: bool = False
+    same_nvlink_domain: bool = False
+    started_at: AwareDatetime | None = None
+    submitted_at: AwareDatetime | None = None
+    placement: list[PlacementPart] | None = None
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    preemptions: int = Field(0, ge=0)
+    last_preempted_at: AwareDatetime | None = None
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+class Snapshot(_Record):
+    version: Literal[1] = 1
+    now: AwareDatetime
+    storage: list[Storage] = Field(default_factory=list)
+    nodes: list[Node] = Field(default_factory=list)
+    jobs: list[Job] = Field(default_factory=list)
+    policy: Policy = Field(default_factory=Policy)
+    comment: str | None = Field(None, description="free text; `_comment` in files")
+
+    # ---- lookups (built lazily; the record is frozen so they never go stale) ----
+    def node_map(self) -> dict[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+    def storage_map(self) -> dict[str, Storage]:
+        return {s.id: s for s in self.storage}
+
+    def job_map(self) -> dict[str, Job]:
+        return {j.id: j for j in self.jobs}
+
+    def storage_of(self, node: Node) -> Storage | None:
+        """A node's storage target (section 2 defaults: the only one when unset)."""
+        if node.storage is not None:
+            return self.storage_map().get(node.storage)
+        return self.storage[0] if len(self.storage) == 1 else None
+
+    def running(self) -> list[Job]:
+        return [j for j in self.jobs if j.state == "running"]
+
+    def pending(self) -> list[Job]:
+        return [j for j in self.jobs if j.state == "pending"]
+
+    def replace(self, **changes: Any) -> Snapshot:
+        """A copy with some fields changed (validated again)."""
+        data = self.model_dump(mode="json", by_alias=True)
+        data.update({k: (v.model_dump(mode="json") if hasattr(v, "model_dump") else v)
+                     for k, v in changes.items()})
+        return Snapshot.model_validate(data)
+
+
+def age_s(now: datetime, then: datetime | None) -> float:
+    """Seconds from ``then`` to ``now`` (0 when then is None)."""
+    return 0.0 if then is None else (now - then).total_seconds()
