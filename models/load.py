@@ -33,11 +33,15 @@ class InputError(ValueError):
 
 def _path(loc: tuple[Any, ...]) -> str:
     out = ""
+    prev: Any = None
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) and prev == "tiers":  # a map keyed by tier number
+            out += f".{part}"
+        elif isinstance(part, int):
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
+        prev = part
     return out
 
 
