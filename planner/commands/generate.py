@@ -1,0 +1,99 @@
+"""``preempt-planner generate``: a random but realistic snapshot (see
+``planner.generate``); the same arguments and seed give byte-identical output."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from models import load_snapshot
+from planner.commands._common import EXIT_OK, EXIT_USAGE, err_console, write_output
+from planner.generate import DEFAULT_NOW, generate, parse_mix, to_json
+
+
+def _mix(int_keys: bool) -> Any:
+    def parse(text: str) -> dict[Any, float]:
+        try:
+            return parse_mix(text, int_keys=int_keys)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = "mix"
+    return parse
+
+
+def _share(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return x
+
+
+def _positive(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return x
+
+
+def _count(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"{text} must not be negative")
+    return x
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        snap = generate(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                        nvlink_mix=args.nvlink_mix, occupancy=args.occupancy,
+                        tier_mix=args.tier_mix, immune_share=args.immune_share,
+                        multinode_share=args.multinode_share, pending=args.pending,
+                        pools=args.pools, blocks_per=args.blocks_per, seed=args.seed,
+                        now=args.now, drain_share=args.drain_share,
+                        down_share=args.down_share)
+    except ValueError as exc:
+        err_console.print(f"[bold red]error:[/] generate: {exc}", highlight=False)
+        return EXIT_USAGE
+    load_snapshot(snap)  # a generated snapshot must satisfy the contract
+    write_output(to_json(snap), args.out)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="generate a random, realistic cluster snapshot",
+                       description="Generate a synthetic snapshot (contract v1). The same "
+                       "arguments and --seed give byte-identical output.")
+    p.add_argument("--nodes", type=_positive, required=True, help="number of nodes")
+    p.add_argument("--gpus-per-node", type=_positive, default=8, help="GPUs per node (8)")
+    p.add_argument("--nvlink-mix", type=_mix(False), default=None, metavar="MIX",
+                   help="share of nodes per NVLink layout "
+                   "(nvswitch=0.6,pairs=0.2,cube=0.1,none=0.1)")
+    p.add_argument("--occupancy", type=_share, default=0.9,
+                   help="share of GPUs held by running jobs (0.9)")
+    p.add_argument("--tier-mix", type=_mix(True), default=None, metavar="MIX",
+                   help="share of jobs per tier (1=0.2,2=0.4,3=0.4)")
+    p.add_argument("--immune-share", type=_share, default=0.25,
+                   help="share of running jobs still inside their tier's min_runtime (0.25)")
+    p.add_argument("--multinode-share", type=_share, default=0.1,
+                   help="share of running GPUs (and of pending jobs) in multi-node gangs (0.1)")
+    p.add_argument("--pending", type=_count, default=None,
+                   help="number of pending jobs (default: nodes/4, at least 2)")
+    p.add_argument("--pools", action="store_true",
+                   help="put about an eighth of the nodes in pool 'reserved' (tier 1 only)")
+    p.add_argument("--blocks-per", type=_positive, default=16, metavar="K",
+                   help="nodes per block/rack (16)")
+    p.add_argument("--drain-share", type=_share, default=0.02, help="share of drain nodes (0.02)")
+    p.add_argument("--down-share", type=_share, default=0.01, help="share of down nodes (0.01)")
+    p.add_argument("--now", default=DEFAULT_NOW, help=f"snapshot time ({DEFAULT_NOW})")
+    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    p.add_argument("--out", help="write to FILE instead of stdout")
+    p.set_defaults(func=run)
