@@ -1,0 +1,25 @@
+"""Planners behind one interface: ``get_baseline(name)(problem).solve() -> Decision``.
+
+``greedy`` is our own heuristic (planner/greedy.py); ``k8s`` and ``slurm`` imitate
+how Kubernetes' default preemption and Slurm's preempt/partition_prio pick victims,
+for comparisons. All of them respect every rule of the contract (the plan is
+verified like any other); they differ only in how they choose.
+"""
+
+from __future__ import annotations
+
+from planner.greedy import GreedyPlanner
+
+
+def get_baseline(name: str):  # noqa: ANN201
+    if name == "greedy":
+        return GreedyPlanner
+    if name == "k8s":
+        from planner.baseline_k8s import K8sPlanner
+
+        return K8sPlanner
+    if name == "slurm":
+        from planner.baseline_slurm import SlurmPlanner
+
+        return SlurmPlanner
+    raise ValueError(f"unknown planner {name!r}")

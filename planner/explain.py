@@ -1,0 +1,176 @@
+"""Why a pending job was not started: a reason code from the contract and a
+sentence a user understands, found by direct reasoning over the snapshot.
+
+The order of the checks follows the rules: backoff (R9) first, then whether any
+node could host the job at all, then what would have to be evicted and what
+protects it (R5-R8, R10, R11, R13); when it could have fit, the capacity went to
+more valuable jobs (OUTRANKED).
+"""
+
+from __future__ import annotations
+
+from models import Deferred
+from planner import topology as topo
+from planner.assemble import Decision
+from planner.problem import PendingInfo, Problem, fmt_duration
+
+
+def shape(job) -> str:  # noqa: ANN001 - models.Job
+    gpus = f"{job.gpus_per_node} GPU" + ("s" if job.gpus_per_node > 1 else "")
+    s = gpus if job.nodes == 1 else f"{job.nodes} nodes x {gpus}"
+    extra = []
+    if job.gpu_type:
+        extra.append(job.gpu_type)
+    if job.topology == "nvlink" and job.gpus_per_node > 1:
+        extra.append("NVLink")
+    if job.same_block:
+        extra.append("one block")
+    if job.same_nvlink_domain:
+        extra.append("one NVLink domain")
+    return f"needs {s}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _hosts(problem: Problem, info: PendingInfo, avail: dict[int, int]) -> list[int]:
+    job = info.job
+    n = problem.nodes
+    return [i for i in info.candidates
+            if topo.fits(n[i].node.nvlink_raw(), n[i].node.gpus, avail.get(i, 0),
+                         job.gpus_per_node, info.need_nvlink)]
+
+
+def _enough(problem: Problem, info: PendingInfo, hosts: list[int]) -> bool:
+    job = info.job
+    if job.nodes == 1:
+        return bool(hosts)
+    if not (job.same_block or job.same_nvlink_domain):
+        return len(hosts) >= job.nodes
+    groups: dict[tuple, int] = {}
+    for i in hosts:
+        node = problem.nodes[i].node
+        key = (node.block if job.same_block else None,
+               node.nvlink_domain if job.same_nvlink_domain else None)
+        groups[key] = groups.get(key, 0) + 1
+    return max(groups.values(), default=0) >= job.nodes
+
+
+def _avail(problem: Problem, info: PendingInfo, admit) -> dict[int, int]:  # noqa: ANN001
+    """Free GPUs plus GPUs of running jobs ``admit(victim_info)`` lets go, per node."""
+    out = {}
+    for i in info.candidates:
+        ni = problem.nodes[i]
+        out[i] = ni.free
+    for v in problem.running.values():
+        if admit(v):
+            for i, m in v.parts:
+                if i in out:
+                    out[i] |= m
+    return out
+
+
+def _no_fit_detail(problem: Problem, info: PendingInfo) -> str:
+    job = info.job
+    up = [n for n in problem.nodes if n.node.state == "up"]
+    typed = [n for n in up if job.gpu_type is None or n.node.gpu_type == job.gpu_type]
+    pooled = [n for n in typed if problem.policy.pool_admits(n.node.pool, job.tier)]
+    sized = [n for n in pooled if n.node.gpus >= job.gpus_per_node]
+    why = []
+    if not up:
+        why.append("no node is up")
+    elif job.gpu_type and not typed:
+        why.append(f"no up node has GPU type {job.gpu_type}")
+    elif not pooled:
+        why.append(f"no up node of that type is in a pool admitting tier {job.tier}")
+    elif not sized:
+        why.append(f"no admitting node has {job.gpus_per_node} GPUs")
+    elif not info.candidates:
+        why.append("no admitting node has that many GPUs linked by NVLink"
+                   if info.need_nvlink else "no node qualifies (block / NVLink domain unset)")
+    else:
+        why.append(f"only {len(info.candidates)} node(s) qualify"
+                   + (" (and not enough within one block or domain)"
+                      if job.same_block or job.same_nvlink_domain else ""))
+    return f"{shape(job)}; {'; '.join(why)}, even if empty (R1-R4)"
+
+
+def _protectors(problem: Problem, info: PendingInfo) -> str:
+    """Name the nodes that come closest and the jobs that protect them."""
+    job = info.job
+    best = sorted(info.candidates,
+                  key=lambda i: (-problem.nodes[i].free.bit_count(), problem.nodes[i].node.id))[:2]
+    names = [problem.nodes[i].node.id for i in best]
+    blockers: list[str] = []
+    for v in sorted(problem.running.values(), key=lambda v: v.job.id):
+        if not any(i in best for i, _ in v.parts):
+            continue
+        if not v.evictable:
+            why = f"{v.why_not} ({v.rule})"
+        elif v.job.tier not in info.rights:
+            why = (f"tier {job.tier} may not preempt tier {v.job.tier} (R7)" if not info.guarded
+                   else "cascade guard (R10)")
+        else:
+            continue
+        blockers.append(f"tier-{v.job.tier} job {v.job.id}, {why}")
+        if len(blockers) == 3:
+            break
+    where = " and ".join(names) if names else "no node"
+    return (f"{shape(job)}; {where} could free them only by evicting "
+            + ("; ".join(blockers) if blockers else "protected jobs"))
+
+
+def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
+                   loads: dict[str, float]) -> Deferred:
+    job = info.job
+    pol = problem.policy
+    if info.held_until is not None:
+        hold = pol.backoff.cooldown(job.preemptions)
+        return Deferred(job=job.id, reason="COOLDOWN", until=info.held_until,
+                        detail=f"preempted {job.preemptions} time(s); held {hold:.0f} s after "
+                               f"the last preemption (R9)")
+    if not _enough(problem, info, info.candidates):
+        return Deferred(job=job.id, reason="NO_FIT", detail=_no_fit_detail(problem, info))
+    free_only = _avail(problem, info, lambda v: False)
+    if _enough(problem, info, _hosts(problem, info, free_only)):
+        return Deferred(job=job.id, reason="OUTRANKED",
+                        detail=f"{shape(job)}; the free capacity went to more valuable jobs")
+    if info.guarded:
+        ago = (problem.now - job.last_preempted_at).total_seconds()
+        return Deferred(job=job.id, reason="CASCADE_GUARD",
+                        detail=f"{shape(job)}; preempted {fmt_duration(ago)} ago, so within the "
+                               f"cascade guard of {pol.cascade_guard_s:.0f} s it may use only "
+                               "free GPUs, and not enough are free (R10)")
+    rightful = _avail(problem, info, lambda v: v.evictable and v.job.tier in info.rights)
+    if _enough(problem, info, _hosts(problem, info, rightful)):
+        mx = pol.max_evictions_per_tick
+        frac = pol.max_evicted_gpu_fraction
+        used = len(d.victims)
+        if mx is not None and used >= mx:
+            return Deferred(job=job.id, reason="BUDGET",
+                            detail=f"{shape(job)}; it needs evictions and the budget of {mx} "
+                                   f"eviction(s) per tick is used up (R13)")
+        if frac is not None:
+            gpus = sum(problem.running[v].job.total_gpus for v in d.victims)
+            limit = frac * problem.total_gpus_up_drain
+            smallest = min((v.job.total_gpus for v in problem.running.values()
+                            if v.evictable and v.job.tier in info.rights), default=0)
+            if gpus + smallest > limit + 1e-9:
+                return Deferred(job=job.id, reason="BUDGET",
+                                detail=f"{shape(job)}; evictions may free at most "
+                                       f"{limit:.0f} GPUs this tick ({frac:.0%}), "
+                                       f"{gpus} already planned (R13)")
+        busy = [s for s, f in loads.items() if f > 0]
+        if busy:
+            return Deferred(job=job.id, reason="STORM",
+                            detail=f"{shape(job)}; its victims' checkpoints would have to flush "
+                                   f"to {', '.join(sorted(busy))}, already loaded by this tick's "
+                                   f"evictions beyond what grace.max_s {pol.grace.max_s:.0f} s "
+                                   "allows (R11); retry next tick")
+        return Deferred(job=job.id, reason="OUTRANKED",
+                        detail=f"{shape(job)}; the GPUs it could take went to more valuable "
+                               "jobs, or freeing them costs more than it gains")
+    stormy = _avail(problem, info, lambda v: (v.evictable or v.rule == "R11")
+                    and v.job.tier in info.rights)
+    if _enough(problem, info, _hosts(problem, info, stormy)):
+        return Deferred(job=job.id, reason="STORM",
+                        detail=f"{shape(job)}; the jobs it would evict have checkpoints too big "
+                               f"to flush within grace.max_s {pol.grace.max_s:.0f} s (R11/R12)")
+    return Deferred(job=job.id, reason="PROTECTED", detail=_protectors(problem, info))

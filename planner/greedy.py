@@ -1,0 +1,209 @@
+"""The greedy planner: the CP-SAT hint, the fallback, and a baseline.
+
+Pending jobs are taken in objective order (tier, then larger jobs first, then
+priority, then id). Each job goes where it fits on GPUs already available to it
+(free, or freed this tick by victims its tier may preempt), best fit first;
+otherwise on the node(s) where the cheapest set of allowed victims makes room,
+as long as the storm limit (R11/R12) and the eviction budgets (R13) still hold.
+Victims on a node are chosen by trying every single victim and a cheapest-first
+augmentation, keeping the cheapest that fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner import topology as topo
+from planner.assemble import Decision
+from planner.problem import PendingInfo, Problem
+
+
+@dataclass
+class _State:
+    free: dict[int, int]  # node idx -> free GPUs not yet used
+    freed: dict[int, dict[str, int]] = field(default_factory=dict)  # node -> victim -> mask
+    victims: set[str] = field(default_factory=set)
+    loads: dict[str, float] = field(default_factory=dict)
+    evicted_gpus: int = 0
+
+
+def job_order(problem: Problem) -> list[PendingInfo]:
+    return sorted((p for p in problem.pending.values() if p.held_until is None),
+                  key=lambda p: (p.job.tier, -p.job.total_gpus, -p.job.priority, p.job.id))
+
+
+class GreedyPlanner:
+    """Greedy minimum-cost placement, one job at a time."""
+
+    name = "greedy"
+
+    def __init__(self, problem: Problem):
+        self.p = problem
+        self.nvl = {n.idx: (n.node.nvlink_raw(), n.node.gpus) for n in problem.nodes}
+        # evictable victims per node, cheapest first
+        self.by_node: dict[int, list[str]] = {}
+        for vid, v in sorted(problem.running.items()):
+            if v.evictable:
+                for ni, _m in v.parts:
+                    self.by_node.setdefault(ni, []).append(vid)
+        for ni in self.by_node:
+            self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
+
+    # -- availability ---------------------------------------------------------------
+    def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
+        m = st.free.get(ni, 0)
+        for vid, fm in st.freed.get(ni, {}).items():
+            if self.p.running[vid].job.tier in info.rights:
+                m |= fm
+        return m
+
+    def _fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
+        if avail.bit_count() < info.job.gpus_per_node:
+            return False
+        nv, g = self.nvl[ni]
+        return topo.fits(nv, g, avail, info.job.gpus_per_node, info.need_nvlink)
+
+    def _storm_ok(self, st: _State, new: list[str]) -> bool:
+        loads = dict(st.loads)
+        touched = set()
+        for v in new:
+            vi = self.p.running[v]
+            if vi.storage is not None and vi.flush_gb > 0:
+                loads[vi.storage] = loads.get(vi.storage, 0.0) + vi.flush_gb
+                touched.add(vi.storage)
+        for v in list(st.victims) + new:
+            vi = self.p.running[v]
+            if vi.flush_gb > 0 and vi.storage in touched:
+                if loads[vi.storage] > vi.storm_cap_gb + 1e-9:
+                    return False
+        return True
+
+    def _budget_ok(self, st: _State, new: list[str]) -> bool:
+        pol = self.p.policy
+        if pol.max_evictions_per_tick is not None:
+            if len(st.victims) + len(new) > pol.max_evictions_per_tick:
+                return False
+        if pol.max_evicted_gpu_fraction is not None:
+            g = st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
+            if g > pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9:
+                return False
+        return True
+
+    def _eviction_option(self, st: _State, info: PendingInfo, ni: int,
+                         base: int) -> tuple[float, list[str]] | None:
+        """Cheapest victims on node ni (of tiers the job may preempt) that make it fit."""
+        cands = [v for v in self.by_node.get(ni, ())
+                 if v not in st.victims and self.p.running[v].job.tier in info.rights]
+        if not cands:
+            return None
+        masks = {v: next(m for i, m in self.p.running[v].parts if i == ni) for v in cands}
+        total = base
+        for v in cands:
+            total |= masks[v]
+        if not self._fits(ni, total, info):
+            return None
+        options: list[tuple[float, int, list[str]]] = []
+        for v in cands:  # single victims
+            if self._fits(ni, base | masks[v], info):
+                options.append((self.p.running[v].cost, 1, [v]))
+        acc, chosen = base, []
+        for v in cands:  # cheapest-first augmentation
+            acc |= masks[v]
+            chosen.append(v)
+            if self._fits(ni, acc, info):
+                # drop victims that are not needed, most expensive first
+                for w in sorted(chosen, key=lambda w: -self.p.running[w].cost):
+                    rest = base
+                    for x in chosen:
+                        if x != w:
+                            rest |= masks[x]
+                    if len(chosen) > 1 and self._fits(ni, rest, info):
+                        chosen.remove(w)
+                options.append((sum(self.p.running[w].cost for w in chosen), len(chosen),
+                                list(chosen)))
+                break
+        options.sort(key=lambda o: (o[0], o[1], o[2]))
+        for cost, _n, vs in options:
+            if self._storm_ok(st, vs) and self._budget_ok(st, vs):
+                return cost, vs
+        return None
+
+    # -- commit ---------------------------------------------------------------------
+    def _evict(self, st: _State, vs: list[str]) -> None:
+        for v in vs:
+            vi = self.p.running[v]
+            st.victims.add(v)
+            st.evicted_gpus += vi.job.total_gpus
+            if vi.storage is not None and vi.flush_gb > 0:
+                st.loads[vi.storage] = st.loads.get(vi.storage, 0.0) + vi.flush_gb
+            for ni, m in vi.parts:
+                if self.p.nodes[ni].node.state == "up":
+                    st.freed.setdefault(ni, {})[v] = m
+
+    def _take(self, st: _State, info: PendingInfo, ni: int) -> int:
+        avail = self._avail(st, info, ni)
+        nv, g = self.nvl[ni]
+        mask = topo.best_fit(nv, g, avail, info.job.gpus_per_node, info.need_nvlink)
+        assert mask is not None
+        st.free[ni] = st.free.get(ni, 0) & ~mask
+        for vid in list(st.freed.get(ni, {})):
+            st.freed[ni][vid] &= ~mask
+        return mask
+
+    def _group_key(self, info: PendingInfo, ni: int) -> tuple:
+        node = self.p.nodes[ni].node
+        return (node.block if info.job.same_block else None,
+                node.nvlink_domain if info.job.same_nvlink_domain else None)
+
+    def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
+        job = info.job
+        options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
+        for ni in info.candidates:
+            base = self._avail(st, info, ni)
+            if self._fits(ni, base, info):
+                options.append((0.0, base.bit_count() - job.gpus_per_node, ni, []))
+            elif info.rights:
+                opt = self._eviction_option(st, info, ni, base)
+                if opt is not None:
+                    options.append((opt[0], 0, ni, opt[1]))
+        if not options:
+            return None
+        options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
+        if job.nodes == 1:
+            chosen = [options[0]]
+        else:
+            groups: dict[tuple, list] = {}
+            for o in options:
+                groups.setdefault(self._group_key(info, o[2]), []).append(o)
+            best = None
+            for key in sorted(groups, key=str):
+                grp = groups[key][: job.nodes]
+                if len(grp) < job.nodes:
+                    continue
+                cost = sum(o[0] for o in grp)
+                if best is None or cost < best[0]:
+                    best = (cost, grp)
+            if best is None:
+                return None
+            chosen = best[1]
+        new: list[str] = []
+        for o in chosen:
+            for v in o[3]:
+                if v not in new:
+                    new.append(v)
+        if len(chosen) > 1 and new and not (self._storm_ok(st, new) and self._budget_ok(st, new)):
+            return None
+        self._evict(st, new)
+        return [(o[2], self._take(st, info, o[2])) for o in chosen]
+
+    def solve(self) -> Decision:
+        st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
+        d = Decision()
+        for info in job_order(self.p):
+            if not info.candidates:
+                continue
+            parts = self.place(st, info)
+            if parts is not None:
+                d.placements[info.job.id] = parts
+        d.victims = set(st.victims)
+        return d

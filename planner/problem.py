@@ -1,0 +1,250 @@
+"""Preprocessing shared by every planner: what is free, who may be evicted (and why
+not), which pending jobs may start, and where they could possibly go.
+
+Everything here is solver-free and deterministic (ids in canonical order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+import networkx as nx
+
+from models import Job, Node, Policy, Snapshot, Storage
+from models.rules import (
+    cascade_guarded,
+    cooldown_until,
+    eviction_cost,
+    flushes,
+    immune_for_s,
+    local_flush_s,
+    solo_flush_s,
+    victim_storage,
+)
+from planner import topology as topo
+
+# Sizes are compared in integer megabytes inside the models (rounded against us:
+# sizes up, capacities down), so the storm check never admits a violation.
+MB_PER_GB = 1000
+
+
+def _mask(gpus: list[int]) -> int:
+    m = 0
+    for g in gpus:
+        m |= 1 << g
+    return m
+
+
+def popcount(mask: int) -> int:
+    return mask.bit_count()
+
+
+@lru_cache(maxsize=4096)
+def _clique_layout(key: tuple) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """Partition a node's NVLink graph into cliques ("islands": any subset of one is
+    connected) and list the non-clique components as (mask, island indices)."""
+    gpus, form, data = key
+    if form == "islands":  # every component is a clique already; unlisted GPUs alone
+        covered = 0
+        for m in data:
+            covered |= m
+        alone = [1 << g for g in range(gpus) if not covered >> g & 1]
+        return tuple(sorted([m for m in data if m] + alone, key=lambda m: (m & -m))), ()
+    edges = data
+    g = nx.Graph()
+    g.add_nodes_from(range(gpus))
+    g.add_edges_from(edges)
+    islands: list[int] = []
+    composites: list[tuple[int, tuple[int, ...]]] = []
+    for comp in sorted(nx.connected_components(g), key=min):
+        sub = g.subgraph(comp)
+        n = len(comp)
+        if sub.number_of_edges() == n * (n - 1) // 2:
+            islands.append(_mask(sorted(comp)))
+            continue
+        rest = set(comp)
+        idx = []
+        while rest:
+            best = max(nx.find_cliques(g.subgraph(rest)), key=lambda c: (len(c), -min(c)))
+            idx.append(len(islands))
+            islands.append(_mask(sorted(best)))
+            rest -= set(best)
+        composites.append((_mask(sorted(comp)), tuple(idx)))
+    return tuple(islands), tuple(composites)
+
+
+def clique_layout(node: Node) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    return _clique_layout(topo.canonical_key(node.nvlink_raw(), node.gpus))
+
+
+@dataclass
+class NodeInfo:
+    idx: int
+    node: Node
+    full: int  # mask of all GPUs
+    held: int  # GPUs held by running jobs
+    free: int  # GPUs free in the snapshot and usable (up nodes only)
+    islands: tuple[int, ...]
+    composites: tuple[tuple[int, tuple[int, ...]], ...]
+    storage: Storage | None
+
+    @property
+    def usable(self) -> bool:
+        return self.node.state == "up"
+
+
+@dataclass
+class VictimInfo:
+    job: Job
+    parts: list[tuple[int, int]]  # (node idx, GPU mask) for its nodes
+    evictable: bool
+    why_not: str  # why it cannot be evicted (empty when evictable)
+    rule: str  # rule that protects it (R5/R6/R8/R11/down)
+    cost: float
+    storage: str | None
+    flush_gb: float  # size counted against the storage (0 without a signal)
+    storm_cap_gb: float  # largest F_s under which its need stays <= max_s (inf: no limit)
+
+
+@dataclass
+class PendingInfo:
+    job: Job
+    held_until: datetime | None  # R9 cooldown end, when in force
+    guarded: bool  # R10
+    rights: frozenset[int]  # tiers whose victims' GPUs it may use
+    candidates: list[int] = field(default_factory=list)  # nodes that could host a shard if empty
+    need_nvlink: bool = True
+
+
+@dataclass
+class Problem:
+    snap: Snapshot
+    policy: Policy
+    nodes: list[NodeInfo]
+    node_index: dict[str, int]
+    running: dict[str, VictimInfo]
+    pending: dict[str, PendingInfo]
+    warnings: list[str]
+    owner: dict[tuple[int, int], str]  # (node idx, gpu) -> running job id
+    total_gpus_up_drain: int
+
+    @property
+    def now(self) -> datetime:
+        return self.snap.now
+
+
+def _storm_cap(policy: Policy, job: Job, storage: Storage | None, local_s: float) -> float:
+    """Largest storage load F_s (GB) for which R12's need(v) stays <= grace.max_s."""
+    g = policy.grace
+    ck = job.checkpoint
+    if g.min_s > g.max_s:
+        return -1.0
+    slack = g.max_s / g.safety - ck.barrier_s - ck.cleanup_s
+    if slack < local_s - 1e-12 or slack < 0:
+        return -1.0
+    if storage is None:
+        return float("inf")
+    return slack * storage.write_gb_per_s
+
+
+def build_problem(snap: Snapshot) -> Problem:
+    policy = snap.policy
+    now = snap.now
+    nodes: list[NodeInfo] = []
+    node_index: dict[str, int] = {}
+    node_map = snap.node_map()
+    for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
+        islands, comps = clique_layout(n)
+        full = (1 << n.gpus) - 1
+        nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n)))
+        node_index[n.id] = i
+    owner: dict[tuple[int, int], str] = {}
+    running: dict[str, VictimInfo] = {}
+    warnings: list[str] = []
+    for j in sorted(snap.running(), key=lambda j: j.id):
+        parts = []
+        on_down = []
+        for p in j.placement or []:
+            ni = node_index[p.node]
+            m = _mask(p.gpus)
+            nodes[ni].held |= m
+            parts.append((ni, m))
+            for gpu in p.gpus:
+                owner[(ni, gpu)] = j.id
+            if nodes[ni].node.state == "down":
+                on_down.append(p.node)
+        if on_down:
+            warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
+                            f"{', '.join(on_down)}: ignored there and never evicted")
+        tp = policy.tier(j.tier)
+        stor = victim_storage(snap, j)
+        local = local_flush_s(node_map, j)
+        cap = _storm_cap(policy, j, stor, local) if flushes(j) else float("inf")
+        why, rule = "", ""
+        immune = immune_for_s(policy, now, j)
+        if not tp.preemptible:
+            why, rule = f"tier {j.tier} is not preemptible", "R5"
+        elif on_down:
+            why, rule = f"it has GPUs on down node {on_down[0]}", "down"
+        elif immune > 0:
+            why, rule = f"immune for another {_dur(immune)}", "R6"
+        elif not tp.preemptible_at(now):
+            why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
+        elif cap < 0 or (flushes(j) and j.checkpoint.size_gb > cap + 1e-9):
+            solo = solo_flush_s(snap, j, node_map)
+            need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
+            why, rule = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
+                         f"{policy.grace.max_s:.0f} s", "R11")
+        running[j.id] = VictimInfo(
+            job=j, parts=parts, evictable=not why, why_not=why, rule=rule,
+            cost=eviction_cost(snap, j, node_map), storage=stor.id if stor else None,
+            flush_gb=j.checkpoint.size_gb if flushes(j) else 0.0, storm_cap_gb=cap)
+    total = 0
+    for ni in nodes:
+        if ni.node.state == "up":
+            ni.free = ni.full & ~ni.held
+        if ni.node.state in ("up", "drain"):
+            total += ni.node.gpus
+    pending: dict[str, PendingInfo] = {}
+    for j in sorted(snap.pending(), key=lambda j: j.id):
+        until = cooldown_until(policy, j)
+        held = until if until is not None and now < until else None
+        guarded = cascade_guarded(policy, now, j)
+        rights = frozenset() if guarded else frozenset(policy.tier(j.tier).can_preempt)
+        need_nv = j.topology == "nvlink" and j.gpus_per_node > 1
+        info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv)
+        info.candidates = [ni.idx for ni in nodes if node_can_host(ni, j, policy)]
+        pending[j.id] = info
+    return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total)
+
+
+def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:
+    """Could one shard of the job go on this node if it were empty (R1, R3, R4)?"""
+    n = ni.node
+    if n.state != "up" or n.gpus < job.gpus_per_node:
+        return False
+    if job.gpu_type is not None and n.gpu_type != job.gpu_type:
+        return False
+    if not policy.pool_admits(n.pool, job.tier):
+        return False
+    if job.same_block and n.block is None:
+        return False
+    if job.same_nvlink_domain and n.nvlink_domain is None:
+        return False
+    need = job.topology == "nvlink" and job.gpus_per_node > 1
+    return topo.fits(n.nvlink_raw(), n.gpus, ni.full, job.gpus_per_node, need)
+
+
+def _dur(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {(s % 3600) // 60} min"
+
+
+def fmt_duration(seconds: float) -> str:
+    return _dur(seconds)
