@@ -1,0 +1,179 @@
+"""Configuration of the Slurm adapter: what Slurm does not know.
+
+Slurm knows jobs, nodes, partitions, QOS and GPU indices. The planner also needs
+tiers, NVLink layout, pools, blocks, storage targets and bandwidths, and the
+policy; this file supplies them. YAML or JSON; relative paths are relative to
+the file. Every field is optional. See ``docs/slurm.md`` for a commented example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+CONFIG_ENV = "PREEMPT_PLANNER_SLURM_CONFIG"
+"""Environment variable naming the config file when ``--config`` is not given."""
+
+
+class ConfigError(ValueError):
+    """The adapter configuration is unreadable or invalid."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TierMap(_Strict):
+    """Which Slurm jobs the planner manages, and in which tier.
+
+    A job's tier comes from its QOS (``qos``), else from its partition
+    (``partitions``; for a pending job submitted to several partitions the most
+    important mapped tier wins), else ``default``. Jobs left without a tier are
+    not planned; if they run on GPUs they still occupy them and enter the
+    snapshot in tier ``unmanaged`` (not preemptible, added to the policy).
+    """
+
+    partitions: dict[str, int] = Field(default_factory=dict)
+    qos: dict[str, int] = Field(default_factory=dict)
+    default: int | None = None
+    unmanaged: int = 9
+
+
+class NodeRule(_Strict):
+    """Contract node fields for the nodes a rule matches; later rules win.
+
+    ``match`` is a Slurm hostlist expression (``gpu[1-4]``) or a glob
+    (``dgx-*``); ``partitions`` (optional) restricts the rule to nodes in one of
+    these partitions.
+    """
+
+    match: str = "*"
+    partitions: list[str] | None = None
+    gpu_type: str | None = None
+    nvlink: Any = None
+    pool: str | None = None
+    block: str | None = None
+    nvlink_domain: str | None = None
+    storage: str | None = None
+    local_write_gb_per_s: float | None = Field(None, gt=0)
+    state: Literal["up", "drain", "down"] | None = None
+
+
+class CheckpointDefaults(_Strict):
+    """Checkpoint values of a job whose comment and sidecar are silent."""
+
+    size_gb: float = Field(0, ge=0)
+    signal: str | None = "SIGTERM"
+    barrier_s: float = Field(0, ge=0)
+    cleanup_s: float = Field(0, ge=0)
+    restore_s: float = Field(0, ge=0)
+
+
+class JobDefaults(_Strict):
+    topology: Literal["nvlink", "any"] = "nvlink"
+    checkpoint: CheckpointDefaults = Field(default_factory=CheckpointDefaults)
+
+
+class PlannerSettings(_Strict):
+    time_limit_s: float = Field(1.0, gt=0)
+    workers: int = Field(2, ge=1)
+    deterministic: bool = False
+    planner: str = "cpsat"
+
+
+class Commands(_Strict):
+    """Slurm client executables (names looked up on PATH, or absolute paths)."""
+
+    squeue: str = "squeue"
+    sinfo: str = "sinfo"
+    scontrol: str = "scontrol"
+    scancel: str = "scancel"
+
+    @field_validator("squeue", "sinfo", "scontrol", "scancel")
+    @classmethod
+    def _plain(cls, v: str) -> str:
+        if not v or any(c.isspace() for c in v) or v.startswith("-"):
+            raise ValueError("must be one executable name or path, without arguments")
+        return v
+
+
+class SlurmConfig(_Strict):
+    tiers: TierMap = Field(default_factory=TierMap)
+    nodes: list[NodeRule] = Field(default_factory=list)
+    storage: list[dict[str, Any]] = Field(default_factory=list)
+    policy: dict[str, Any] | None = None
+    policy_file: Path | None = None
+    gpu_types: dict[str, str] = Field(
+        default_factory=dict, description="Slurm GRES type -> contract gpu_type")
+    job_defaults: JobDefaults = Field(default_factory=JobDefaults)
+    sidecar_dir: Path | None = None
+    state_file: Path | None = None
+    plan_dir: Path | None = None
+    signal_target: Literal["batch", "full"] = "batch"
+    poll_interval_s: float = Field(1.0, gt=0)
+    command_timeout_s: float = Field(30.0, gt=0)
+    interval_s: float = Field(30.0, gt=0)
+    node_source: Literal["auto", "sinfo", "scontrol"] = "auto"
+    commands: Commands = Field(default_factory=Commands)
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)
+
+    def resolved(self, base: Path) -> SlurmConfig:
+        """A copy whose relative paths are taken relative to `base`."""
+        changes: dict[str, Any] = {}
+        for name in ("policy_file", "sidecar_dir", "state_file", "plan_dir"):
+            value = getattr(self, name)
+            if value is not None and not Path(value).is_absolute():
+                changes[name] = base / value
+        return self.model_copy(update=changes)
+
+    def policy_dict(self) -> dict[str, Any]:
+        """The contract policy: ``policy`` merged over the ``policy_file``."""
+        data: dict[str, Any] = {}
+        if self.policy_file is not None:
+            data = dict(_read_document(Path(self.policy_file)))
+            data = dict(data.get("policy", data))  # a snapshot file also works
+        if self.policy:
+            data.update(self.policy)
+        return data
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                          f"{exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def config_from_dict(data: dict[str, Any], base: Path | None = None,
+                     source: str = "config") -> SlurmConfig:
+    try:
+        cfg = SlurmConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"{source}: " + "; ".join(lines)) from exc
+    return cfg.resolved(base) if base is not None else cfg
+
+
+def load_config(path: str | Path | None = None) -> SlurmConfig:
+    """Read the config from `path`, else from $PREEMPT_PLANNER_SLURM_CONFIG, else defaults."""
+    if path is None:
+        path = os.environ.get(CONFIG_ENV) or None
+    if path is None:
+        return SlurmConfig()
+    p = Path(path)
+    return config_from_dict(_read_document(p), base=p.resolve().parent, source=str(p))
