@@ -21,7 +21,7 @@ What the parameters mean:
   share of pending jobs that are gangs). Gangs use whole nodes, 2-8 of them.
 - ``pending``: number of pending jobs (default: a quarter of the node count, at
   least 2); about one in eight was preempted before, some still in backoff (R9).
-- ``pools``: put about an eighth of the nodes (whole blocks) in pool
+- ``pools``: put about an eighth of the nodes (the first ones) in pool
   ``reserved`` with policy ``pools: {"reserved": [1]}``; only tier-1 jobs run there.
 - ``blocks_per``: nodes per ``block`` (rack); blocks share a GPU type, and every
   8 blocks share a storage target.
@@ -237,7 +237,7 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
     storage = [{"id": f"fs-{s + 1:02d}", "write_gb_per_s": round(float(rng.uniform(20, 100)), 1)}
                for s in range(n_storage)]
     block_type = ["H200" if rng.random() < 0.3 else "H100" for _ in range(n_blocks)]
-    n_reserved_blocks = max(1, round(n_blocks / 8)) if pools and n_blocks > 1 else 0
+    n_reserved = max(1, round(nodes / 8)) if pools and nodes >= 2 else 0
     layouts = _apportion(nvlink_mix, nodes, rng)
     node_recs: list[dict[str, Any]] = []
     for i in range(nodes):
@@ -245,7 +245,7 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
         rec: dict[str, Any] = {
             "id": f"node-{i + 1:04d}", "gpus": gpus_per_node, "gpu_type": block_type[blk],
             "nvlink": _layout_nvlink(layouts[i], gpus_per_node),
-            "pool": "reserved" if blk < n_reserved_blocks else "default",
+            "pool": "reserved" if i < n_reserved else "default",
             "block": f"blk-{blk + 1:03d}",
             "storage": storage[blk // storage_per_blocks]["id"],
             "local_write_gb_per_s": (None if rng.random() < 0.1
@@ -253,9 +253,6 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
             "state": "up",
         }
         node_recs.append(rec)
-    if pools and n_blocks == 1 and nodes >= 2:  # one block: reserve its first node(s)
-        for rec in node_recs[: max(1, nodes // 8)]:
-            rec["pool"] = "reserved"
 
     # ---- running jobs -----------------------------------------------------------------
     total = nodes * gpus_per_node
@@ -282,7 +279,7 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
         blk = blocks[int(rng.integers(len(blocks)))]
         members = empty_by_block[blk][:width]
         del empty_by_block[blk][:width]
-        tier = 1 if node_recs[members[0]]["pool"] == "reserved" else b.tier()
+        tier = 1 if any(node_recs[i]["pool"] == "reserved" for i in members) else b.tier()
         nvlink = all(_full_connected(i) for i in members)
         full = (1 << gpus_per_node) - 1
         running.append(_running_job(b, tier, members, node_recs, gpus_per_node, full, nvlink,
