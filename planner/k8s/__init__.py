@@ -1,0 +1,24 @@
+"""Kubernetes adapter: snapshot from ``kubectl get nodes/pods -o json``, and a plan
+back to ``policy/v1`` Evictions and ``v1`` Bindings (or kubectl commands).
+
+No API server is contacted: the adapter reads and writes JSON, and ``kubectl``
+(or any client) carries it to the cluster. See ``docs/kubernetes.md``.
+"""
+
+from planner.k8s.apply import (
+    binding_objects,
+    eviction_objects,
+    grace_seconds,
+    job_pods,
+    kubectl_script,
+    object_list,
+    read_meta,
+)
+from planner.k8s.config import K8sConfig, load_config
+from planner.k8s.snapshot import META_KIND, K8sSnapshot, build_snapshot
+
+__all__ = [
+    "META_KIND", "K8sConfig", "K8sSnapshot", "binding_objects", "build_snapshot",
+    "eviction_objects", "grace_seconds", "job_pods", "kubectl_script", "load_config",
+    "object_list", "read_meta",
+]
