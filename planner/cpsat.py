@@ -1,0 +1,592 @@
+"""The CP-SAT tick model.
+
+Aggregation keeps the model small whatever the queue length:
+
+* Pending jobs that only differ in priority and id form a *class*; the model
+  chooses how many jobs of a class to admit (``a[c][i]`` ordered Booleans, so the
+  admitted ones are the highest-priority ones) and how many shards of the class
+  go to each NVLink *island* of each candidate node (integer counts).
+* Inside a node, islands are cliques of the NVLink graph (every contract form
+  but explicit edge lists is a union of cliques), so any set of GPUs inside one
+  island is connected (R3): only counts matter, and concrete GPU indices are
+  chosen after the solve. Explicit edge graphs are split into cliques plus a
+  "whole component" option; placements that need other connected sets are left
+  to the greedy plan, and the status is then at most ``feasible``.
+* GPUs of an island come from free GPUs and from victims; R7 (who may use whose
+  GPUs) is a transportation problem per island, enforced exactly by Hall's
+  condition over the distinct rights sets present.
+
+Rules: R2 gangs by count constraints (per block / NVLink domain when required),
+R4/R1 node filters, R5/R6/R8/R9 by pruning, R7 as above plus "every victim has a
+beneficiary", R10 as an empty rights set, R11/R12 as a per-storage load cap,
+R13 as two linear budgets. The lexicographic objective is solved in phases;
+consecutive items are merged into one weighted phase while the weights fit in
+64 bits. The greedy plan is the hint and the fallback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from models import Plan, SolverInfo
+from planner.assemble import Decision, assemble, clean, objective_of
+from planner.greedy import GreedyPlanner
+from planner.problem import MB_PER_GB, PendingInfo, Problem
+
+COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
+_LIMIT = 2**60
+
+
+@dataclass
+class _Class:
+    key: tuple
+    jobs: list[PendingInfo]  # highest priority first
+    gpn: int
+    nodes: int
+    tier: int
+    rights: frozenset[int]
+    single_island: bool  # nvlink (or 1 GPU): each shard inside one island
+    group_by: tuple[bool, bool]  # same_block, same_nvlink_domain
+    candidates: list[int]
+    admit: list[cp_model.IntVar] = field(default_factory=list)
+    count: cp_model.IntVar | None = None
+    shards: dict[int, list] = field(default_factory=dict)  # node -> [(island idx|comp, var)]
+    node_total: dict[int, cp_model.LinearExpr] = field(default_factory=dict)
+    groups: list[tuple[cp_model.IntVar, list[int]]] = field(default_factory=list)
+    hintable: list[cp_model.IntVar] = field(default_factory=list)  # other decision vars
+
+
+def _class_key(info: PendingInfo) -> tuple:
+    j = info.job
+    return (j.tier, j.gpus_per_node, j.nodes, j.gpu_type, info.need_nvlink, j.same_block,
+            j.same_nvlink_domain, tuple(sorted(info.rights)), tuple(info.candidates))
+
+
+class CpsatModel:
+    def __init__(self, problem: Problem):
+        self.p = problem
+        self.m = cp_model.CpModel()
+        self.approximate = False
+        self.classes: list[_Class] = []
+        self.evict: dict[str, cp_model.IntVar] = {}
+        self.island_demand: dict[tuple[int, int], dict[frozenset, list]] = defaultdict(
+            lambda: defaultdict(list))
+        self.items: list[tuple[str, list, list[int], int, int]] = []  # objective items
+        self._build()
+
+    # -- construction ---------------------------------------------------------------
+    def _build(self) -> None:
+        p = self.p
+        groups: dict[tuple, list[PendingInfo]] = defaultdict(list)
+        for info in sorted(p.pending.values(), key=lambda i: i.job.id):
+            if info.held_until is None and info.candidates:
+                groups[_class_key(info)].append(info)
+        for key in sorted(groups, key=repr):
+            jobs = sorted(groups[key], key=lambda i: (-i.job.priority, i.job.id))
+            j = jobs[0].job
+            c = _Class(key, jobs, j.gpus_per_node, j.nodes, j.tier, jobs[0].rights,
+                       jobs[0].need_nvlink or j.gpus_per_node == 1,
+                       (j.same_block, j.same_nvlink_domain), [])
+            self._prune(c)
+            if c.candidates:
+                self.classes.append(c)
+        self._victim_vars()
+        for c in self.classes:
+            self._class_vars(c)
+        self._capacity()
+        self._beneficiary()
+        self._storm()
+        self._budgets()
+        self._objective_items()
+
+    def _rightful_mask(self, node: int, rights: frozenset[int]) -> int:
+        m = self.p.nodes[node].free
+        for vid in self._victims_on.get(node, ()):
+            if self.p.running[vid].job.tier in rights:
+                m |= self._vmask[(vid, node)]
+        return m
+
+    def _prune(self, c: _Class) -> None:
+        """Keep the nodes where one shard could fit on free GPUs plus GPUs of victims
+        the class may take (numpy-free but cheap: bit counts, then a cached fit)."""
+        from planner import topology as topo
+
+        if not hasattr(self, "_victims_on"):
+            self._victims_on: dict[int, list[str]] = defaultdict(list)
+            self._vmask: dict[tuple[str, int], int] = {}
+            for vid, v in sorted(self.p.running.items()):
+                if v.evictable:
+                    for ni, m in v.parts:
+                        if self.p.nodes[ni].usable:
+                            self._victims_on[ni].append(vid)
+                            self._vmask[(vid, ni)] = m
+        need = c.jobs[0].need_nvlink
+        for ni in c.jobs[0].candidates:
+            m = self._rightful_mask(ni, c.rights)
+            if m.bit_count() < c.gpn:
+                continue
+            node = self.p.nodes[ni].node
+            if topo.fits(node.nvlink_raw(), node.gpus, m, c.gpn, need):
+                c.candidates.append(ni)
+
+    def _victim_vars(self) -> None:
+        wanted: set[str] = set()
+        for c in self.classes:
+            for ni in c.candidates:
+                for vid in self._victims_on.get(ni, ()):
+                    if self.p.running[vid].job.tier in c.rights:
+                        wanted.add(vid)
+        for vid in sorted(wanted):
+            self.evict[vid] = self.m.new_bool_var(f"e[{vid}]")
+
+    def _class_vars(self, c: _Class) -> None:
+        m = self.m
+        n_jobs = len(c.jobs)
+        c.admit = [m.new_bool_var(f"a[{c.jobs[i].job.id}]") for i in range(n_jobs)]
+        for i in range(n_jobs - 1):
+            m.add_implication(c.admit[i + 1], c.admit[i])
+        c.count = m.new_int_var(0, n_jobs, f"k[{c.key}]")
+        m.add(c.count == sum(c.admit))
+        cap_shards = n_jobs
+        for ni in c.candidates:
+            info = self.p.nodes[ni]
+            terms = []
+            if c.single_island:
+                for ii, isl in enumerate(info.islands):
+                    size = isl.bit_count()
+                    if size < c.gpn:
+                        continue
+                    ub = min(size // c.gpn, cap_shards)
+                    v = m.new_int_var(0, ub, f"y[{c.key[0]},{ni},{ii}]")
+                    c.shards.setdefault(ni, []).append((ii, v))
+                    terms.append(v)
+                    self.island_demand[(ni, ii)][c.rights].append((c.gpn, v))
+                for ci, (cmask, idx) in enumerate(info.composites):
+                    size = cmask.bit_count()
+                    if c.gpn == size:
+                        v = m.new_bool_var(f"w[{ni},{ci}]")
+                        c.shards.setdefault(ni, []).append((("comp", ci), v))
+                        terms.append(v)
+                        for i in idx:
+                            self.island_demand[(ni, i)][c.rights].append(
+                                (info.islands[i].bit_count(), v))
+                    elif 1 < c.gpn < size :
+                        self.approximate = True  # connected sets across cliques not modelled
+            else:  # topology "any": GPUs of a shard may come from several islands
+                x = m.new_int_var(0, min(info.node.gpus // c.gpn, cap_shards), f"x[{ni}]")
+                q_terms = []
+                for ii, isl in enumerate(info.islands):
+                    q = m.new_int_var(0, min(isl.bit_count(), c.gpn * cap_shards), f"q[{ni},{ii}]")
+                    q_terms.append(q)
+                    c.shards.setdefault(ni, []).append((ii, q))
+                    self.island_demand[(ni, ii)][c.rights].append((1, q))
+                m.add(sum(q_terms) == c.gpn * x)
+                c.node_total[ni] = x
+                c.hintable.append(x)
+                continue
+            if terms:
+                c.node_total[ni] = sum(terms) if len(terms) > 1 else terms[0]
+        c.candidates = [ni for ni in c.candidates if ni in c.node_total]
+        total = [c.node_total[ni] for ni in c.candidates]
+        if c.nodes == 1:
+            m.add(sum(total) == c.count)
+            return
+        if not any(c.group_by):
+            m.add(sum(total) == c.nodes * c.count)
+            for ni in c.candidates:
+                m.add(c.node_total[ni] <= c.count)
+            return
+        by_group: dict[tuple, list[int]] = defaultdict(list)
+        for ni in c.candidates:
+            node = self.p.nodes[ni].node
+            by_group[(node.block if c.group_by[0] else None,
+                      node.nvlink_domain if c.group_by[1] else None)].append(ni)
+        gvars = []
+        for gi, g in enumerate(sorted(by_group, key=repr)):
+            kg = m.new_int_var(0, n_jobs, f"kg[{gi}]")
+            gvars.append(kg)
+            c.groups.append((kg, by_group[g]))
+            m.add(sum(c.node_total[ni] for ni in by_group[g]) == c.nodes * kg)
+            for ni in by_group[g]:
+                m.add(c.node_total[ni] <= kg)
+        m.add(sum(gvars) == c.count)
+
+    def _capacity(self) -> None:
+        """Per island: Hall's condition between demand by rights set and supply."""
+        p = self.p
+        for (ni, ii), by_rights in sorted(self.island_demand.items()):
+            info = p.nodes[ni]
+            isl = info.islands[ii]
+            free = (info.free & isl).bit_count()
+            supply: dict[int, list] = defaultdict(list)  # tier -> [(gpus, e)]
+            for vid in self._victims_on.get(ni, ()):
+                e = self.evict.get(vid)
+                g = (self._vmask[(vid, ni)] & isl).bit_count()
+                if e is not None and g:
+                    supply[p.running[vid].job.tier].append((g, e))
+            rights_sets = sorted(by_rights, key=lambda r: sorted(r))
+            for r in range(1, len(rights_sets) + 1):
+                for subset in itertools.combinations(rights_sets, r):
+                    demand = [w * v for rs in subset for w, v in by_rights[rs]]
+                    tiers = set().union(*subset)
+                    sup = [g * e for t in sorted(tiers) for g, e in supply.get(t, ())]
+                    self.m.add(sum(demand) <= free + sum(sup))
+
+    def _beneficiary(self) -> None:
+        """R7: every victim has a placed job that may take its GPUs on one of its nodes."""
+        users: dict[str, list] = defaultdict(list)
+        for c in self.classes:
+            for ni in c.candidates:
+                for vid in self._victims_on.get(ni, ()):
+                    if vid in self.evict and self.p.running[vid].job.tier in c.rights:
+                        users[vid].append(c.node_total[ni])
+        for vid, e in self.evict.items():
+            if users[vid]:
+                self.m.add(sum(users[vid]) >= e)
+            else:
+                self.m.add(e == 0)
+
+    def _storm(self) -> None:
+        """R11/R12: F_s <= cap of every flushing victim chosen on storage s."""
+        by_storage: dict[str, list[str]] = defaultdict(list)
+        for vid in self.evict:
+            v = self.p.running[vid]
+            if v.flush_gb > 0 and v.storage is not None and math.isfinite(v.storm_cap_gb):
+                by_storage[v.storage].append(vid)
+        for s, vids in sorted(by_storage.items()):
+            sizes = [math.ceil(self.p.running[v].flush_gb * MB_PER_GB - 1e-9) for v in vids]
+            total = sum(sizes)
+            caps = [math.floor(self.p.running[v].storm_cap_gb * MB_PER_GB + 1e-9) for v in vids]
+            if max(sizes) <= 0 or min(caps) >= total:
+                continue
+            cap = self.m.new_int_var(0, total, f"cap[{s}]")
+            self.m.add(sum(sz * self.evict[v] for sz, v in zip(sizes, vids)) <= cap)
+            for v, cv in zip(vids, caps):
+                if cv < total:
+                    self.m.add(cap <= max(cv, 0)).only_enforce_if(self.evict[v])
+
+    def _budgets(self) -> None:
+        pol = self.p.policy
+        es = list(self.evict.items())
+        if pol.max_evictions_per_tick is not None:
+            self.m.add(sum(e for _, e in es) <= pol.max_evictions_per_tick)
+        if pol.max_evicted_gpu_fraction is not None:
+            limit = math.floor(pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9)
+            self.m.add(sum(self.p.running[v].job.total_gpus * e for v, e in es) <= limit)
+
+    def _objective_items(self) -> None:
+        """Items of the lexicographic objective as (name, vars, coefs, lo, hi), maximised."""
+        tiers = sorted({c.tier for c in self.classes})
+        for t in tiers:
+            vs, cs = [], []
+            for c in self.classes:
+                if c.tier == t:
+                    vs += c.admit
+                    cs += [c.gpn * c.nodes] * len(c.admit)
+            self.items.append((f"tier{t}", vs, cs, 0, sum(cs)))
+        vs, cs = [], []
+        for c in self.classes:
+            for i, a in enumerate(c.admit):
+                w = c.jobs[i].job.priority * c.gpn * c.nodes
+                if w:
+                    vs.append(a)
+                    cs.append(w)
+        if vs:
+            self.items.append(("priority", vs, cs, sum(min(0, w) for w in cs),
+                               sum(max(0, w) for w in cs)))
+        evs = sorted(self.evict)
+        costs = [-round(self.p.running[v].cost * COST_SCALE) for v in evs]
+        if evs:
+            self.items.append(("cost", [self.evict[v] for v in evs], costs, sum(costs), 0))
+            self.items.append(("evictions", [self.evict[v] for v in evs], [-1] * len(evs),
+                               -len(evs), 0))
+
+    # -- phases ---------------------------------------------------------------------
+    def phases(self) -> list[list[int]]:
+        """Group consecutive objective items into weighted phases that fit 64 bits."""
+        out: list[list[int]] = []
+        cur: list[int] = []
+        span = 1
+        for k, (_n, _v, _c, lo, hi) in enumerate(self.items):
+            r = hi - lo + 1
+            if cur and span * r < _LIMIT:
+                cur.append(k)
+                span *= r
+            else:
+                if cur:
+                    out.append(cur)
+                cur, span = [k], r
+        if cur:
+            out.append(cur)
+        return out
+
+    def phase_expr(self, ks: list[int]) -> tuple[cp_model.LinearExpr, list[int]]:
+        """Weighted sum of items ks (first most important) and the weights."""
+        weights = []
+        w = 1
+        for k in reversed(ks):
+            weights.append(w)
+            lo, hi = self.items[k][3], self.items[k][4]
+            w *= hi - lo + 1
+        weights.reverse()
+        vs, cs = [], []
+        for k, wk in zip(ks, weights):
+            _n, v, c, _lo, _hi = self.items[k]
+            vs += v
+            cs += [wk * x for x in c]
+        return cp_model.LinearExpr.weighted_sum(vs, cs), weights
+
+    # -- hints ----------------------------------------------------------------------
+    def hint(self, d: Decision) -> None:
+        m = self.m
+        m.clear_hints()
+        placed_by_class: dict[int, int] = defaultdict(int)
+        shard_count: dict[tuple[int, int, object], int] = defaultdict(int)
+        cls_of: dict[str, int] = {}
+        for ci, c in enumerate(self.classes):
+            for info in c.jobs:
+                cls_of[info.job.id] = ci
+        for j, parts in d.placements.items():
+            ci = cls_of.get(j)
+            if ci is None:
+                continue
+            c = self.classes[ci]
+            placed_by_class[ci] += 1
+            for ni, mask in parts:
+                isl = self.p.nodes[ni].islands
+                if c.single_island:
+                    for ii, im in enumerate(isl):
+                        if mask & im == mask:
+                            shard_count[(ci, ni, ii)] += 1
+                else:
+                    for ii, im in enumerate(isl):
+                        shard_count[(ci, ni, ii)] += (mask & im).bit_count()
+        for ci, c in enumerate(self.classes):
+            for i, a in enumerate(c.admit):
+                m.add_hint(a, i < placed_by_class[ci])
+            for ni, lst in c.shards.items():
+                for key, v in lst:
+                    m.add_hint(v, shard_count.get((ci, ni, key), 0))
+            m.add_hint(c.count, placed_by_class[ci])
+        for vid, e in self.evict.items():
+            m.add_hint(e, vid in d.victims)
+
+
+def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
+            hint_first: bool = False) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    prm = s.parameters
+    prm.random_seed = seed
+    if deterministic:
+        prm.num_workers = 1
+        prm.max_deterministic_time = max(0.05, time_limit_s)
+        prm.max_time_in_seconds = max(10.0, 20 * time_limit_s)  # safety net only
+    else:
+        prm.num_workers = max(1, workers)
+        prm.max_time_in_seconds = max(0.01, time_limit_s)
+    return s
+
+
+def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
+    """Concrete victims and GPU indices from a solution (None if it does not realise)."""
+    p = model.p
+    d = Decision(victims={v for v, e in model.evict.items() if solver.value(e)})
+    # which jobs of each class, and their shards per node/island
+    freed: dict[int, dict[str, int]] = defaultdict(dict)
+    for v in d.victims:
+        for ni, mask in p.running[v].parts:
+            freed[ni][v] = mask
+    free = {n.idx: n.free for n in p.nodes}
+    demands: dict[int, list] = defaultdict(list)  # node -> [(rights, class idx, island, gpus)]
+    jobs_of: list[list[str]] = []
+    for ci, c in enumerate(model.classes):
+        k = solver.value(c.count)
+        jobs_of.append([c.jobs[i].job.id for i in range(k)])
+        for ni in c.candidates:
+            for key, v in c.shards.get(ni, ()):
+                val = solver.value(v)
+                if val:
+                    demands[ni].append((c.rights, ci, key, val))
+    shard_masks: dict[int, list[tuple[int, int]]] = defaultdict(list)  # class -> [(node, mask)]
+    for ni in sorted(demands):
+        info = p.nodes[ni]
+        per_class: dict[int, list[int]] = defaultdict(list)
+        any_gpus: dict[int, int] = defaultdict(int)
+        # most rights first, preferring freed GPUs, so free GPUs remain for the others
+        for rights, ci, key, val in sorted(demands[ni], key=lambda t: (-len(t[0]), t[1], repr(t[2]))):
+            c = model.classes[ci]
+            if isinstance(key, tuple):  # whole composite component
+                cm = info.composites[key[1]][0]
+                avail = _take_pool(free, freed, p, ni, rights, cm)
+                if avail & cm != cm:
+                    return None
+                _consume(free, freed, ni, cm)
+                per_class[ci] += [cm] * val
+                continue
+            isl = info.islands[key]
+            n_gpus = val * c.gpn if c.single_island else val
+            chunks = [c.gpn] * val if c.single_island else [n_gpus]
+            for size in chunks:
+                mask = _pick(free, freed, p, ni, rights, isl, size)
+                if mask is None:
+                    return None
+                _consume(free, freed, ni, mask)
+                if c.single_island:
+                    per_class[ci].append(mask)
+                else:
+                    any_gpus[ci] |= mask
+        for ci, masks in per_class.items():
+            for mask in masks:
+                shard_masks[ci].append((ni, mask))
+        for ci, mask in any_gpus.items():  # split into shards of gpn GPUs
+            gpn = model.classes[ci].gpn
+            bl = [g for g in range(info.node.gpus) if mask >> g & 1]
+            for s in range(0, len(bl), gpn):
+                sm = 0
+                for g in bl[s:s + gpn]:
+                    sm |= 1 << g
+                shard_masks[ci].append((ni, sm))
+    for ci, c in enumerate(model.classes):
+        jobs = jobs_of[ci]
+        shards = sorted(shard_masks.get(ci, []))
+        if len(shards) != len(jobs) * c.nodes:
+            return None
+        # gangs: shards listed node by node and dealt round robin to the class's jobs
+        # give each job distinct nodes (at most `count` shards per node); with
+        # block/domain groups, deal each group's shards to its own slice of jobs
+        if c.groups:
+            start = 0
+            for kg, nodes in c.groups:
+                k = solver.value(kg)
+                members = set(nodes)
+                grp = [s for s in shards if s[0] in members]
+                if len(grp) != k * c.nodes:
+                    return None
+                _deal(d, jobs[start:start + k], grp)
+                start += k
+        else:
+            _deal(d, jobs, shards)
+    return clean(p, d)
+
+
+def _deal(d: Decision, jobs: list[str], shards: list[tuple[int, int]]) -> None:
+    for t, (ni, mask) in enumerate(shards):
+        d.placements.setdefault(jobs[t % len(jobs)], []).append((ni, mask))
+
+
+def _take_pool(free, freed, p, ni, rights, within) -> int:  # noqa: ANN001
+    m = free.get(ni, 0)
+    for v, fm in freed.get(ni, {}).items():
+        if p.running[v].job.tier in rights:
+            m |= fm
+    return m & within
+
+
+def _pick(free, freed, p, ni, rights, isl, size):  # noqa: ANN001, ANN202
+    mask = 0
+    got = 0
+    pools = [fm for v, fm in sorted(freed.get(ni, {}).items()) if p.running[v].job.tier in rights]
+    pools.append(free.get(ni, 0))
+    for pool in pools:
+        g = pool & isl & ~mask
+        while g and got < size:
+            low = g & -g
+            mask |= low
+            g ^= low
+            got += 1
+        if got == size:
+            return mask
+    return None
+
+
+def _consume(free, freed, ni, mask) -> None:  # noqa: ANN001
+    free[ni] = free.get(ni, 0) & ~mask
+    for v in freed.get(ni, {}):
+        freed[ni][v] &= ~mask
+
+
+_STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
+           cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID",
+           cp_model.UNKNOWN: "UNKNOWN"}
+
+
+def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
+                workers: int = 2, seed: int = 0, log: bool = False) -> Plan:
+    t0 = time.perf_counter()
+    greedy = clean(problem, GreedyPlanner(problem).solve())
+    model = CpsatModel(problem)
+    build_s = time.perf_counter() - t0
+    if not model.classes:
+        return assemble(problem, greedy, "optimal" if not model.approximate else "feasible",
+                        SolverInfo(engine="cp-sat", status="OPTIMAL", gap=0.0,
+                                   detail="nothing to place"))
+    phases = model.phases()
+    statuses = []
+    best: Decision | None = None
+    bound_info = None
+    remaining = max(0.05, time_limit_s - build_s)
+    model.hint(greedy)
+    for pi, ks in enumerate(phases):
+        expr, _w = model.phase_expr(ks)
+        model.m.maximize(expr)
+        share = remaining / (len(phases) - pi) if pi < len(phases) - 1 else remaining
+        if pi == 0 and len(phases) > 1:
+            share = remaining * 0.6
+        solver = _solver(share, deterministic, workers, seed)
+        solver.parameters.log_search_progress = log
+        ts = time.perf_counter()
+        st = solver.solve(model.m)
+        remaining = max(0.05, remaining - (time.perf_counter() - ts))
+        statuses.append(_STATUS.get(st, str(st)))
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        d = _extract(model, solver)
+        if d is None:
+            statuses[-1] = "EXTRACT_FAILED"
+            break
+        best = d
+        val = round(solver.objective_value)
+        bound_info = (solver.objective_value, solver.best_objective_bound)
+        if st == cp_model.OPTIMAL:
+            model.m.add(expr == val)
+        else:
+            model.m.add(expr >= val)
+        # hint the next phase with this solution
+        model.m.clear_hints()
+        for c in model.classes:
+            for a in c.admit:
+                model.m.add_hint(a, solver.value(a))
+            for lst in c.shards.values():
+                for _k, v in lst:
+                    model.m.add_hint(v, solver.value(v))
+            for v in [c.count, *c.hintable, *(g for g, _n in c.groups)]:
+                model.m.add_hint(v, solver.value(v))
+        for e in model.evict.values():
+            model.m.add_hint(e, solver.value(e))
+    wall = time.perf_counter() - t0
+    if best is None:
+        return assemble(problem, greedy, "fallback",
+                        SolverInfo(engine="cp-sat", status=statuses[-1] if statuses else "NONE",
+                                   wall_s=wall, detail="solver gave no solution in time; greedy "
+                                   "plan returned"))
+    proven = (len(statuses) == len(phases) and all(s == "OPTIMAL" for s in statuses)
+              and not model.approximate)
+    # never worse than the greedy plan (the model may not express every NVLink set)
+    if objective_of(problem, greedy).key() > objective_of(problem, best).key():
+        best, proven = greedy, False
+    gap = None
+    if bound_info is not None:
+        obj, bnd = bound_info
+        gap = 0.0 if proven else abs(bnd - obj) / max(1.0, abs(obj))
+    status = "optimal" if proven else "feasible"
+    detail = (f"{len(phases)} phase(s): {', '.join(statuses)}; model built in {build_s:.3f} s"
+              + ("; NVLink sets across cliques not modelled" if model.approximate else ""))
+    return assemble(problem, best, status,
+                    SolverInfo(engine="cp-sat", status="/".join(statuses), wall_s=wall,
+                               gap=gap, detail=detail))
