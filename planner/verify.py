@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from models import rules
 from models.plan import REASONS, Eviction, Objective, Placement, Plan
-from models.snapshot import Job, Node, Snapshot, age_s
+from models.snapshot import Job, Node, Snapshot, Storage, age_s
 
 __all__ = ["CODES", "Violation", "is_valid", "objective_of", "verify"]
 
@@ -77,7 +77,8 @@ def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
         job = jobs[jid]
         admitted[str(job.tier)] = admitted.get(str(job.tier), 0) + job.total_gpus
         priority += job.priority * job.total_gpus
-    cost = sum(rules.eviction_cost(snapshot, jobs[v], nodes) for v in victims)
+    storages = snapshot.storage_map()
+    cost = sum(_cost(snapshot, nodes, storages, jobs[v]) for v in victims)
     return Objective(admitted_gpus=admitted, priority_value=priority,
                      eviction_cost_gpu_s=float(cost), evictions=len(victims))
 
@@ -100,6 +101,25 @@ def _entries(snap: Snapshot, plan: Plan) -> tuple[dict[str, Placement], dict[str
         if job is not None and job.state == "running" and e.job not in victims:
             victims[e.job] = e
     return placed, victims
+
+
+def _storage(nodes: dict[str, Node], storages: dict[str, Storage], job: Job) -> Storage | None:
+    """A running job's storage target: that of its first node (section 7). The same
+    as ``rules.victim_storage`` without rebuilding the node map per call."""
+    node = nodes[job.placement[0].node] if job.placement else None
+    if node is None:
+        return None
+    if node.storage is not None:
+        return storages.get(node.storage)
+    return next(iter(storages.values())) if len(storages) == 1 else None
+
+
+def _cost(snap: Snapshot, nodes: dict[str, Node], storages: dict[str, Storage],
+          job: Job) -> float:
+    """Objective item 4: ``gpus * (lost + restore + solo_flush)`` in GPU-seconds."""
+    solo = rules.flush_s(job, _storage(nodes, storages, job), job.checkpoint.size_gb,
+                         rules.local_flush_s(nodes, job))
+    return job.total_gpus * (rules.lost_s(snap.now, job) + job.checkpoint.restore_s + solo)
 
 
 def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
@@ -172,6 +192,7 @@ class _Checker:
         self.pol = snap.policy
         self.nodes = snap.node_map()
         self.jobs = snap.job_map()
+        self.storages = snap.storage_map()
         self.out: list[Violation] = []
         self.owner: dict[GPU, str] = {}  # GPU -> running job holding it in the snapshot
         for j in snap.running():
@@ -384,7 +405,7 @@ class _Checker:
         if sorted(e.preemptors) != users:
             self.add("EVICTION", vid, f"eviction of {vid!r} lists preemptors {e.preemptors}; the "
                                       f"placed jobs using its GPUs are {users}")
-        cost = rules.eviction_cost(self.snap, v, self.nodes)
+        cost = _cost(self.snap, self.nodes, self.storages, v)
         if not _close(e.cost_gpu_s, cost):
             self.add("EVICTION", vid, f"eviction of {vid!r} has cost_gpu_s {_num(e.cost_gpu_s)}, "
                                       f"expected {_num(cost)} (objective item 4)")
@@ -402,13 +423,13 @@ class _Checker:
         load: dict[str, float] = defaultdict(float)  # F_s per storage target
         for vid in self.victims:
             v = self.jobs[vid]
-            s = rules.victim_storage(self.snap, v)
+            s = _storage(self.nodes, self.storages, v)
             if rules.flushes(v) and s is not None:
                 load[s.id] += v.checkpoint.size_gb
         grace = self.pol.grace
         for vid, e in self.victims.items():
             v = self.jobs[vid]
-            s = rules.victim_storage(self.snap, v)
+            s = _storage(self.nodes, self.storages, v)
             flush = rules.flush_s(v, s, load[s.id] if s is not None else 0.0,
                                   rules.local_flush_s(self.nodes, v))
             need = rules.need_s(self.pol, v, flush)
@@ -430,7 +451,6 @@ class _Checker:
                                      f"{_num(need)} <= grace <= {_num(grace.max_s)} s "
                                      f"(flush {_num(flush)} s)")
         expected = {sid: gb for sid, gb in load.items() if gb > 0}
-        storages = self.snap.storage_map()
         seen: set[str] = set()
         for i, entry in enumerate(self.plan.storm):
             sid = entry.storage
@@ -443,7 +463,7 @@ class _Checker:
                                         "and must not be listed")
                 continue
             gb = expected[sid]
-            secs = gb / storages[sid].write_gb_per_s
+            secs = gb / self.storages[sid].write_gb_per_s
             if not _close(entry.flush_gb, gb) or not _close(entry.flush_s, secs):
                 self.add("STORM", None, f"storm[{i}]: storage {sid!r} has flush_gb "
                                         f"{_num(entry.flush_gb)} and flush_s {_num(entry.flush_s)}, "

@@ -517,6 +517,16 @@ def test_r11_multi_node_victim_counts_once_on_first_node_storage():
     assert codes(snap, plan) == {"STORM"}
 
 
+def test_no_storage_targets_only_local_bandwidth_limits():
+    snap = snapshot_dict()
+    snap["storage"] = []
+    plan = valid_plan()
+    plan["storm"] = []  # no F_s anywhere; sweep still flushes 5 s to its local NVMe
+    assert_valid(snap, plan)
+    plan["storm"] = [{"storage": "nfs-a", "flush_gb": 20.0, "flush_s": 0.5}]
+    assert codes(snap, plan) == {"STORM"}
+
+
 @pytest.mark.parametrize("victim, grace, hold, start", [
     ("sweep", 50, "2026-11-30T08:30:50Z", 50),  # below need (60)
     ("sweep", 200, "2026-11-30T08:33:20Z", 200),  # above max_s (180)
