@@ -1,0 +1,59 @@
+"""``preempt-planner serve``: the planning service over HTTP (see ``docs/api.md``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from planner.commands._common import err_console
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run the planning HTTP service (POST /v1/plan, /v1/verify)",
+        description="Serve POST /v1/plan, POST /v1/verify, GET /healthz and GET /metrics "
+                    "(Prometheus). See docs/api.md.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free)")
+    p.add_argument("--time-limit", type=float, default=1.0, metavar="S",
+                   help="default solver time limit per plan, seconds (default 1.0)")
+    p.add_argument("--max-time-limit", type=float, default=60.0, metavar="S",
+                   help="largest time_limit_s a request may ask for (default 60)")
+    p.add_argument("--max-body-mb", type=float, default=16.0, metavar="MB",
+                   help="largest request body, MiB (default 16); larger ones get 413")
+    p.add_argument("--planner", default="cpsat", help="default planner (default cpsat)")
+    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers per plan (default 2)")
+    p.add_argument("--max-concurrent", type=int, default=None,
+                   help="plans solved at once; more wait (default: number of CPUs)")
+    p.add_argument("--quiet", action="store_true", help="do not log each request")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from planner import PLANNERS
+    from planner.service import make_server
+
+    if args.planner not in PLANNERS:
+        err_console.print(f"[bold red]error:[/] unknown planner {args.planner!r} "
+                          f"(choose from {', '.join(PLANNERS)})")
+        return 2
+    if args.time_limit <= 0 or args.max_body_mb <= 0 or args.workers < 1:
+        err_console.print("[bold red]error:[/] --time-limit, --max-body-mb and --workers "
+                          "must be positive")
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    server = make_server(args.host, args.port, time_limit_s=args.time_limit,
+                         max_time_limit_s=args.max_time_limit,
+                         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                         planner=args.planner, workers=args.workers,
+                         max_concurrent=args.max_concurrent, quiet=args.quiet)
+    err_console.print(f"preempt-planner serving on {server.url} "
+                      "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,360 @@
+"""Planning service: the planner and the verifier over HTTP, standard library only.
+
+Endpoints (see ``docs/api.md`` and ``docs/openapi.yaml``)::
+
+    POST /v1/plan     snapshot JSON -> plan JSON
+                      options (query or header): time_limit_s / X-Time-Limit-S,
+                      deterministic / X-Deterministic, planner / X-Planner
+    POST /v1/verify   {"snapshot": ..., "plan": ...} -> {"valid": bool, "violations": [...]}
+    GET  /healthz     {"status": "ok"}
+    GET  /metrics     Prometheus text format (the server's own registry)
+
+Errors are JSON ``{"error": "...", "messages": [...]}``: 400 for malformed JSON,
+an invalid snapshot or plan, or a bad option; 411 without Content-Length; 413
+when the body exceeds the limit (checked before reading it); 404 for an unknown
+path; 405 (with ``Allow``) for a wrong method.
+
+Requests run on their own threads (``ThreadingHTTPServer``). The planner and the
+verifier are pure functions of the request, so the only shared mutable state is
+the metrics registry (thread safe) and a semaphore bounding concurrent solves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+
+from models import InputError, load_plan, load_snapshot
+
+__all__ = ["PlannerServer", "ServiceMetrics", "make_server", "serve"]
+
+log = logging.getLogger("preempt_planner.service")
+
+ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/plan": ("POST",),
+    "/v1/verify": ("POST",),
+    "/healthz": ("GET", "HEAD"),
+    "/metrics": ("GET", "HEAD"),
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ServiceMetrics:
+    """The server's Prometheus metrics, in a registry of its own (not the global one,
+    so that several servers, e.g. in tests, do not collide)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        self.requests = Counter(
+            "preempt_planner_http_requests", "HTTP requests by endpoint and status code",
+            ["endpoint", "method", "status"], registry=self.registry)
+        self.request_seconds = Histogram(
+            "preempt_planner_http_request_seconds", "HTTP request latency by endpoint",
+            ["endpoint"], registry=self.registry)
+        self.plan_seconds = Histogram(
+            "preempt_planner_plan_seconds", "Wall time of planner calls",
+            ["planner"], registry=self.registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+        self.plans = Counter(
+            "preempt_planner_plans", "Plans returned, by plan status",
+            ["status"], registry=self.registry)
+        self.evictions = Counter(
+            "preempt_planner_evictions_planned", "Evictions in the plans returned",
+            registry=self.registry)
+        self.placements = Counter(
+            "preempt_planner_placements_planned", "Placements in the plans returned",
+            registry=self.registry)
+        self.verifications = Counter(
+            "preempt_planner_verifications", "Plans verified, by outcome",
+            ["valid"], registry=self.registry)
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, error: str, messages: list[str] | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.messages = messages or []
+        self.headers = headers or {}
+
+
+class PlannerServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer carrying the service options and metrics."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], *, time_limit_s: float = 1.0,
+                 max_time_limit_s: float = 60.0, max_body_bytes: int = 16 * 1024 * 1024,
+                 planner: str = "cpsat", workers: int = 2, max_concurrent: int | None = None,
+                 metrics: ServiceMetrics | None = None, quiet: bool = False):
+        self.time_limit_s = time_limit_s
+        self.max_time_limit_s = max(max_time_limit_s, time_limit_s)
+        self.max_body_bytes = max_body_bytes
+        self.default_planner = planner
+        self.workers = workers
+        self.metrics = metrics or ServiceMetrics()
+        self.quiet = quiet
+        self.solves = threading.BoundedSemaphore(max_concurrent or os.cpu_count() or 2)
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+def make_server(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> PlannerServer:
+    """A bound, not yet serving, server (``port=0`` picks a free port: see ``.url``).
+    Options: time_limit_s, max_time_limit_s, max_body_bytes, planner, workers,
+    max_concurrent, metrics, quiet. Run it with ``serve_forever()``."""
+    return PlannerServer((host, port), **opts)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> None:
+    """Serve until interrupted (Ctrl-C)."""
+    server = make_server(host, port, **opts)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: PlannerServer
+    protocol_version = "HTTP/1.1"
+    server_version = "preempt-planner"
+
+    # ------------------------------------------------------------- dispatch
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_OPTIONS(self) -> None:
+        self._dispatch("OPTIONS")
+
+    def _dispatch(self, method: str) -> None:
+        t0 = time.perf_counter()
+        self._body_read = False
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
+        endpoint = path if path in ROUTES else "other"
+        status = 500
+        try:
+            allowed = ROUTES.get(path)
+            if allowed is None:
+                raise _HTTPError(404, "not found", [(f"no endpoint {path}; endpoints: "
+                                                    f"{', '.join(ROUTES)}")])
+            if method not in allowed:
+                raise _HTTPError(405, "method not allowed",
+                                 [f"{path} accepts {', '.join(allowed)}, not {method}"],
+                                 {"Allow": ", ".join(allowed)})
+            query = parse_qs(url.query, keep_blank_values=True)
+            if path == "/v1/plan":
+                status = self._plan(query)
+            elif path == "/v1/verify":
+                status = self._verify()
+            elif path == "/healthz":
+                status = self._send_json(200, {"status": "ok"}, head=method == "HEAD")
+            else:
+                body = generate_latest(self.server.metrics.registry)
+                status = self._send(200, body, CONTENT_TYPE_LATEST, head=method == "HEAD")
+        except _HTTPError as exc:
+            if not self._body_read and self.headers.get("Content-Length", "0") != "0" \
+                    or exc.status == 411:
+                self.close_connection = True  # an unread body would poison keep-alive
+            status = self._send_json(exc.status, {"error": exc.error, "messages": exc.messages},
+                                     headers=exc.headers, head=method == "HEAD")
+        except Exception as exc:  # a bug: answer 500, keep serving
+            log.exception("internal error on %s %s", method, self.path)
+            self.close_connection = True
+            status = self._send_json(500, {"error": "internal error",
+                                           "messages": [f"{type(exc).__name__}: {exc}"]})
+        finally:
+            m = self.server.metrics
+            m.requests.labels(endpoint, method, str(status)).inc()
+            m.request_seconds.labels(endpoint).observe(time.perf_counter() - t0)
+
+    # ------------------------------------------------------------- requests
+    _body_read = False
+
+    def _body(self) -> Any:
+        """The JSON request body; 411/413/400 before or instead of reading it."""
+        if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
+            raise _HTTPError(411, "length required",
+                             ["chunked bodies are not accepted; send Content-Length"])
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise _HTTPError(411, "length required", ["the request needs a Content-Length"])
+        try:
+            length = int(raw)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            raise _HTTPError(400, "bad Content-Length", [f"Content-Length {raw!r}"]) from None
+        limit = self.server.max_body_bytes
+        if length > limit:
+            raise _HTTPError(413, "request body too large",
+                             [f"Content-Length {length} exceeds the limit of {limit} bytes"])
+        data = self.rfile.read(length)
+        self._body_read = True
+        if len(data) != length:
+            raise _HTTPError(400, "incomplete body",
+                             [f"got {len(data)} of {length} bytes"])
+        try:
+            return json.loads(data)
+        except UnicodeDecodeError as exc:
+            raise _HTTPError(400, "malformed JSON", [f"not UTF-8: {exc}"]) from None
+        except json.JSONDecodeError as exc:
+            raise _HTTPError(400, "malformed JSON",
+                             [f"line {exc.lineno} column {exc.colno}: {exc.msg}"]) from None
+
+    def _option(self, query: dict[str, list[str]], name: str, header: str) -> str | None:
+        if name in query:
+            return query[name][-1]
+        return self.headers.get(header)
+
+    def _plan_options(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        from planner import PLANNERS
+
+        srv = self.server
+        errors = []
+        opts: dict[str, Any] = {"time_limit_s": srv.time_limit_s, "deterministic": False,
+                                "planner": srv.default_planner, "workers": srv.workers}
+        raw = self._option(query, "time_limit_s", "X-Time-Limit-S")
+        if raw is not None:
+            try:
+                t = float(raw)
+                if not math.isfinite(t) or t <= 0:
+                    raise ValueError
+                opts["time_limit_s"] = min(t, srv.max_time_limit_s)
+            except ValueError:
+                errors.append(f"time_limit_s: {raw!r} is not a positive number of seconds")
+        raw = self._option(query, "deterministic", "X-Deterministic")
+        if raw is not None:
+            v = raw.strip().lower()
+            if v in _TRUE:
+                opts["deterministic"] = True
+            elif v in _FALSE:
+                opts["deterministic"] = False
+            else:
+                errors.append(f"deterministic: {raw!r} is not true or false")
+        raw = self._option(query, "planner", "X-Planner")
+        if raw is not None:
+            if raw in PLANNERS:
+                opts["planner"] = raw
+            else:
+                errors.append(f"planner: unknown planner {raw!r} "
+                              f"(choose from {', '.join(PLANNERS)})")
+        unknown = sorted(set(query) - {"time_limit_s", "deterministic", "planner"})
+        if unknown:
+            errors.append(f"unknown query parameter(s): {', '.join(unknown)}")
+        if errors:
+            raise _HTTPError(400, "bad options", errors)
+        return opts
+
+    def _plan(self, query: dict[str, list[str]]) -> int:
+        from planner import plan as run_plan
+
+        opts = self._plan_options(query)
+        doc = self._body()
+        try:
+            snap = load_snapshot(doc)
+        except InputError as exc:
+            raise _HTTPError(400, "invalid snapshot", exc.errors) from None
+        m = self.server.metrics
+        with self.server.solves:
+            t0 = time.perf_counter()
+            result = run_plan(snap, **opts)
+            m.plan_seconds.labels(opts["planner"]).observe(time.perf_counter() - t0)
+        m.plans.labels(result.status).inc()
+        m.evictions.inc(len(result.evictions))
+        m.placements.inc(len(result.placements))
+        body = result.model_dump_json().encode()
+        return self._send(200, body, "application/json")
+
+    def _verify(self) -> int:
+        from planner.verify import verify
+
+        doc = self._body()
+        if not isinstance(doc, dict) or "snapshot" not in doc or "plan" not in doc:
+            raise _HTTPError(400, "bad request",
+                             ['the body must be an object {"snapshot": ..., "plan": ...}'])
+        extra = sorted(set(doc) - {"snapshot", "plan"})
+        if extra:
+            raise _HTTPError(400, "bad request", [f"unknown field(s): {', '.join(extra)}"])
+        messages = []
+        snap = plan = None
+        try:
+            snap = load_snapshot(doc["snapshot"])
+        except InputError as exc:
+            messages += [f"snapshot: {e}" if not e.startswith("snapshot") else e
+                         for e in exc.errors]
+        if not isinstance(doc["plan"], dict):
+            messages.append("plan: must be an object")
+        else:
+            try:
+                plan = load_plan(doc["plan"])
+            except InputError as exc:
+                messages += exc.errors
+        if messages or snap is None or plan is None:
+            raise _HTTPError(400, "invalid snapshot or plan", messages)
+        violations = verify(snap, plan)
+        self.server.metrics.verifications.labels(str(not violations).lower()).inc()
+        return self._send_json(200, {
+            "valid": not violations,
+            "violations": [{"rule": v.rule, "job": v.job, "message": v.message}
+                           for v in violations],
+        })
+
+    # ------------------------------------------------------------- responses
+    def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None,
+                   head: bool = False) -> int:
+        body = json.dumps(obj).encode()
+        return self._send(status, body, "application/json", headers, head)
+
+    def _send(self, status: int, body: bytes, ctype: str,
+              headers: dict[str, str] | None = None, head: bool = False) -> int:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+        return status
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if not self.server.quiet:
+            log.info("%s - %s", self.address_string(), format % args)
