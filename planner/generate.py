@@ -388,9 +388,14 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
         policy["tiers"] = {str(t): d for t, d in extra_tiers.items()}
     if pools:
         policy["pools"] = {"reserved": [1]}
+    given = {"nodes": nodes, "gpus_per_node": gpus_per_node, "nvlink_mix": nvlink_mix,
+             "occupancy": occupancy, "tier_mix": tier_mix, "immune_share": immune_share,
+             "multinode_share": multinode_share, "pending": n_pending, "pools": pools,
+             "blocks_per": blocks_per, "seed": seed, "drain_share": drain_share,
+             "down_share": down_share}
+    shown = "; ".join(f"{k}={_show(v)}" for k, v in given.items())
     return {
-        "_comment": (f"generated: nodes={nodes} gpus_per_node={gpus_per_node} "
-                     f"occupancy={occupancy} seed={seed}"),
+        "_comment": f"Synthetic snapshot from planner.generate: {shown}.",
         "version": 1,
         "now": _iso(now_dt),
         "storage": storage,
@@ -398,6 +403,12 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
         "jobs": running + pend,
         "policy": policy,
     }
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v:g}" for k, v in value.items())
+    return str(value)
 
 
 def _running_job(b: _Builder, tier: int, members: list[int], node_recs: list[dict[str, Any]],
