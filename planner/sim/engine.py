@@ -1,0 +1,627 @@
+"""Discrete-event simulator: replays a trace on a cluster, calling a planner every
+tick, and executes its plans with the physics the plans only estimate.
+
+Time advances in ticks of ``tick_s`` from the first arrival (or ``start``); events
+(arrivals, completions, the end of a victim's grace) are exact in time and are
+acted on at the next tick. A tick calls the planner only when something could
+change: a pending job that may start exists and an event happened, a backoff
+hold or immunity ran out, or the previous plan did something (or left jobs
+deferred for STORM/BUDGET); other ticks are skipped outright.
+
+Physics (see ``docs/simulation.md``):
+
+- A placed job holds its GPUs from the tick it is placed; it starts after the
+  plan's ``start_after_s`` (and after any GPU it got is released by a victim still
+  in its grace), then, after a restart, spends ``restore_s`` before progressing.
+- Running jobs write a periodic checkpoint every ``checkpoint_interval_s`` of
+  progress (asynchronously: it costs storage bandwidth, not GPU time).
+- An evicted job keeps its GPUs for its whole grace. With a signal it writes an
+  emergency checkpoint; all victims flushing on one storage target in the same
+  tick share its bandwidth: ``flush = max(F_s / bw, shard / local) + barrier +
+  cleanup``. If that fits in its grace its progress is saved, otherwise (and
+  always without a signal) it falls back to its last periodic checkpoint.
+- At the end of its grace the victim is requeued: ``preemptions += 1``,
+  ``last_preempted_at`` = that time, and its queue age restarts (hysteresis).
+- Within a tier, pending jobs are ordered through the contract ``priority``:
+  ``1000 * trace priority + 500 * fair-share + 500 * queue age`` (fair-share is
+  ``2 ** -(used / fair)`` over team usage decayed with a half-life).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from models import Job, Plan, Policy, Snapshot
+from planner.sim.traces import TraceJob
+
+__all__ = ["SimConfig", "SimResult", "Simulator", "SimulationError", "get_planner", "simulate"]
+
+PLANNERS = ("cpsat", "greedy", "k8s", "slurm", "naive")
+FAIRSHARE_WEIGHT = 500
+AGE_WEIGHT = 500
+AGE_FULL_S = 86400.0
+
+_ARRIVE, _RELEASE, _COMPLETE = 0, 1, 2
+
+
+class SimulationError(RuntimeError):
+    """A planner returned a plan the simulator cannot execute (a planner bug)."""
+
+
+@dataclass
+class SimConfig:
+    planner: str = "cpsat"
+    tick_s: float = 60.0
+    days: float | None = None
+    start: float | None = None
+    seed: int = 0
+    time_limit_s: float = 1.0
+    deterministic: bool = False
+    workers: int = 2
+    fairshare: bool = True
+    halflife_s: float = 86400.0
+    thrash_window_s: float = 3600.0
+    thrash_fraction: float = 0.05
+    cascade_window_s: float = 3600.0
+    streak_reset_s: float = 3600.0
+    strict: bool = True
+    label: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def get_planner(cfg: SimConfig) -> Callable[[Snapshot], Plan]:
+    """The planner behind ``cfg.planner``: the built-in naive baseline or ``planner.plan``."""
+    if cfg.planner == "naive":
+        from planner.sim.naive import plan_naive
+
+        return plan_naive
+    if cfg.planner not in PLANNERS:
+        from models import InputError
+
+        raise InputError([f"planner: {cfg.planner!r} unknown (one of {', '.join(PLANNERS)})"])
+    from planner import plan as _plan  # written by the planner package
+
+    def call(snap: Snapshot) -> Plan:
+        return _plan(snap, time_limit_s=cfg.time_limit_s, deterministic=cfg.deterministic,
+                     workers=cfg.workers, planner=cfg.planner)
+
+    return call
+
+
+def _dt(t: float) -> datetime:
+    return datetime.fromtimestamp(t, timezone.utc)
+
+
+class _SJ:
+    """Mutable state of one simulated job."""
+
+    __slots__ = (
+        "spec", "idx", "state", "progress", "queued_at", "submit", "first_start", "done_at",
+        "wait_s", "preemptions", "last_preempted_at", "last_evicted_at", "streak", "max_streak",
+        "placement", "seg_place", "seg_start", "seg_run", "seg_p0", "version", "run_priority",
+        "cache_key", "cache_obj", "gpus",
+    )
+
+    def __init__(self, spec: TraceJob, idx: int):
+        self.spec = spec
+        self.idx = idx
+        self.state = "future"
+        self.progress = 0.0            # durable progress (saved or completed)
+        self.submit = spec.submit
+        self.queued_at = spec.submit
+        self.first_start: float | None = None
+        self.done_at: float | None = None
+        self.wait_s = 0.0
+        self.preemptions = 0
+        self.last_preempted_at: float | None = None
+        self.last_evicted_at: float | None = None
+        self.streak = 0
+        self.max_streak = 0
+        self.placement: list[tuple[str, list[int]]] = []
+        self.seg_place = 0.0           # tick of the placement
+        self.seg_start = 0.0           # GPUs really taken (after start_after / holds)
+        self.seg_run = 0.0             # progress starts (after restore)
+        self.seg_p0 = 0.0              # progress at the start of the segment
+        self.version = 0
+        self.run_priority = 0
+        self.cache_key: tuple | None = None
+        self.cache_obj: Job | None = None
+        self.gpus = spec.gpus
+
+    def progress_at(self, t: float) -> float:
+        return min(self.spec.duration_s, self.seg_p0 + max(0.0, t - self.seg_run))
+
+    def periodic_at(self, t: float) -> tuple[float, float | None]:
+        """(progress, time) of the last periodic checkpoint at ``t`` in this segment."""
+        interval = self.spec.checkpoint_interval_s
+        if interval <= 0 or t <= self.seg_run:
+            return self.seg_p0, None
+        k = math.floor((t - self.seg_run) / interval)
+        if k < 1:
+            return self.seg_p0, None
+        return min(self.spec.duration_s, self.seg_p0 + k * interval), self.seg_run + k * interval
+
+
+@dataclass
+class SimResult:
+    """Everything a run recorded; ``planner.sim.metrics`` turns it into metrics."""
+
+    config: dict[str, Any]
+    t0: float
+    t_end: float
+    total_gpus: int
+    storage_bw: dict[str, float]
+    jobs: list[dict[str, Any]]
+    evictions: list[dict[str, Any]]
+    storms: list[dict[str, Any]]
+    samples: dict[str, list[float]]
+    totals: dict[str, float]
+    planner_calls: int
+    planner_wall_s: float
+    planner_max_wall_s: float
+    wall_s: float
+    plan_errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SimResult:
+        return cls(**d)
+
+
+class Simulator:
+    """One simulation run (see the module docstring)."""
+
+    def __init__(self, cluster: Snapshot, trace: list[TraceJob], config: SimConfig | None = None,
+                 policy: Policy | None = None,
+                 planner: Callable[[Snapshot], Plan] | None = None):
+        self.cfg = config or SimConfig()
+        self.cluster = cluster
+        self.policy = policy or cluster.policy
+        self.plan_fn = planner or get_planner(self.cfg)
+        self.nodes = {n.id: n for n in cluster.nodes}
+        self.storage = cluster.storage_map()
+        self.node_storage: dict[str, str | None] = {}
+        for n in cluster.nodes:
+            st = cluster.storage_of(n)
+            self.node_storage[n.id] = st.id if st else None
+        self.total_gpus = sum(n.gpus for n in cluster.nodes if n.state != "down")
+        jobs = sorted(trace, key=lambda j: (j.submit, j.id))
+        if self.cfg.start is not None:
+            jobs = [j for j in jobs if j.submit >= self.cfg.start]
+        self.t0 = self.cfg.start if self.cfg.start is not None else (jobs[0].submit if jobs else 0.0)
+        self.t_stop = math.inf if self.cfg.days is None else self.t0 + self.cfg.days * 86400.0
+        jobs = [j for j in jobs if j.submit < self.t_stop]
+        self.jobs = [_SJ(s, i) for i, s in enumerate(jobs)]
+        bad = sorted({j.tier for j in jobs} - set(self.policy.tiers))
+        if bad:
+            from models import InputError
+
+            raise InputError([f"trace: tier(s) {bad} not in the policy"])
+        self.owner: dict[str, list[int]] = {n.id: [-1] * n.gpus for n in cluster.nodes}
+        self.hold: dict[str, list[float]] = {n.id: [0.0] * n.gpus for n in cluster.nodes}
+        self.running: set[int] = set()
+        self.stopping: set[int] = set()
+        self.pending: set[int] = set()
+        self.events: list[tuple[float, int, int, int, int]] = []
+        self.wakes: list[float] = []
+        self.seq = 0
+        teams = sorted({j.team or "-" for j in jobs})
+        self.team_usage = {t: 0.0 for t in teams}
+        self.team_alloc = {t: 0 for t in teams}
+        self.fs_time = self.t0
+        self.periodic_rate: dict[str, float] = defaultdict(float)
+        self.totals = {"useful_gpu_s": 0.0, "lost_gpu_s": 0.0, "restore_gpu_s": 0.0,
+                       "flush_gpu_s": 0.0, "run_gpu_s": 0.0}
+        self.eviction_log: list[dict[str, Any]] = []
+        self.storm_log: list[dict[str, Any]] = []
+        self.samples: dict[str, list[float]] = {k: [] for k in (
+            "t", "alloc_gpus", "running", "pending", "evictions", "placements",
+            "periodic_gb_per_s")}
+        self.plan_errors: list[str] = []
+        self.calls = 0
+        self.call_wall = 0.0
+        self.call_max = 0.0
+        self._node_list = cluster.nodes
+        self._storage_list = cluster.storage
+        for j in self.jobs:
+            self._push(j.submit, _ARRIVE, j)
+
+    # ------------------------------------------------------------ events
+
+    def _push(self, t: float, kind: int, j: _SJ) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, kind, self.seq, j.idx, j.version))
+
+    def _wake(self, t: float) -> None:
+        heapq.heappush(self.wakes, t)
+
+    def _process_events(self, now: float) -> bool:
+        changed = False
+        while self.events and self.events[0][0] <= now:
+            t, kind, _, idx, version = heapq.heappop(self.events)
+            j = self.jobs[idx]
+            if version != j.version:
+                continue
+            changed = True
+            if kind == _ARRIVE:
+                j.state = "pending"
+                j.queued_at = t
+                self.pending.add(idx)
+            elif kind == _RELEASE:
+                self.stopping.discard(idx)
+                j.state = "pending"
+                j.queued_at = t
+                j.last_preempted_at = t
+                self.pending.add(idx)
+                self._wake(t + self.policy.backoff.cooldown(j.preemptions))
+                if self.policy.cascade_guard_s > 0:
+                    self._wake(t + self.policy.cascade_guard_s)
+            elif kind == _COMPLETE:
+                self._close_segment(j, t)
+                j.progress = j.spec.duration_s
+                j.state = "done"
+                j.done_at = t
+                self._free(j, t)
+                self.running.discard(idx)
+        while self.wakes and self.wakes[0] <= now:
+            heapq.heappop(self.wakes)
+            changed = True
+        return changed
+
+    def _next_time(self) -> float | None:
+        cands = []
+        while self.events:
+            t, _, _, idx, version = self.events[0]
+            if version != self.jobs[idx].version:
+                heapq.heappop(self.events)
+                continue
+            cands.append(t)
+            break
+        if self.wakes:
+            cands.append(self.wakes[0])
+        return min(cands) if cands else None
+
+    # ------------------------------------------------------------ GPU bookkeeping
+
+    def _free(self, j: _SJ, t: float, hold_until: float = 0.0) -> None:
+        for nid, gpus in j.placement:
+            own, hold = self.owner[nid], self.hold[nid]
+            for g in gpus:
+                if own[g] == j.idx:
+                    own[g] = -1
+                    hold[g] = hold_until
+        team = j.spec.team or "-"
+        self.team_alloc[team] -= j.gpus
+        st = self._storage_of(j)
+        if st is not None and j.spec.checkpoint_interval_s > 0:
+            self.periodic_rate[st] -= j.spec.checkpoint_gb / j.spec.checkpoint_interval_s
+        j.placement = []
+
+    def _storage_of(self, j: _SJ) -> str | None:
+        return self.node_storage[j.placement[0][0]] if j.placement else None
+
+    def _close_segment(self, j: _SJ, t: float) -> float:
+        """Account a run segment ending at ``t``; returns the progress reached."""
+        end = max(t, j.seg_start)
+        self.totals["run_gpu_s"] += j.gpus * (end - j.seg_start)
+        self.totals["restore_gpu_s"] += j.gpus * max(0.0, min(end, j.seg_run) - j.seg_start)
+        return j.progress_at(end)
+
+    # ------------------------------------------------------------ snapshots
+
+    def _priority(self, j: _SJ, now: float, total: float) -> int:
+        if not self.cfg.fairshare:
+            return int(j.spec.priority)
+        fair = 1.0 / max(1, len(self.team_usage))
+        used = self.team_usage.get(j.spec.team or "-", 0.0) / total if total > 0 else 0.0
+        fs = 2.0 ** (-used / fair)
+        age = min(1.0, max(0.0, now - j.queued_at) / AGE_FULL_S)
+        return int(j.spec.priority) * 1000 + round(FAIRSHARE_WEIGHT * fs) + round(AGE_WEIGHT * age)
+
+    def _update_fairshare(self, now: float) -> None:
+        dt = now - self.fs_time
+        if dt <= 0:
+            return
+        decay = 2.0 ** (-dt / self.cfg.halflife_s)
+        for t in self.team_usage:
+            self.team_usage[t] = self.team_usage[t] * decay + self.team_alloc[t] * dt
+        self.fs_time = now
+
+    def _job_record(self, j: _SJ, now: float) -> Job:
+        s = j.spec
+        if j.state == "running":
+            _, last = j.periodic_at(now)
+            started = min(j.seg_start, now)
+            key: tuple = ("r", j.version, last, started)
+        else:
+            last, started = None, None
+            key = ("p", j.version, j.run_priority, j.preemptions, j.last_preempted_at)
+        if key == j.cache_key and j.cache_obj is not None:
+            return j.cache_obj
+        d: dict[str, Any] = {
+            "id": s.id, "tier": s.tier, "priority": j.run_priority, "team": s.team,
+            "state": j.state, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes,
+            "gpu_type": s.gpu_type, "topology": s.topology,
+            "checkpoint": {"size_gb": s.checkpoint_gb, "signal": s.signal,
+                           "barrier_s": s.barrier_s, "cleanup_s": s.cleanup_s,
+                           "restore_s": s.restore_s,
+                           "last_at": _dt(last) if last is not None else None},
+            "preemptions": j.preemptions,
+            "last_preempted_at": (_dt(j.last_preempted_at)
+                                  if j.last_preempted_at is not None else None),
+            "submitted_at": _dt(j.submit),
+        }
+        if j.state == "running":
+            d["started_at"] = _dt(started)
+            d["placement"] = [{"node": n, "gpus": list(g)} for n, g in j.placement]
+        obj = Job.model_validate(d)
+        j.cache_key, j.cache_obj = key, obj
+        return obj
+
+    def snapshot(self, now: float) -> Snapshot:
+        """The contract snapshot the planner sees at ``now``."""
+        recs = []
+        for idx in sorted(self.running):
+            recs.append(self._job_record(self.jobs[idx], now))
+        total = sum(self.team_usage.values())
+        for idx in sorted(self.pending):
+            j = self.jobs[idx]
+            j.run_priority = self._priority(j, now, total)
+            recs.append(self._job_record(j, now))
+        return Snapshot(now=_dt(now), storage=self._storage_list, nodes=self._node_list,
+                        jobs=recs, policy=self.policy)
+
+    # ------------------------------------------------------------ executing a plan
+
+    def _eligible(self, now: float) -> bool:
+        """Some pending job could start now (not held by a backoff)."""
+        if self.cfg.planner == "naive":
+            return bool(self.pending)
+        for idx in self.pending:
+            j = self.jobs[idx]
+            if j.preemptions < 1 or j.last_preempted_at is None:
+                return True
+            if now >= j.last_preempted_at + self.policy.backoff.cooldown(j.preemptions):
+                return True
+        return False
+
+    def _error(self, msg: str) -> None:
+        if self.cfg.strict:
+            raise SimulationError(msg)
+        self.plan_errors.append(msg)
+
+    def _apply(self, plan: Plan, now: float) -> tuple[int, int]:
+        by_id = {self.jobs[i].spec.id: i for i in self.running | self.pending}
+        victims: list[tuple[_SJ, float, list[str]]] = []
+        for e in plan.evictions:
+            idx = by_id.get(e.job)
+            if idx is None or self.jobs[idx].state != "running":
+                self._error(f"t={now}: plan evicts {e.job!r}, which is not running")
+                continue
+            victims.append((self.jobs[idx], float(e.grace_s), list(e.preemptors)))
+        self._evict(victims, now)
+        placed = 0
+        for p in plan.placements:
+            idx = by_id.get(p.job)
+            if idx is None or self.jobs[idx].state != "pending":
+                self._error(f"t={now}: plan places {p.job!r}, which is not pending")
+                continue
+            j = self.jobs[idx]
+            parts = [(part.node, list(part.gpus)) for part in p.placement]
+            ok = len(parts) == j.spec.nodes and all(
+                len(g) == j.spec.gpus_per_node and n in self.owner
+                and all(0 <= x < len(self.owner[n]) and self.owner[n][x] == -1 for x in g)
+                for n, g in parts)
+            if not ok:
+                self._error(f"t={now}: plan places {p.job!r} on {parts}, not all free")
+                continue
+            self._start(j, parts, now, float(p.start_after_s))
+            placed += 1
+        return len(victims), placed
+
+    def _start(self, j: _SJ, parts: list[tuple[str, list[int]]], now: float,
+               start_after: float) -> None:
+        start = now + start_after
+        for n, gpus in parts:
+            own, hold = self.owner[n], self.hold[n]
+            for g in gpus:
+                own[g] = j.idx
+                start = max(start, hold[g])
+        j.placement = parts
+        j.state = "running"
+        j.version += 1
+        j.seg_place = now
+        j.seg_start = start
+        j.seg_run = start + (j.spec.restore_s if j.preemptions > 0 else 0.0)
+        j.seg_p0 = j.progress
+        j.wait_s += start - j.queued_at
+        if j.first_start is None:
+            j.first_start = start
+        self.pending.discard(j.idx)
+        self.running.add(j.idx)
+        self.team_alloc[j.spec.team or "-"] += j.gpus
+        st = self._storage_of(j)
+        if st is not None and j.spec.checkpoint_interval_s > 0:
+            self.periodic_rate[st] += j.spec.checkpoint_gb / j.spec.checkpoint_interval_s
+        self._push(j.seg_run + (j.spec.duration_s - j.progress), _COMPLETE, j)
+        tier = self.policy.tiers[j.spec.tier]
+        if tier.preemptible and tier.min_runtime_s > 0:
+            self._wake(start + tier.min_runtime_s)
+
+    def _evict(self, victims: list[tuple[_SJ, float, list[str]]], now: float) -> None:
+        if not victims:
+            return
+        load: dict[str, float] = defaultdict(float)
+        info: dict[str, dict[str, Any]] = {}
+        for j, grace, _ in victims:
+            st = self._storage_of(j)
+            if j.spec.signal is not None and st is not None:
+                load[st] += j.spec.checkpoint_gb
+                d = info.setdefault(st, {"victims": 0, "lost": 0, "min_window": math.inf})
+                d["victims"] += 1
+                d["min_window"] = min(d["min_window"],
+                                      max(1.0, grace - j.spec.barrier_s - j.spec.cleanup_s))
+        for j, grace, preemptors in victims:
+            s = j.spec
+            st = self._storage_of(j)
+            p = self._close_segment(j, now)
+            saved_p, _ = j.periodic_at(now)
+            flush = None
+            if s.signal is not None:
+                shared = load[st] / self.storage[st].write_gb_per_s if st is not None else 0.0
+                local = 0.0
+                shard = s.checkpoint_gb / s.nodes
+                for nid, _ in j.placement:
+                    bw = self.nodes[nid].local_write_gb_per_s
+                    if bw:
+                        local = max(local, shard / bw)
+                flush = max(shared, local) + s.barrier_s + s.cleanup_s
+            saved = flush is not None and flush <= grace + 1e-9
+            keep = p if saved else saved_p
+            lost = max(0.0, p - keep)
+            if not saved and st is not None and st in info and s.signal is not None:
+                info[st]["lost"] += 1
+            grace_used = min(grace, max(0.0, self.t_stop - now))
+            self.totals["lost_gpu_s"] += j.gpus * lost
+            self.totals["flush_gpu_s"] += j.gpus * grace_used
+            # streak: evictions with less than streak_reset_s of progress between them
+            if p - j.seg_p0 >= self.cfg.streak_reset_s:
+                j.streak = 0
+            j.streak += 1
+            j.max_streak = max(j.max_streak, j.streak)
+            cascade = any(
+                (pj := self._by_id(pid)) is not None and pj.last_evicted_at is not None
+                and now - pj.last_evicted_at < self.cfg.cascade_window_s
+                for pid in preemptors)
+            self.eviction_log.append({
+                "t": now, "job": s.id, "tier": s.tier, "gpus": j.gpus, "grace_s": grace,
+                "flush_s": flush, "saved": saved, "signal": s.signal, "lost_gpu_s": j.gpus * lost,
+                "storage": st, "preemptors": preemptors, "cascade": cascade,
+                "preemptions": j.preemptions + 1})
+            self._free(j, now, hold_until=now + grace)
+            j.progress = keep
+            j.preemptions += 1
+            j.last_evicted_at = now
+            j.state = "stopping"
+            j.version += 1
+            self.running.discard(j.idx)
+            self.stopping.add(j.idx)
+            self._push(now + grace, _RELEASE, j)
+        for st, gb in load.items():
+            d = info[st]
+            bw = self.storage[st].write_gb_per_s
+            self.storm_log.append({
+                "t": now, "storage": st, "flush_gb": gb, "flush_s": gb / bw,
+                "victims": d["victims"], "lost": d["lost"],
+                "required_gb_per_s": gb / d["min_window"], "bandwidth_gb_per_s": bw})
+
+    def _by_id(self, jid: str) -> _SJ | None:
+        if not hasattr(self, "_ids"):
+            self._ids = {j.spec.id: j for j in self.jobs}
+        return self._ids.get(jid)
+
+    # ------------------------------------------------------------ main loop
+
+    def _sample(self, now: float, evictions: int, placed: int) -> None:
+        alloc = 0
+        for idx in self.running:
+            alloc += self.jobs[idx].gpus
+        for idx in self.stopping:
+            alloc += self.jobs[idx].gpus
+        s = self.samples
+        s["t"].append(now)
+        s["alloc_gpus"].append(alloc)
+        s["running"].append(len(self.running) + len(self.stopping))
+        s["pending"].append(len(self.pending))
+        s["evictions"].append(evictions)
+        s["placements"].append(placed)
+        s["periodic_gb_per_s"].append(round(sum(self.periodic_rate.values()), 6))
+
+    def run(self, progress: Callable[[float, float], None] | None = None) -> SimResult:
+        wall0 = time.perf_counter()
+        tick = self.cfg.tick_s
+        k = 0
+        now = self.t0
+        dirty = False
+        last = now
+        horizon = (self.t_stop if self.t_stop < math.inf else self._horizon_guess()) - self.t0
+        while now <= self.t_stop:
+            if self._process_events(now):
+                dirty = True
+            self._update_fairshare(now)
+            ev = placed = 0
+            if dirty and self.pending and self._eligible(now):
+                snap = self.snapshot(now)
+                c0 = time.perf_counter()
+                plan = self.plan_fn(snap)
+                w = time.perf_counter() - c0
+                self.calls += 1
+                self.call_wall += w
+                self.call_max = max(self.call_max, w)
+                ev, placed = self._apply(plan, now)
+                dirty = bool(ev or placed or any(d.reason in ("STORM", "BUDGET")
+                                                 for d in plan.deferred))
+            else:
+                dirty = False
+            self._sample(now, ev, placed)
+            last = now
+            if progress is not None:
+                progress(min(now - self.t0, horizon), horizon)
+            if dirty:
+                k += 1
+            else:
+                nxt = self._next_time()
+                if nxt is None:
+                    break
+                k = max(k + 1, math.ceil((nxt - self.t0) / tick - 1e-9))
+            now = self.t0 + k * tick
+        if self.t_stop < math.inf:
+            t_end = self.t_stop
+            self._process_events(t_end)
+        else:
+            t_end = max([last] + [j.done_at for j in self.jobs if j.done_at is not None])
+        return self._finish(t_end, time.perf_counter() - wall0)
+
+    def _horizon_guess(self) -> float:
+        return max((j.submit for j in self.jobs), default=self.t0) + 1.0
+
+    def _finish(self, t_end: float, wall: float) -> SimResult:
+        for idx in sorted(self.running):
+            j = self.jobs[idx]
+            j.progress = self._close_segment(j, t_end)
+        # useful work: progress kept at the end (completed, saved, or running)
+        self.totals["useful_gpu_s"] = sum(j.gpus * j.progress for j in self.jobs)
+        jobs = []
+        for j in self.jobs:
+            s = j.spec
+            jobs.append({
+                "id": s.id, "tier": s.tier, "team": s.team, "gpus": j.gpus, "submit": j.submit,
+                "duration_s": s.duration_s, "first_start": j.first_start, "done_at": j.done_at,
+                "wait_s": j.wait_s + (t_end - j.queued_at if j.state == "pending" else 0.0),
+                "started": j.first_start is not None, "preemptions": j.preemptions,
+                "max_streak": j.max_streak, "progress_s": j.progress, "state": j.state})
+        storage_bw = {s.id: s.write_gb_per_s for s in self._storage_list}
+        return SimResult(
+            config=self.cfg.to_json(), t0=self.t0, t_end=t_end, total_gpus=self.total_gpus,
+            storage_bw=storage_bw, jobs=jobs, evictions=self.eviction_log, storms=self.storm_log,
+            samples=self.samples, totals=dict(self.totals), planner_calls=self.calls,
+            planner_wall_s=self.call_wall, planner_max_wall_s=self.call_max, wall_s=wall,
+            plan_errors=self.plan_errors)
+
+
+def simulate(cluster: Snapshot, trace: list[TraceJob], config: SimConfig | None = None,
+             policy: Policy | None = None, planner: Callable[[Snapshot], Plan] | None = None,
+             progress: Callable[[float, float], None] | None = None) -> SimResult:
+    """Run one simulation and return its record."""
+    return Simulator(cluster, trace, config, policy, planner).run(progress)

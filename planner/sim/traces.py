@@ -1,0 +1,363 @@
+"""Workload traces for the simulator: the Philly CSV, the Alibaba ``openb`` pod list
+and a native JSONL format with every field explicit.
+
+A real trace lacks most of what the planner needs (tier, checkpoint size, interval,
+restore time, signal trap, multi-node shape). Those are synthesized by the rules
+below, all seeded and order-independent (each job draws from its own generator,
+seeded by ``(seed, job id)``), so the same trace and seed always give the same
+jobs. ``docs/simulation.md`` states every rule and its source.
+
+Rules (shared by the Philly and openb loaders):
+
+- shape: up to ``node_gpus`` GPUs -> one node; more -> ``ceil(gpus / node_gpus)``
+  nodes of ``node_gpus`` GPUs each (the trace's 16..128-GPU jobs are 8-GPU gangs).
+- checkpoint size: ``gpus * U(2, 10)`` GB (weights plus optimizer state grow with
+  the model, and the model grows with the GPUs it is trained on).
+- checkpoint interval: one of 15, 30 or 60 min (1 : 2 : 1).
+- restore time: ``60 + size_gb / 2`` s (process start and data-loader warm-up,
+  then reading the checkpoint back at 2 GB/s per job).
+- signal trap: 80% of jobs trap ``SIGTERM``; 20% cannot checkpoint on demand.
+- barrier 10 s, cleanup 5 s.
+- Philly tier: by team (the ``cluster`` column). Teams sorted by id, shuffled by
+  the seed, the i-th team gets tier ``1 + i mod 3``.
+- openb tier: by ``qos``: Guaranteed -> 1, LS -> 1 (30%) or 2 (70%),
+  Burstable -> 2, BE -> 3.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import random
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from models import InputError
+
+__all__ = [
+    "TraceJob",
+    "detect_format",
+    "job_rng",
+    "load_jsonl",
+    "load_openb",
+    "load_philly",
+    "load_trace",
+    "resolve_trace_path",
+    "shared_traces_dir",
+    "slice_trace",
+    "write_jsonl",
+]
+
+SIGNAL_SHARE = 0.8
+INTERVALS_S = (900, 1800, 1800, 3600)
+CKPT_GB_PER_GPU = (2.0, 10.0)
+RESTORE_BASE_S = 60.0
+RESTORE_READ_GB_PER_S = 2.0
+BARRIER_S = 10.0
+CLEANUP_S = 5.0
+OPENB_EPOCH = "2023-07-01T00:00:00Z"
+
+
+@dataclass
+class TraceJob:
+    """One job of a trace, every field explicit (the native JSONL record).
+
+    ``submit`` is Unix epoch seconds; ``duration_s`` is the useful run time the
+    job needs (it completes when its progress reaches it)."""
+
+    id: str
+    submit: float
+    duration_s: float
+    gpus_per_node: int
+    nodes: int = 1
+    tier: int = 3
+    priority: int = 0
+    team: str | None = None
+    gpu_type: str | None = None
+    topology: str = "nvlink"
+    checkpoint_gb: float = 0.0
+    checkpoint_interval_s: float = 1800.0
+    restore_s: float = 0.0
+    signal: str | None = "SIGTERM"
+    barrier_s: float = 0.0
+    cleanup_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not d["extra"]:
+            d.pop("extra")
+        return d
+
+
+_FIELDS = {f.name for f in fields(TraceJob)}
+_REQUIRED = ("id", "submit", "duration_s", "gpus_per_node")
+
+
+# ------------------------------------------------------------------ paths
+
+
+def shared_traces_dir() -> Path:
+    """``../shared/traces`` next to the checkout (``/work/shared/traces`` here)."""
+    repo = Path(__file__).resolve().parents[2]
+    return repo.parent / "shared" / "traces"
+
+
+def resolve_trace_path(name: str | Path) -> Path:
+    """A trace path as given, else looked up in the shared traces folder."""
+    p = Path(name)
+    if p.exists():
+        return p
+    alt = shared_traces_dir() / p.name
+    if alt.exists():
+        return alt
+    raise InputError([f"trace: file {str(name)!r} not found (also looked in {alt.parent})"])
+
+
+# ------------------------------------------------------------------ synthesis
+
+
+def job_rng(seed: int, key: str) -> random.Random:
+    """A generator private to one job: independent of trace order and slicing."""
+    h = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
+    return random.Random(int.from_bytes(h, "big"))
+
+
+def _shape(gpus: int, node_gpus: int) -> tuple[int, int]:
+    if gpus <= node_gpus:
+        return gpus, 1
+    return node_gpus, math.ceil(gpus / node_gpus)
+
+
+def _synthesize(job_id: str, gpus: int, seed: int, node_gpus: int) -> dict[str, Any]:
+    """Checkpoint, restore, signal and shape for a job that the trace does not describe."""
+    rng = job_rng(seed, job_id)
+    gpn, nodes = _shape(gpus, node_gpus)
+    size = round(gpn * nodes * rng.uniform(*CKPT_GB_PER_GPU), 2)
+    interval = float(rng.choice(INTERVALS_S))
+    signal = "SIGTERM" if rng.random() < SIGNAL_SHARE else None
+    return {
+        "gpus_per_node": gpn, "nodes": nodes, "checkpoint_gb": size,
+        "checkpoint_interval_s": interval,
+        "restore_s": round(RESTORE_BASE_S + size / RESTORE_READ_GB_PER_S, 1),
+        "signal": signal, "barrier_s": BARRIER_S, "cleanup_s": CLEANUP_S,
+    }
+
+
+def team_tiers(teams: Iterable[str], seed: int) -> dict[str, int]:
+    """Tier by team: sorted ids shuffled by the seed, the i-th gets ``1 + i mod 3``."""
+    order = sorted(set(teams))
+    random.Random(seed).shuffle(order)
+    return {t: 1 + i % 3 for i, t in enumerate(order)}
+
+
+# ------------------------------------------------------------------ loaders
+
+
+def _epoch(text: str | float | int | None, what: str) -> float | None:
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)):
+        return float(text)
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError([f"{what}: {text!r} is neither epoch seconds nor an ISO-8601 time"]) \
+            from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[TraceJob]:
+    """The Philly CSV (``timestamp,duration,num_gpus,gpu_time,cluster``), times in UTC."""
+    path = resolve_trace_path(path)
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    need = {"timestamp", "duration", "num_gpus", "cluster"}
+    if rows and not need <= set(rows[0]):
+        raise InputError([f"philly trace: columns {sorted(need - set(rows[0]))} missing"], str(path))
+    tiers = team_tiers((r["cluster"] for r in rows), seed)
+    jobs = []
+    for i, r in enumerate(rows):
+        try:
+            submit = datetime.strptime(r["timestamp"], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=timezone.utc).timestamp()
+            duration = float(r["duration"])
+            gpus = int(float(r["num_gpus"]))
+        except ValueError as exc:
+            raise InputError([f"row {i + 2}: {exc}"], str(path)) from None
+        if gpus < 1 or duration <= 0:
+            continue
+        jid = f"philly-{i:05d}"
+        jobs.append(TraceJob(id=jid, submit=submit, duration_s=duration, tier=tiers[r["cluster"]],
+                             team=r["cluster"], **_synthesize(jid, gpus, seed, node_gpus)))
+    return jobs
+
+
+def _openb_tier(qos: str, rng: random.Random) -> int:
+    if qos == "Guaranteed":
+        return 1
+    if qos == "LS":
+        return 1 if rng.random() < 0.3 else 2
+    if qos == "Burstable":
+        return 2
+    return 3
+
+
+def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
+               epoch: str = OPENB_EPOCH, time_scale: float = 1.0) -> list[TraceJob]:
+    """Alibaba openb pods. Pods without GPUs or never scheduled are dropped; a
+    fractional GPU (``gpu_milli`` < 1000) counts as a whole one; the run time is
+    ``deletion - scheduled``. ``time_scale`` < 1 compresses the arrival times."""
+    path = resolve_trace_path(path)
+    base = _epoch(epoch, "epoch") or 0.0
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    jobs = []
+    for r in rows:
+        try:
+            gpus = int(r["num_gpu"] or 0)
+            sched = _epoch(r.get("scheduled_time"), "scheduled_time")
+            dele = _epoch(r.get("deletion_time"), "deletion_time")
+            created = float(r["creation_time"])
+        except (ValueError, KeyError) as exc:
+            raise InputError([f"pod {r.get('name')!r}: {exc}"], str(path)) from None
+        if gpus < 1 or sched is None or dele is None or dele <= sched:
+            continue
+        jid = r["name"]
+        rng = job_rng(seed, jid + "/tier")
+        jobs.append(TraceJob(id=jid, submit=base + created * time_scale, duration_s=dele - sched,
+                             tier=_openb_tier(r.get("qos", "BE"), rng), team=r.get("qos"),
+                             **_synthesize(jid, gpus, seed, node_gpus)))
+    jobs.sort(key=lambda j: (j.submit, j.id))
+    return jobs
+
+
+def load_jsonl(path: str | Path) -> list[TraceJob]:
+    """Native trace: one JSON object per line with the fields of :class:`TraceJob`
+    (``submit`` as epoch seconds or ISO-8601). Blank lines and ``#`` lines are skipped."""
+    path = Path(path)
+    if not path.exists():
+        path = resolve_trace_path(path)
+    errors: list[str] = []
+    jobs = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            d = json.loads(s)
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {n}: malformed JSON: {exc.msg}")
+            continue
+        if not isinstance(d, dict):
+            errors.append(f"line {n}: must be a JSON object")
+            continue
+        missing = [k for k in _REQUIRED if k not in d]
+        unknown = sorted(set(d) - _FIELDS)
+        if missing:
+            errors.append(f"line {n}: missing field(s) {missing}")
+        if unknown:
+            errors.append(f"line {n}: unknown field(s) {unknown}")
+        if missing or unknown:
+            continue
+        try:
+            d["submit"] = _epoch(d["submit"], f"line {n}: submit")
+            job = TraceJob(**d)
+        except (TypeError, InputError) as exc:
+            errors.append(f"line {n}: {exc}")
+            continue
+        if job.duration_s <= 0 or job.gpus_per_node < 1 or job.nodes < 1:
+            errors.append(f"line {n}: duration_s, gpus_per_node and nodes must be positive")
+            continue
+        jobs.append(job)
+    ids = [j.id for j in jobs]
+    if len(set(ids)) != len(ids):
+        errors.append("duplicate job ids")
+    if errors:
+        raise InputError(errors, str(path))
+    jobs.sort(key=lambda j: (j.submit, j.id))
+    return jobs
+
+
+def write_jsonl(jobs: Iterable[TraceJob], path: str | Path) -> None:
+    with open(path, "w") as fh:
+        for j in jobs:
+            fh.write(json.dumps(j.to_json(), sort_keys=True) + "\n")
+
+
+def detect_format(path: str | Path) -> str:
+    p = resolve_trace_path(path)
+    if p.suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    with open(p) as fh:
+        head = fh.readline()
+    if head.startswith("timestamp,") or "num_gpus" in head:
+        return "philly"
+    if "num_gpu" in head and "qos" in head:
+        return "openb"
+    if head.lstrip().startswith("{"):
+        return "jsonl"
+    raise InputError([f"trace: cannot tell the format of {str(path)!r} (philly, openb or jsonl)"])
+
+
+def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, node_gpus: int = 8,
+               time_scale: float = 1.0) -> list[TraceJob]:
+    """Load any supported trace; ``fmt`` is ``auto``, ``philly``, ``openb`` or ``jsonl``."""
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "philly":
+        jobs = load_philly(path, seed=seed, node_gpus=node_gpus)
+    elif fmt == "openb":
+        jobs = load_openb(path, seed=seed, node_gpus=node_gpus, time_scale=time_scale)
+        time_scale = 1.0
+    elif fmt == "jsonl":
+        jobs = load_jsonl(path)
+    else:
+        raise InputError([f"trace format {fmt!r} unknown (auto, philly, openb, jsonl)"])
+    if time_scale != 1.0 and jobs:
+        t0 = jobs[0].submit
+        for j in jobs:
+            j.submit = t0 + (j.submit - t0) * time_scale
+    return jobs
+
+
+def slice_trace(jobs: list[TraceJob], start: float | None = None, days: float | None = None,
+                carry_over: bool = False) -> list[TraceJob]:
+    """Jobs submitted in ``[start, start + days)`` (start defaults to the first arrival).
+
+    With ``carry_over``, jobs submitted before ``start`` that would still be running
+    at ``start`` had each started at its submission (``submit + duration > start``)
+    are added too, arriving at ``start`` with only their remaining run time; they
+    are marked ``extra["carry_over"]`` (a warm start: the cluster does not begin
+    empty)."""
+    if not jobs:
+        return []
+    t0 = jobs[0].submit if start is None else start
+    t1 = math.inf if days is None else t0 + days * 86400.0
+    out = []
+    if carry_over:
+        for j in jobs:
+            if j.submit < t0 and j.submit + j.duration_s > t0:
+                left = j.submit + j.duration_s - t0
+                c = TraceJob(**{**j.__dict__, "submit": t0, "duration_s": left,
+                                "extra": {**j.extra, "carry_over": True,
+                                          "original_submit": j.submit}})
+                out.append(c)
+    out += [j for j in jobs if t0 <= j.submit < t1]
+    out.sort(key=lambda j: (j.submit, j.id))
+    return out
