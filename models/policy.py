@@ -20,7 +20,7 @@ class _Record(BaseModel):
     """Strict record: unknown fields are errors (typos must not silently default);
     keys starting with ``_`` are comments and are dropped."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
