@@ -96,10 +96,11 @@ class LocalSlurm:
     """One private Slurm cluster rooted at `root` (created if needed)."""
 
     def __init__(self, root: Path, nodes: int = 4, gpus_per_node: int = 8,
-                 partitions: dict[str, int] | None = None) -> None:
+                 partitions: dict[str, int] | None = None, gpu_type: str | None = None) -> None:
         self.root = Path(root).resolve()
         self.node_names = [f"gpu{i}" for i in range(1, nodes + 1)]
         self.gpus_per_node = gpus_per_node
+        self.gpu_type = gpu_type  # e.g. "a100": Gres=gpu:a100:8
         # partition name -> PriorityTier (higher is scheduled first by Slurm)
         self.partitions = partitions or {"tier1": 30, "tier2": 20, "tier3": 10}
         self.conf = self.root / "etc" / "slurm.conf"
@@ -128,6 +129,9 @@ class LocalSlurm:
             os.chmod(key, 0o400)
         for i in range(self.gpus_per_node):
             (self.root / "gpus" / f"fakegpu{i}").touch()
+        for name in self.node_names:
+            (self.root / "spool" / name).mkdir(exist_ok=True)
+        gres_name = f"gpu:{self.gpu_type}" if self.gpu_type else "gpu"
 
         base = _free_port_block(2 + len(self.node_names))
         ctld_port, slurmd_port = base, base + 1
@@ -179,14 +183,16 @@ class LocalSlurm:
             lines.append(
                 f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
                 f"Port={slurmd_port + 1 + i} CPUs=16 RealMemory=64000 "
-                f"Gres=gpu:{self.gpus_per_node} State=UNKNOWN")
+                f"Gres={gres_name}:{self.gpus_per_node} State=UNKNOWN")
         for j, (part, prio) in enumerate(self.partitions.items()):
             default = "YES" if j == len(self.partitions) - 1 else "NO"
             lines.append(f"PartitionName={part} Nodes={names} Default={default} "
                          f"MaxTime=INFINITE State=UP PriorityTier={prio} PreemptMode=OFF")
         self.conf.write_text("\n".join(lines) + "\n")
         gres = ["AutoDetect=off",
-                f"NodeName={names} Name=gpu File={r}/gpus/fakegpu[0-{self.gpus_per_node - 1}]"]
+                f"NodeName={names} Name=gpu"
+                + (f" Type={self.gpu_type}" if self.gpu_type else "")
+                + f" File={r}/gpus/fakegpu[0-{self.gpus_per_node - 1}]"]
         (self.conf.parent / "gres.conf").write_text("\n".join(gres) + "\n")
 
     # ------------------------------------------------------------- daemons

@@ -500,11 +500,12 @@ def _gpu_request(job: Mapping[str, Any], nodes: int) -> tuple[int, str | None] |
         return total // nodes, gtype
     per_task = parse_gpu_request(job.get("tres_per_task"))
     if per_task:
-        tasks = as_int(job.get("tasks"), 0) or as_int(job.get("num_tasks"), 0)
-        total = per_task[0] * tasks
-        if not tasks or total % nodes:
-            return "GPUs per task with an unknown or uneven task count per node"
-        return total // nodes, per_task[1]
+        per_node_tasks = as_int(job.get("tasks_per_node"), 0)
+        if per_node_tasks <= 0 and nodes == 1:
+            per_node_tasks = as_int(job.get("tasks"), 0)
+        if per_node_tasks <= 0:
+            return "GPUs per task without a fixed task count per node (--ntasks-per-node)"
+        return per_task[0] * per_node_tasks, per_task[1]
     if parse_gpu_request(job.get("tres_per_socket")):
         return "GPUs per socket are not supported"
     return 0, None

@@ -1,0 +1,385 @@
+"""Carry out a plan on Slurm.
+
+Order of work (one call of :func:`apply_plan`):
+
+1. Pin every placed job to its planned nodes (``scontrol update JobId=..
+   ReqNodeList=..``) *before* any victim stops, so that when the GPUs free up
+   Slurm starts the job there and nowhere else.
+2. Signal every victim at once (``scancel --signal=TERM --batch|--full``);
+   victims that are no longer running are left alone, victims without a
+   checkpoint signal are requeued at once.
+3. Poll the victims; each one is finished as soon as it has stopped or its own
+   grace is over: ``scontrol requeuehold`` (kills it if still running), then
+   ``scontrol update JobId=.. StartTime=now+N`` with N up to the plan's
+   ``requeue_hold_until``, then ``scontrol release``. If setting the start time
+   fails the job stays held (reported) rather than restarting at once.
+
+Every command is an argument list (never a shell string) built from ids checked
+against strict patterns; each is logged, and a failure is reported without
+stopping the others. With ``dry_run`` the commands are returned, not run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from planner.slurm.config import SlurmConfig
+from planner.slurm.parse import iso, normalize_signal, parse_time
+from planner.slurm.state import AdapterState
+
+log = logging.getLogger("planner.slurm")
+
+JOB_ID = re.compile(r"^[1-9][0-9]{0,11}$")
+NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PLAN_JOB = re.compile(r"^(?P<id>[1-9][0-9]{0,11})(?:@(?P<node>[A-Za-z0-9][A-Za-z0-9._-]{0,127}))?$")
+
+ACTIVE = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING",
+          "SIGNALING", "STAGE_OUT"}
+"""Job states in which a victim still holds (or is releasing) its GPUs."""
+
+
+class UnsafeId(ValueError):
+    """An id that does not match the strict pattern; no command is built from it."""
+
+
+def slurm_job_id(plan_job: str) -> str:
+    """The Slurm job id behind a plan job id (``1234`` or the piece ``1234@gpu3``)."""
+    m = _PLAN_JOB.match(str(plan_job))
+    if not m:
+        raise UnsafeId(f"job id {plan_job!r} is not a Slurm job id")
+    return m.group("id")
+
+
+def check_node(name: str) -> str:
+    if not NODE.match(str(name)):
+        raise UnsafeId(f"node name {name!r} is not a valid Slurm node name")
+    return str(name)
+
+
+# ------------------------------------------------------------ command builders
+
+def signal_cmd(cfg: SlurmConfig, job_id: str, signal: str) -> list[str]:
+    name = normalize_signal(signal)
+    if name is None:
+        raise UnsafeId("no signal to send")
+    return [cfg.commands.scancel, f"--signal={name.removeprefix('SIG')}",
+            f"--{cfg.signal_target}", _checked(job_id)]
+
+
+def requeuehold_cmd(cfg: SlurmConfig, job_id: str) -> list[str]:
+    return [cfg.commands.scontrol, "requeuehold", _checked(job_id)]
+
+
+def start_time_cmd(cfg: SlurmConfig, job_id: str, seconds: int) -> list[str]:
+    """Earliest start ``now+N`` seconds: relative, so clocks and time zones of this
+    host and slurmctld need not agree."""
+    if not isinstance(seconds, int) or seconds < 1:
+        raise UnsafeId(f"start delay {seconds!r} must be a positive integer")
+    return [cfg.commands.scontrol, "update", f"JobId={_checked(job_id)}",
+            f"StartTime=now+{seconds}"]
+
+
+def release_cmd(cfg: SlurmConfig, job_id: str) -> list[str]:
+    return [cfg.commands.scontrol, "release", _checked(job_id)]
+
+
+def pin_cmd(cfg: SlurmConfig, job_id: str, nodes: Sequence[str]) -> list[str]:
+    if not nodes:
+        raise UnsafeId("no nodes to pin to")
+    return [cfg.commands.scontrol, "update", f"JobId={_checked(job_id)}",
+            "ReqNodeList=" + ",".join(check_node(n) for n in nodes)]
+
+
+def status_cmd(cfg: SlurmConfig, job_ids: Sequence[str]) -> list[str]:
+    return [cfg.commands.squeue, "--noheader", "--states=all", "--format=%A|%T",
+            "--jobs=" + ",".join(_checked(j) for j in job_ids)]
+
+
+def _checked(job_id: str) -> str:
+    if not JOB_ID.match(str(job_id)):
+        raise UnsafeId(f"job id {job_id!r} is not a Slurm job id")
+    return str(job_id)
+
+
+# --------------------------------------------------------------------- running
+
+@dataclass
+class CommandResult:
+    argv: list[str]
+    purpose: str
+    job: str
+    rc: int | None = None  # None: not run (dry run)
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.argv)
+
+
+Runner = Callable[[list[str], float], tuple[int, str, str]]
+
+
+def subprocess_runner(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    """Run without a shell; (rc, stdout, stderr); 127 = not found, 124 = timed out."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return 127, "", f"{argv[0]}: command not found"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout:.0f} s"
+    except OSError as exc:
+        return 126, "", str(exc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@dataclass
+class VictimOutcome:
+    job: str
+    signal: str | None
+    grace_s: float
+    signalled_at: str | None = None
+    stopped_at: str | None = None
+    stopped_in_grace: bool | None = None
+    requeued: bool = False
+    begin_delay_s: int | None = None
+    released: bool = False
+    note: str = ""
+
+
+@dataclass
+class ApplyReport:
+    dry_run: bool
+    commands: list[CommandResult] = field(default_factory=list)
+    victims: list[VictimOutcome] = field(default_factory=list)
+    pinned: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[CommandResult]:
+        return [c for c in self.commands if c.rc not in (0, None)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "ok": self.ok,
+            "commands": [{"cmd": c.text, "purpose": c.purpose, "job": c.job, "rc": c.rc,
+                          "stderr": c.stderr.strip()} for c in self.commands],
+            "victims": [asdict(v) for v in self.victims],
+            "pinned": self.pinned,
+            "problems": self.problems,
+        }
+
+
+class _Executor:
+    def __init__(self, cfg: SlurmConfig, report: ApplyReport, runner: Runner,
+                 echo: Callable[[str], None] | None) -> None:
+        self.cfg, self.report, self.runner, self.echo = cfg, report, runner, echo
+
+    def __call__(self, argv: list[str], purpose: str, job: str) -> CommandResult:
+        res = CommandResult(argv, purpose, job)
+        self.report.commands.append(res)
+        if self.report.dry_run:
+            if self.echo:
+                self.echo(res.text)
+            return res
+        res.rc, res.stdout, res.stderr = self.runner(argv, self.cfg.command_timeout_s)
+        if res.ok:
+            log.info("slurm: %s", res.text)
+        else:
+            log.error("slurm: %s failed (rc %s): %s", res.text, res.rc, res.stderr.strip())
+        return res
+
+
+def query_states(cfg: SlurmConfig, job_ids: Sequence[str], runner: Runner
+                 ) -> dict[str, str] | None:
+    """Current state of each job (``GONE`` when Slurm no longer knows it); None on error."""
+    if not job_ids:
+        return {}
+    rc, out, err = runner(status_cmd(cfg, job_ids), cfg.command_timeout_s)
+    states: dict[str, str] = {}
+    for line in out.splitlines():
+        jid, _, st = line.strip().partition("|")
+        if jid in job_ids:
+            states[jid] = st.strip().split()[0].upper() if st.strip() else "UNKNOWN"
+    if rc != 0 and not states:
+        if "Invalid job id" in err:
+            return {j: "GONE" for j in job_ids}
+        log.warning("slurm: cannot read job states: %s", err.strip())
+        return None
+    return {j: states.get(j, "GONE") for j in job_ids}
+
+
+# ----------------------------------------------------------------------- apply
+
+@dataclass
+class _Victim:
+    job: str
+    signal: str | None
+    grace_s: float
+    hold_until: float | None
+    outcome: VictimOutcome
+    deadline: float = 0.0
+    done: bool = False
+
+
+def _plan_dict(plan: Any) -> dict[str, Any]:
+    if hasattr(plan, "model_dump"):
+        return plan.model_dump(mode="json")
+    if not isinstance(plan, Mapping):
+        raise TypeError("plan must be a mapping or a pydantic Plan")
+    return dict(plan)
+
+
+def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
+               state: AdapterState | None = None, runner: Runner = subprocess_runner,
+               clock: Callable[[], float] = time.time,
+               sleep: Callable[[float], None] = time.sleep,
+               echo: Callable[[str], None] | None = None) -> ApplyReport:
+    """Carry out `plan` (contract section 6); see the module docstring.
+
+    `state` records pins and preemption times for the next snapshot. `runner`,
+    `clock` and `sleep` are injectable for tests. With `dry_run`, nothing is run
+    and each command is passed to `echo` (and listed in the report).
+    """
+    data = _plan_dict(plan)
+    report = ApplyReport(dry_run=dry_run)
+    run = _Executor(cfg, report, runner, echo)
+    state = state if state is not None else AdapterState()
+
+    # 1. pins
+    if dry_run and echo and data.get("placements"):
+        echo("# pin the placed jobs to their planned nodes")
+    for placement in data.get("placements") or []:
+        try:
+            jid = slurm_job_id(placement["job"])
+            nodes = [check_node(p["node"]) for p in placement.get("placement") or []]
+            argv = pin_cmd(cfg, jid, nodes)
+        except (UnsafeId, KeyError, TypeError) as exc:
+            report.problems.append(f"placement {placement.get('job')!r}: {exc}; skipped")
+            log.error("slurm: placement %r skipped: %s", placement.get("job"), exc)
+            continue
+        if run(argv, "pin", jid).ok or dry_run:
+            report.pinned[jid] = nodes
+            if not dry_run:
+                state.pinned[jid] = nodes
+
+    # victims, merged per Slurm job (pieces of one job are evicted together)
+    victims: dict[str, _Victim] = {}
+    for ev in data.get("evictions") or []:
+        try:
+            jid = slurm_job_id(ev["job"])
+            sig = normalize_signal(ev.get("signal"))
+            grace = float(ev.get("grace_s") or 0)
+        except (UnsafeId, ValueError, KeyError, TypeError) as exc:
+            report.problems.append(f"eviction {ev.get('job')!r}: {exc}; skipped")
+            log.error("slurm: eviction %r skipped: %s", ev.get("job"), exc)
+            continue
+        until = parse_time(ev.get("requeue_hold_until"))
+        if jid in victims:
+            v = victims[jid]
+            v.grace_s = max(v.grace_s, grace)
+            v.outcome.grace_s = v.grace_s
+            if until is not None:
+                v.hold_until = max(v.hold_until or until, until)
+            continue
+        victims[jid] = _Victim(jid, sig, grace, until, VictimOutcome(jid, sig, grace))
+    report.victims = [v.outcome for v in victims.values()]
+    if not victims:
+        return report
+
+    if dry_run:
+        if echo:
+            echo("# signal every victim at once")
+        for v in victims.values():
+            if v.signal:
+                run(signal_cmd(cfg, v.job, v.signal), "signal", v.job)
+        for v in victims.values():
+            if echo:
+                echo(f"# job {v.job}: once it has stopped, at the latest after "
+                     f"{v.grace_s:g} s" if v.signal else f"# job {v.job}: no signal, at once")
+            _finish(v, cfg, run, state, clock, stopped_at=None)
+        return report
+
+    # 2. signal everybody at once (only jobs that still run)
+    states = query_states(cfg, list(victims), runner) or {}
+    for v in victims.values():
+        st = states.get(v.job)
+        if states and st not in ACTIVE:
+            v.done = True
+            v.outcome.note = f"was {st or 'unknown'} before the signal; left alone"
+            log.warning("slurm: victim %s is %s, not running; left alone", v.job, st)
+            continue
+        now = clock()
+        v.deadline = now + v.grace_s
+        if v.signal is None:
+            v.outcome.note = "no checkpoint signal: requeued at once"
+            v.deadline = now
+            continue
+        res = run(signal_cmd(cfg, v.job, v.signal), "signal", v.job)
+        v.outcome.signalled_at = iso(now)
+        if not res.ok:
+            v.outcome.note = "signal failed; requeued at the end of the grace"
+
+    # 3. poll; finish each victim when it stopped or its grace is over
+    while True:
+        waiting = [v for v in victims.values() if not v.done]
+        if not waiting:
+            break
+        now = clock()
+        states = query_states(cfg, [v.job for v in waiting], runner)
+        for v in waiting:
+            st = states.get(v.job) if states is not None else None
+            stopped = st is not None and st not in ACTIVE
+            if stopped or now >= v.deadline:
+                v.outcome.stopped_in_grace = stopped and v.signal is not None
+                _finish(v, cfg, run, state, clock, stopped_at=now if stopped else None)
+        if all(v.done for v in victims.values()):
+            break
+        next_deadline = min(v.deadline for v in victims.values() if not v.done)
+        sleep(max(0.05, min(cfg.poll_interval_s, next_deadline - clock())))
+    return report
+
+
+def _finish(v: _Victim, cfg: SlurmConfig, run: _Executor, state: AdapterState,
+            clock: Callable[[], float], stopped_at: float | None) -> None:
+    """requeuehold, StartTime=now+N, release; record the preemption."""
+    v.done = True
+    res = run(requeuehold_cmd(cfg, v.job), "requeuehold", v.job)
+    if not (res.ok or res.rc is None):
+        v.outcome.note = (v.outcome.note + "; " if v.outcome.note else "") + "requeuehold failed"
+        return
+    v.outcome.requeued = True
+    now = clock()
+    stop = stopped_at if stopped_at is not None else now
+    v.outcome.stopped_at = iso(stop)
+    if res.rc is not None:
+        old = state.preempted.get(v.job, {})
+        state.preempted[v.job] = {"at": iso(stop), "count": int(old.get("count", 0)) + 1}
+    if v.hold_until is not None:
+        delay = math.ceil(v.hold_until - now)
+        if delay >= 1:
+            v.outcome.begin_delay_s = delay
+            res = run(start_time_cmd(cfg, v.job, delay), "start-time", v.job)
+            if not (res.ok or res.rc is None):
+                v.outcome.note = "StartTime update failed: left held, release it by hand"
+                return
+    res = run(release_cmd(cfg, v.job), "release", v.job)
+    v.outcome.released = res.ok or res.rc is None

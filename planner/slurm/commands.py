@@ -1,0 +1,201 @@
+"""``preempt-planner slurm``: the Slurm adapter on the command line.
+
+  slurm snapshot [--config FILE]       contract snapshot of the live cluster
+  slurm apply PLAN [--dry-run]         carry out a plan (signal, requeue, pin)
+  slurm run [--interval 30] [--ticks N] [--dry-run]
+                                       snapshot, plan, apply, every interval
+
+Exit status: 0 ok, 1 a Slurm command failed, 2 bad input (config, snapshot or
+plan). See docs/slurm.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from planner.slurm.config import CONFIG_ENV, ConfigError, SlurmConfig, load_config
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: Any) -> None:
+    """Add ``slurm`` with its actions to an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "slurm", help="Slurm adapter: snapshot from squeue/sinfo, apply plans, tick loop",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="slurm_command", metavar="ACTION")
+    sub.required = True
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--config", help=f"adapter config, YAML or JSON (default: ${CONFIG_ENV}"
+                                        ", else built-in defaults)")
+        q.add_argument("--log-level", default="INFO",
+                       choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    s = sub.add_parser("snapshot", help="build a contract snapshot from squeue/sinfo JSON")
+    common(s)
+    s.add_argument("--squeue-json", help="read this 'squeue --json' output instead of "
+                                         "running squeue")
+    s.add_argument("--nodes-json", help="read this 'sinfo --json' or 'scontrol show nodes "
+                                        "--json' output instead of running it")
+    s.add_argument("--now", help="snapshot time (ISO-8601 or epoch; default: the clock)")
+    s.add_argument("--out", help="write the snapshot here (default: stdout)")
+    s.set_defaults(func=cmd_snapshot)
+
+    a = sub.add_parser("apply", help="carry out a plan: signal, requeue-hold and pin")
+    common(a)
+    a.add_argument("plan", help="plan file (JSON or YAML)")
+    a.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    a.add_argument("--report", help="write a JSON report of every command here")
+    a.set_defaults(func=cmd_apply)
+
+    r = sub.add_parser("run", help="tick continuously: snapshot, plan, apply")
+    common(r)
+    r.add_argument("--interval", type=float, help="seconds between ticks (default: config "
+                                                  "interval_s, 30)")
+    r.add_argument("--ticks", type=int, help="stop after this many ticks")
+    r.add_argument("--dry-run", action="store_true", help="plan but only print the commands")
+    r.add_argument("--plan-dir", help="write each tick's snapshot, plan and report here")
+    r.set_defaults(func=cmd_run)
+
+
+def _setup_logging(level: str) -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(stream=sys.stderr, level=level,
+                            format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("planner.slurm").setLevel(level)
+
+
+def _config(args: argparse.Namespace) -> SlurmConfig | None:
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def _write(text: str, out: str | None) -> None:
+    if not out:
+        sys.stdout.write(text + "\n")
+        return
+    target = Path(out)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(target)
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from models import InputError, load_snapshot, read_document
+    from planner.slurm.parse import build_snapshot, parse_time
+    from planner.slurm.run import SlurmError, read_slurm
+    from planner.slurm.state import AdapterState
+
+    _setup_logging(args.log_level)
+    cfg = _config(args)
+    if cfg is None:
+        return EXIT_USAGE
+    import time
+
+    now = time.time()
+    if args.now:
+        t = parse_time(args.now)
+        if t is None:
+            raise InputError([f"--now: {args.now!r} is not a time"])
+        now = t
+    try:
+        if args.squeue_json or args.nodes_json:
+            if not (args.squeue_json and args.nodes_json):
+                print("error: give both --squeue-json and --nodes-json", file=sys.stderr)
+                return EXIT_USAGE
+            squeue, nodes = read_document(args.squeue_json), read_document(args.nodes_json)
+        else:
+            squeue, nodes = read_slurm(cfg)
+    except SlurmError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        state = AdapterState.load(cfg.state_file)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = build_snapshot(squeue, nodes, cfg, now=now, state=state)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    load_snapshot(result.snapshot)  # raises InputError (exit 2) on a bad snapshot
+    _write(json.dumps(result.snapshot, indent=1), args.out)
+    return EXIT_OK
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from models import load_plan
+    from planner.slurm.apply import apply_plan
+    from planner.slurm.state import AdapterState
+
+    _setup_logging(args.log_level)
+    cfg = _config(args)
+    if cfg is None:
+        return EXIT_USAGE
+    plan = load_plan(args.plan)  # InputError -> exit 2
+    try:
+        state = AdapterState.load(cfg.state_file)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
+                        echo=lambda line: print(line, flush=True))
+    if not args.dry_run:
+        state.save()
+    for problem in report.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    for failed in report.failures:
+        print(f"failed (rc {failed.rc}): {failed.text}: {failed.stderr.strip()}",
+              file=sys.stderr)
+    if args.report:
+        _write(json.dumps(report.to_dict(), indent=1), args.report)
+    if report.problems and not report.commands:
+        return EXIT_USAGE
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from planner.slurm.run import run_loop
+
+    _setup_logging(args.log_level)
+    cfg = _config(args)
+    if cfg is None:
+        return EXIT_USAGE
+    if args.plan_dir:
+        cfg = cfg.model_copy(update={"plan_dir": Path(args.plan_dir)})
+    if args.ticks is not None and args.ticks < 1:
+        print("error: --ticks must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.interval is not None and args.interval <= 0:
+        print("error: --interval must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    echo = (lambda line: print(line, flush=True)) if args.dry_run else None
+    return run_loop(cfg, interval_s=args.interval, ticks=args.ticks, dry_run=args.dry_run,
+                    echo=echo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m planner.slurm ...``: the same actions without the main CLI."""
+    from models import InputError
+
+    parser = argparse.ArgumentParser(prog="python -m planner.slurm")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    register(sub)
+    args = parser.parse_args(["slurm", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,227 @@
+"""Reading Slurm and the tick loop: snapshot, plan, apply, repeat.
+
+One tick: ``squeue --json`` and the node listing (``sinfo --json`` on 22.05,
+``scontrol show nodes --json`` on 23.02+), the contract snapshot, the plan, its
+application, one log line. The loop stops after ``--ticks N`` or on
+SIGINT/SIGTERM: the tick in progress is finished first (so no victim is left
+signalled but not requeued); a second signal stops at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.slurm.apply import ApplyReport, Runner, apply_plan, subprocess_runner
+from planner.slurm.config import SlurmConfig
+from planner.slurm.parse import ParseResult, build_snapshot, iso
+from planner.slurm.state import AdapterState
+
+log = logging.getLogger("planner.slurm")
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command needed for the snapshot failed."""
+
+
+def _json_command(argv: list[str], runner: Runner, timeout: float) -> dict[str, Any]:
+    rc, out, err = runner(argv, timeout)
+    if rc != 0:
+        raise SlurmError(f"{' '.join(argv)} failed (rc {rc}): {err.strip()[:500]}")
+    try:
+        data = json.loads(out)
+    except json.JSONDecodeError as exc:
+        raise SlurmError(f"{' '.join(argv)}: output is not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise SlurmError(f"{' '.join(argv)}: output is not a JSON object")
+    errors = [e for e in data.get("errors") or [] if e]
+    if errors:
+        log.warning("slurm: %s reported errors: %s", argv[0], errors)
+    return data
+
+
+def _major(release: str) -> int:
+    try:
+        return int(release.split(".")[0])
+    except ValueError:
+        return 0
+
+
+def read_slurm(cfg: SlurmConfig, runner: Runner = subprocess_runner
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(squeue JSON, node JSON) from the live cluster."""
+    from planner.slurm.parse import slurm_version
+
+    t = cfg.command_timeout_s
+    squeue = _json_command([cfg.commands.squeue, "--all", "--json"], runner, t)
+    source = cfg.node_source
+    if source == "auto":
+        source = "scontrol" if _major(slurm_version(squeue)) >= 23 else "sinfo"
+    if source == "scontrol":
+        try:
+            return squeue, _json_command([cfg.commands.scontrol, "show", "nodes", "--json"],
+                                         runner, t)
+        except SlurmError as exc:
+            if cfg.node_source == "scontrol":
+                raise
+            log.warning("slurm: %s; falling back to sinfo --json", exc)
+    return squeue, _json_command([cfg.commands.sinfo, "--json"], runner, t)
+
+
+def take_snapshot(cfg: SlurmConfig, state: AdapterState | None = None, *,
+                  runner: Runner = subprocess_runner,
+                  clock: Callable[[], float] = time.time) -> ParseResult:
+    """The contract snapshot of the live cluster (a plain dict; not yet validated)."""
+    squeue, nodes = read_slurm(cfg, runner)
+    return build_snapshot(squeue, nodes, cfg, now=clock(), state=state)
+
+
+@dataclass
+class TickResult:
+    snapshot: dict[str, Any]
+    plan: Any
+    report: ApplyReport
+    seconds: float
+
+    def summary(self) -> str:
+        jobs = self.snapshot.get("jobs", [])
+        running = sum(j["state"] == "running" for j in jobs)
+        pending = len(jobs) - running
+        p = self.plan
+        status = getattr(p, "status", None) or "?"
+        ev = len(getattr(p, "evictions", []) or [])
+        pl = len(getattr(p, "placements", []) or [])
+        fails = len(self.report.failures) + len(self.report.problems)
+        mode = " (dry run)" if self.report.dry_run else ""
+        return (f"{running} running, {pending} pending; plan {status}: {ev} eviction(s), "
+                f"{pl} placement(s); {fails} failure(s); {self.seconds:.1f} s{mode}")
+
+
+def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
+         runner: Runner = subprocess_runner, clock: Callable[[], float] = time.time,
+         sleep: Callable[[float], None] = time.sleep,
+         echo: Callable[[str], None] | None = None, number: int = 0) -> TickResult:
+    """One tick: snapshot, plan, apply. Raises SlurmError / InputError on failure."""
+    from models import load_snapshot
+    from planner import plan as make_plan
+
+    t0 = time.monotonic()
+    parsed = take_snapshot(cfg, state, runner=runner, clock=clock)
+    for note in parsed.notes:
+        log.info("slurm: %s", note)
+    snap = load_snapshot(parsed.snapshot)
+    p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
+                  deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
+                  planner=cfg.planner.planner)
+    report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner, clock=clock,
+                        sleep=sleep, echo=echo)
+    if not dry_run:
+        # forget jobs Slurm no longer lists at all (held jobs are not in the
+        # snapshot but still known, so ask squeue rather than the snapshot)
+        known = _known_ids(runner, cfg)
+        if known is not None:
+            state.forget_except(known)
+        state.save()
+    result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0)
+    if cfg.plan_dir is not None:
+        _write_tick(cfg.plan_dir, number, clock(), result)
+    return result
+
+
+def _known_ids(runner: Runner, cfg: SlurmConfig) -> set[str] | None:
+    rc, out, _ = runner([cfg.commands.squeue, "--noheader", "--all", "--format=%A"],
+                        cfg.command_timeout_s)
+    if rc != 0:
+        return None
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def _write_tick(directory: Path, number: int, now: float, result: TickResult) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = iso(now).replace(":", "")
+    plan = result.plan.model_dump(mode="json") if hasattr(result.plan, "model_dump") \
+        else result.plan
+    doc = {"tick": number, "snapshot": result.snapshot, "plan": plan,
+           "apply": result.report.to_dict()}
+    path = directory / f"tick-{number:05d}-{stamp}.json"
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+
+
+class _StopFlag:
+    """Set by the first SIGINT/SIGTERM; the second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        self.previous.clear()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        log.info("slurm: %s received; stopping after the current tick",
+                 signal.Signals(signum).name)
+        self.event.set()
+
+
+def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | None = None,
+             dry_run: bool = False, runner: Runner = subprocess_runner,
+             echo: Callable[[str], None] | None = None,
+             stop: threading.Event | None = None) -> int:
+    """Tick every `interval_s` until `ticks` are done or a stop signal; exit status.
+
+    A failing tick (Slurm unreachable, bad snapshot) is logged and the loop goes
+    on; the status is 1 if the last tick failed or reported failures, else 0.
+    """
+    interval = cfg.interval_s if interval_s is None else interval_s
+    flag = _StopFlag()
+    if stop is not None:
+        flag.event = stop
+    flag.install()
+    state = AdapterState.load(cfg.state_file)
+    status = 0
+    n = 0
+    try:
+        while not flag.event.is_set() and (ticks is None or n < ticks):
+            n += 1
+            start = time.monotonic()
+            try:
+                result = tick(cfg, state, dry_run=dry_run, runner=runner, echo=echo, number=n)
+            except Exception as exc:  # one bad tick must not end the loop
+                from models import InputError
+
+                if isinstance(exc, InputError):
+                    log.error("tick %d: invalid snapshot: %s", n, "; ".join(exc.errors[:5]))
+                elif isinstance(exc, SlurmError):
+                    log.error("tick %d: %s", n, exc)
+                else:
+                    log.exception("tick %d failed", n)
+                status = 1
+            else:
+                log.info("tick %d: %s", n, result.summary())
+                status = 0 if result.report.ok else 1
+            if ticks is not None and n >= ticks:
+                break
+            flag.event.wait(max(0.0, interval - (time.monotonic() - start)))
+    finally:
+        flag.restore()
+    log.info("slurm: stopped after %d tick(s)", n)
+    return status
