@@ -1,0 +1,271 @@
+"""Planning service over real HTTP on loopback (server on port 0 in a thread)."""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from planner.service import PlannerServer, make_server
+
+# One tier-1 8-GPU pending job; one node fully held by an evictable tier-3 job
+# (started 2 h ago > 1800 s immunity): the optimum evicts it and places the job.
+SNAP: dict[str, Any] = {
+    "version": 1,
+    "now": "2026-11-29T08:00:00Z",
+    "nodes": [{"id": "dgx-1", "gpus": 8}],
+    "jobs": [
+        {"id": "sweep", "tier": 3, "state": "running", "gpus_per_node": 8,
+         "started_at": "2026-11-29T06:00:00Z",
+         "placement": [{"node": "dgx-1", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}]},
+        {"id": "train", "tier": 1, "state": "pending", "gpus_per_node": 8},
+    ],
+}
+
+
+@pytest.fixture
+def server() -> Iterator[PlannerServer]:
+    srv = make_server("127.0.0.1", 0, time_limit_s=2.0, max_body_bytes=64 * 1024, quiet=True)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True)
+    t.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
+def _conn(srv: PlannerServer) -> http.client.HTTPConnection:
+    host, port = srv.server_address[:2]
+    return http.client.HTTPConnection(host, port, timeout=30)
+
+
+def request(srv: PlannerServer, method: str, path: str, body: Any = None,
+            headers: dict[str, str] | None = None,
+            raw: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+    conn = _conn(srv)
+    try:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        conn.request(method, path, body=data, headers=headers or {})
+        resp = conn.getresponse()
+        payload = resp.read()
+        ctype = resp.getheader("Content-Type", "")
+        out = json.loads(payload) if "json" in ctype and payload else payload.decode()
+        return resp.status, dict(resp.getheaders()), out
+    finally:
+        conn.close()
+
+
+def raw_exchange(srv: PlannerServer, head: bytes) -> tuple[int, Any]:
+    """Send raw request bytes (headers only) and read the answer: the server must
+    reply without waiting for a body."""
+    host, port = srv.server_address[:2]
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head_part, _, rest = data.partition(b"\r\n\r\n")
+        lines = head_part.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        length = next(int(ln.split(":")[1]) for ln in lines if ln.lower().startswith(
+            "content-length"))
+        while len(rest) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        return status, json.loads(rest[:length])
+
+
+# ---------------------------------------------------------------------- plan
+def test_plan_known_optimum(server: PlannerServer) -> None:
+    status, headers, plan = request(server, "POST", "/v1/plan?deterministic=true", SNAP)
+    assert status == 200, plan
+    assert headers["Content-Type"] == "application/json"
+    assert plan["status"] == "optimal"
+    assert [(e["job"], e["preemptors"]) for e in plan["evictions"]] == [("sweep", ["train"])]
+    assert plan["evictions"][0]["grace_s"] == 60
+    assert plan["placements"] == [{"job": "train", "start_after_s": 60.0, "placement": [
+        {"node": "dgx-1", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}]}]
+    assert plan["objective"]["admitted_gpus"]["1"] == 8
+
+
+def test_plan_options_by_header_and_query(server: PlannerServer) -> None:
+    status, _, plan = request(server, "POST", "/v1/plan", SNAP,
+                              {"X-Planner": "greedy", "X-Time-Limit-S": "0.5",
+                               "X-Deterministic": "1"})
+    assert status == 200 and plan["solver"]["engine"] == "greedy"
+    assert [e["job"] for e in plan["evictions"]] == ["sweep"]
+    status, _, err = request(server, "POST",
+                             "/v1/plan?time_limit_s=-1&planner=magic&deterministic=maybe&x=1",
+                             SNAP)
+    assert status == 400 and err["error"] == "bad options"
+    text = " ".join(err["messages"])
+    for word in ("time_limit_s", "magic", "maybe", "unknown query parameter(s): x"):
+        assert word in text
+
+
+def test_bad_json_is_400(server: PlannerServer) -> None:
+    status, _, err = request(server, "POST", "/v1/plan", raw=b'{"version": 1,',
+                             headers={"Content-Type": "application/json"})
+    assert status == 400
+    assert err["error"] == "malformed JSON"
+    assert err["messages"] and "line 1" in err["messages"][0]
+
+
+def test_invalid_snapshot_is_400_with_messages(server: PlannerServer) -> None:
+    bad = copy.deepcopy(SNAP)
+    bad["jobs"][0]["placement"][0]["gpus"] = [0, 1, 2, 3, 4, 5, 6, 9]
+    bad["jobs"][1]["tier"] = 7
+    status, _, err = request(server, "POST", "/v1/plan", bad)
+    assert status == 400 and err["error"] == "invalid snapshot"
+    assert any("jobs[0].placement[0].gpus" in m and "GPU 9 out of range" in m
+               for m in err["messages"])
+    assert any("jobs[1].tier" in m for m in err["messages"])
+    status, _, err = request(server, "POST", "/v1/plan", [1, 2])
+    assert status == 400 and err["messages"]
+
+
+def test_oversized_body_is_413_before_reading(server: PlannerServer) -> None:
+    # headers only, announcing 100 MB: the answer comes without the body being sent
+    status, err = raw_exchange(server, b"POST /v1/plan HTTP/1.1\r\nHost: x\r\n"
+                                       b"Content-Type: application/json\r\n"
+                                       b"Content-Length: 100000000\r\n\r\n")
+    assert status == 413
+    assert err["error"] == "request body too large"
+    assert "65536" in err["messages"][0]
+    # a real body just over the limit, through a client
+    big = dict(SNAP, _comment="x" * (64 * 1024))
+    try:
+        status, _, err = request(server, "POST", "/v1/plan", big)
+    except (BrokenPipeError, ConnectionResetError):
+        pytest.skip("the client could not finish sending after the early 413")
+    assert status == 413
+
+
+def test_missing_content_length_is_411(server: PlannerServer) -> None:
+    status, err = raw_exchange(server, b"POST /v1/plan HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 411 and err["error"] == "length required"
+    status, err = raw_exchange(server, b"POST /v1/verify HTTP/1.1\r\nHost: x\r\n"
+                                       b"Transfer-Encoding: chunked\r\n\r\n")
+    assert status == 411
+
+
+def test_unknown_path_and_wrong_method(server: PlannerServer) -> None:
+    status, _, err = request(server, "GET", "/v2/plan")
+    assert status == 404 and err["error"] == "not found"
+    status, headers, err = request(server, "GET", "/v1/plan")
+    assert status == 405 and headers["Allow"] == "POST" and err["error"] == "method not allowed"
+    status, headers, _ = request(server, "POST", "/healthz", {})
+    assert status == 405 and "GET" in headers["Allow"]
+    status, _, _ = request(server, "DELETE", "/v1/verify")
+    assert status == 405
+
+
+def test_healthz(server: PlannerServer) -> None:
+    assert request(server, "GET", "/healthz")[::2] == (200, {"status": "ok"})
+
+
+def test_keep_alive_survives_errors(server: PlannerServer) -> None:
+    conn = _conn(server)
+    try:
+        for body, want in ((b"not json", 400), (json.dumps(SNAP).encode(), 200),
+                           (b"{}", 400), (json.dumps(SNAP).encode(), 200)):
+            conn.request("POST", "/v1/plan?deterministic=1", body=body)
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == want
+    finally:
+        conn.close()
+
+
+# -------------------------------------------------------------------- verify
+def test_verify_valid_and_invalid(server: PlannerServer) -> None:
+    _, _, plan = request(server, "POST", "/v1/plan?deterministic=1", SNAP)
+    status, _, out = request(server, "POST", "/v1/verify", {"snapshot": SNAP, "plan": plan})
+    assert status == 200 and out == {"valid": True, "violations": []}
+    broken = copy.deepcopy(plan)
+    broken["evictions"] = []  # place on GPUs still held by the running job
+    status, _, out = request(server, "POST", "/v1/verify", {"snapshot": SNAP, "plan": broken})
+    assert status == 200 and out["valid"] is False
+    assert any(v["rule"] == "R1" for v in out["violations"])
+    assert all(set(v) == {"rule", "job", "message"} for v in out["violations"])
+
+
+def test_verify_bad_requests(server: PlannerServer) -> None:
+    status, _, err = request(server, "POST", "/v1/verify", {"snapshot": SNAP})
+    assert status == 400 and "snapshot" in err["messages"][0]
+    status, _, err = request(server, "POST", "/v1/verify",
+                             {"snapshot": {"now": "never"}, "plan": {"status": "great"}})
+    assert status == 400 and err["error"] == "invalid snapshot or plan"
+    assert any(m.startswith("snapshot") or "now" in m for m in err["messages"])
+    assert any("plan" in m for m in err["messages"])
+
+
+# ------------------------------------------------------------------- metrics
+def test_metrics(server: PlannerServer) -> None:
+    request(server, "POST", "/v1/plan?deterministic=1", SNAP)
+    request(server, "POST", "/v1/plan", raw=b"{")
+    request(server, "GET", "/nowhere")
+    status, headers, text = request(server, "GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert ('preempt_planner_http_requests_total{endpoint="/v1/plan",method="POST",'
+            'status="200"} 1.0') in text
+    assert ('preempt_planner_http_requests_total{endpoint="/v1/plan",method="POST",'
+            'status="400"} 1.0') in text
+    assert 'preempt_planner_http_requests_total{endpoint="other",method="GET",status="404"}' \
+        in text
+    assert "preempt_planner_evictions_planned_total 1.0" in text
+    assert "preempt_planner_placements_planned_total 1.0" in text
+    assert 'preempt_planner_plan_seconds_count{planner="cpsat"} 1.0' in text
+    assert 'preempt_planner_plans_total{status="optimal"} 1.0' in text
+
+
+def test_servers_have_their_own_registries(server: PlannerServer) -> None:
+    other = make_server("127.0.0.1", 0, quiet=True)
+    try:
+        assert other.metrics.registry is not server.metrics.registry
+    finally:
+        other.server_close()
+
+
+# --------------------------------------------------------------- concurrency
+def test_twenty_concurrent_requests(server: PlannerServer) -> None:
+    """Different snapshots at once; every answer must match its own request."""
+    def variant(i: int) -> tuple[dict[str, Any], list[str]]:
+        snap = copy.deepcopy(SNAP)
+        snap["jobs"][1]["id"] = f"train-{i}"
+        if i % 2:  # tier 3 cannot preempt: nothing is evicted, the job waits
+            snap["jobs"][1]["tier"] = 3
+            return snap, []
+        return snap, ["sweep"]
+
+    def call(i: int) -> tuple[int, int, dict[str, Any]]:
+        snap, _ = variant(i)
+        status, _, plan = request(server, "POST", "/v1/plan?deterministic=1&time_limit_s=5",
+                                  snap)
+        return i, status, plan
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(call, range(20)))
+    for i, status, plan in results:
+        assert status == 200, plan
+        _, evicted = variant(i)
+        assert [e["job"] for e in plan["evictions"]] == evicted
+        if evicted:
+            assert [p["job"] for p in plan["placements"]] == [f"train-{i}"]
+        else:
+            assert [d["job"] for d in plan["deferred"]] == [f"train-{i}"]
