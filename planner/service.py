@@ -358,3 +358,126 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if not self.server.quiet:
             log.info("%s - %s", self.address_string(), format % args)
+
+
+# ------------------------------------------------------------------ OpenAPI
+def _allow_comments(node: Any) -> Any:
+    """The loader drops keys that start with ``_`` (comments, e.g. ``_k8s``): say so
+    wherever the generated schema forbids unknown properties."""
+    if isinstance(node, dict):
+        out = {k: _allow_comments(v) for k, v in node.items()}
+        if out.get("additionalProperties") is False and "properties" in out:
+            out["patternProperties"] = {"^_": {}}
+        return out
+    if isinstance(node, list):
+        return [_allow_comments(v) for v in node]
+    return node
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the service (``docs/openapi.yaml`` is this,
+    written as YAML; a test keeps them equal). Snapshot and Plan schemas are the
+    JSON Schemas that the pydantic models generate."""
+    from models import Plan, Snapshot
+    from planner import PLANNERS
+
+    ref = "#/components/schemas/{model}"
+    schemas: dict[str, Any] = {}
+    for model in (Snapshot, Plan):
+        sch = model.model_json_schema(ref_template=ref)
+        for name, d in sch.pop("$defs", {}).items():
+            if name in schemas and schemas[name] != d:  # pragma: no cover - model change
+                raise RuntimeError(f"two different schemas named {name}")
+            schemas[name] = d
+        schemas[model.__name__] = sch
+    schemas = _allow_comments(schemas)
+
+    def err(desc: str) -> dict[str, Any]:
+        return {"description": desc, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"}}}}
+
+    schemas.update({
+        "Error": {"type": "object", "required": ["error", "messages"], "properties": {
+            "error": {"type": "string", "description": "what went wrong, in a few words"},
+            "messages": {"type": "array", "items": {"type": "string"},
+                         "description": "one line per problem, naming the field path"}}},
+        "VerifyRequest": {"type": "object", "required": ["snapshot", "plan"],
+                          "additionalProperties": False, "properties": {
+                              "snapshot": {"$ref": "#/components/schemas/Snapshot"},
+                              "plan": {"$ref": "#/components/schemas/Plan"}}},
+        "Violation": {"type": "object", "required": ["rule", "job", "message"], "properties": {
+            "rule": {"type": "string", "description": "R1..R13 or a plan bookkeeping code"},
+            "job": {"type": ["string", "null"]},
+            "message": {"type": "string"}}},
+        "VerifyResult": {"type": "object", "required": ["valid", "violations"], "properties": {
+            "valid": {"type": "boolean"},
+            "violations": {"type": "array",
+                           "items": {"$ref": "#/components/schemas/Violation"}}}},
+        "Health": {"type": "object", "required": ["status"],
+                   "properties": {"status": {"const": "ok"}}},
+    })
+    common = {
+        "400": err("malformed JSON, an invalid snapshot or plan, or a bad option"),
+        "405": err("wrong method (the Allow header lists the right ones)"),
+        "411": err("no Content-Length (chunked bodies are not accepted)"),
+        "413": err("body larger than the server's limit (--max-body-mb)"),
+        "500": err("a bug in the service"),
+    }
+
+    def opt(name: str, where: str, schema: dict[str, Any], desc: str) -> dict[str, Any]:
+        return {"name": name, "in": where, "required": False, "schema": schema,
+                "description": desc}
+
+    plan_params = [
+        opt("time_limit_s", "query", {"type": "number", "exclusiveMinimum": 0},
+            "solver time limit in seconds (default: the server's --time-limit; capped by "
+            "--max-time-limit)"),
+        opt("deterministic", "query", {"type": "boolean"},
+            "one worker, fixed seed and deterministic time: same input, same plan (R14)"),
+        opt("planner", "query", {"type": "string", "enum": list(PLANNERS)},
+            "planner engine (default: the server's --planner)"),
+        opt("X-Time-Limit-S", "header", {"type": "number", "exclusiveMinimum": 0},
+            "same as time_limit_s (the query wins)"),
+        opt("X-Deterministic", "header", {"type": "boolean"}, "same as deterministic"),
+        opt("X-Planner", "header", {"type": "string", "enum": list(PLANNERS)},
+            "same as planner"),
+    ]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "preempt-planner planning service", "version": "1.0.0",
+                 "description": "Preemption planning for shared GPU clusters over HTTP: the "
+                                "data contract format v1 in, a plan out. See docs/api.md."},
+        "servers": [{"url": "http://127.0.0.1:8080"}],
+        "paths": {
+            "/v1/plan": {"post": {
+                "operationId": "plan", "summary": "Plan one scheduling tick",
+                "parameters": plan_params,
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/Snapshot"}}}},
+                "responses": {"200": {"description": "the plan (never breaks R1-R13)",
+                                      "content": {"application/json": {"schema": {
+                                          "$ref": "#/components/schemas/Plan"}}}},
+                              **common}}},
+            "/v1/verify": {"post": {
+                "operationId": "verify", "summary": "Check a plan against its snapshot",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/VerifyRequest"}}}},
+                "responses": {"200": {"description": "the rules the plan breaks, if any",
+                                      "content": {"application/json": {"schema": {
+                                          "$ref": "#/components/schemas/VerifyResult"}}}},
+                              **common}}},
+            "/healthz": {"get": {
+                "operationId": "healthz", "summary": "Liveness",
+                "responses": {"200": {"description": "the server answers",
+                                      "content": {"application/json": {"schema": {
+                                          "$ref": "#/components/schemas/Health"}}}},
+                              "405": common["405"]}}},
+            "/metrics": {"get": {
+                "operationId": "metrics", "summary": "Prometheus metrics",
+                "responses": {"200": {"description": "Prometheus text exposition format",
+                                      "content": {"text/plain": {"schema": {
+                                          "type": "string"}}}},
+                              "405": common["405"]}}},
+        },
+        "components": {"schemas": schemas},
+    }

@@ -269,3 +269,40 @@ def test_twenty_concurrent_requests(server: PlannerServer) -> None:
             assert [p["job"] for p in plan["placements"]] == [f"train-{i}"]
         else:
             assert [d["job"] for d in plan["deferred"]] == [f"train-{i}"]
+
+
+# ------------------------------------------------------------------- OpenAPI
+def test_openapi_document_in_sync_and_valid(server: PlannerServer) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from planner.service import openapi_document
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "openapi.yaml"
+    doc = yaml.safe_load(path.read_text())
+    assert doc == json.loads(json.dumps(openapi_document())), \
+        "docs/openapi.yaml is stale: regenerate it (see its header)"
+    assert doc["openapi"] == "3.1.0"
+    assert set(doc["paths"]) == {"/v1/plan", "/v1/verify", "/healthz", "/metrics"}
+    try:
+        from openapi_spec_validator import validate
+    except ImportError:
+        validate = None
+    if validate is not None:
+        validate(doc)
+    jsonschema = pytest.importorskip("jsonschema")
+
+    def check(name: str, instance: Any) -> None:
+        schema = {"$ref": f"#/components/schemas/{name}", "components": doc["components"]}
+        jsonschema.Draft202012Validator(schema).validate(instance)
+
+    _, _, plan = request(server, "POST", "/v1/plan?deterministic=1", SNAP)
+    check("Snapshot", dict(SNAP, _comment="comments are allowed"))
+    check("Plan", plan)
+    _, _, out = request(server, "POST", "/v1/verify", {"snapshot": SNAP, "plan": plan})
+    check("VerifyResult", out)
+    _, _, err = request(server, "POST", "/v1/plan", raw=b"[")
+    check("Error", err)
+    with pytest.raises(jsonschema.ValidationError):
+        check("Snapshot", dict(SNAP, nodez=[]))
