@@ -610,7 +610,8 @@ class Simulator:
                 "duration_s": s.duration_s, "first_start": j.first_start, "done_at": j.done_at,
                 "wait_s": j.wait_s + (t_end - j.queued_at if j.state == "pending" else 0.0),
                 "started": j.first_start is not None, "preemptions": j.preemptions,
-                "max_streak": j.max_streak, "progress_s": j.progress, "state": j.state})
+                "max_streak": j.max_streak, "progress_s": j.progress, "state": j.state,
+                "carry_over": bool(s.extra.get("carry_over"))})
         storage_bw = {s.id: s.write_gb_per_s for s in self._storage_list}
         return SimResult(
             config=self.cfg.to_json(), t0=self.t0, t_end=t_end, total_gpus=self.total_gpus,

@@ -95,6 +95,7 @@ def compute_metrics(res: SimResult) -> dict[str, Any]:
     jobs = res.jobs
     completed = [j for j in jobs if j["done_at"] is not None]
     started = [j for j in jobs if j["started"]]
+    fresh = [j for j in jobs if not j.get("carry_over")]  # carry-over jobs: no delay stats
     ev = res.evictions
     hist = Counter(j["preemptions"] for j in started)
     _, rate = eviction_rate_series(res)
@@ -143,10 +144,11 @@ def compute_metrics(res: SimResult) -> dict[str, Any]:
         "cascades": sum(1 for e in ev if e["cascade"]),
         "storage": storage,
         "periodic_checkpoint_gb_per_s_peak": max(res.samples["periodic_gb_per_s"], default=0.0),
-        "queue_delay_s": {str(t): percentiles([j["wait_s"] for j in jobs if j["tier"] == t])
+        "queue_delay_s": {str(t): percentiles([j["wait_s"] for j in fresh if j["tier"] == t])
                           for t in tiers},
-        "completion_time_s": {str(t): percentiles([j["done_at"] - j["submit"] for j in completed
-                                                   if j["tier"] == t]) for t in tiers},
+        "completion_time_s": {str(t): percentiles([j["done_at"] - j["submit"] for j in fresh
+                                                   if j["tier"] == t and j["done_at"] is not None])
+                              for t in tiers},
         "max_consecutive_preemptions": max((j["max_streak"] for j in jobs), default=0),
         "max_preemptions": max((j["preemptions"] for j in jobs), default=0),
         "planner_calls": res.planner_calls,

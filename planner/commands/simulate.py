@@ -1,0 +1,107 @@
+"""``preempt-planner simulate``: replay a trace on a cluster with a planner."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from planner.commands._common import write_output
+
+PLANNER_CHOICES = ["cpsat", "greedy", "k8s", "slurm", "naive"]
+
+
+def add_run_args(p: Any) -> None:
+    """Arguments shared by ``simulate`` and ``compare``."""
+    p.add_argument("--cluster", required=True,
+                   help="cluster: a contract snapshot (jobs ignored) or a generator spec")
+    p.add_argument("--trace", required=True,
+                   help="trace file (Philly CSV, Alibaba openb CSV or JSONL); a bare name is "
+                        "also looked up in ../shared/traces")
+    p.add_argument("--trace-format", default="auto", choices=["auto", "philly", "openb", "jsonl"])
+    p.add_argument("--tick", type=float, default=60.0, help="seconds between ticks (default 60)")
+    p.add_argument("--days", type=float, help="simulated days (default: until every job is done)")
+    p.add_argument("--start", help="simulated start (ISO-8601 or epoch; default first arrival)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthesized job fields")
+    p.add_argument("--carry-over", action="store_true",
+                   help="warm start: jobs submitted before --start that would still run join "
+                        "at the start with their remaining time")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiply inter-arrival times (0.5 = twice the load)")
+    p.add_argument("--time-limit", type=float, default=1.0, help="planner time limit per tick")
+    p.add_argument("--deterministic", action="store_true", help="deterministic planner mode")
+    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers")
+    p.add_argument("--no-fairshare", action="store_true",
+                   help="use the trace priority as is (no fair-share / queue-age ordering)")
+    p.add_argument("--halflife", type=float, default=86400.0,
+                   help="fair-share usage half-life in seconds (default 1 day)")
+    p.add_argument("--lenient", action="store_true",
+                   help="skip (and count) plan parts the simulator cannot execute instead of "
+                        "stopping")
+
+
+def spec_from_args(args: Any, planner: str, policy: str | None, label: str | None = None) -> Any:
+    from planner.sim.runner import RunSpec, parse_time
+
+    cfg = {"planner": planner, "tick_s": args.tick, "days": args.days,
+           "start": parse_time(args.start), "seed": args.seed, "time_limit_s": args.time_limit,
+           "deterministic": args.deterministic, "workers": args.workers,
+           "fairshare": not args.no_fairshare, "halflife_s": args.halflife,
+           "strict": not args.lenient, "label": label}
+    return RunSpec(cluster=args.cluster, trace=args.trace, policy=policy,
+                   trace_format=args.trace_format, carry_over=args.carry_over,
+                   time_scale=args.time_scale, config=cfg)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("simulate", help="discrete-event simulation of a trace under a planner",
+                       description="Replay a workload trace on a cluster, calling a planner "
+                                   "every tick, and report goodput, waste, evictions, thrash, "
+                                   "storms and queueing delays.")
+    add_run_args(p)
+    p.add_argument("--policy", help="policy file (replaces the cluster file's policy)")
+    p.add_argument("--planner", default="cpsat", choices=PLANNER_CHOICES)
+    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("--out", help="write the output here instead of stdout")
+    p.add_argument("--metrics-out", help="Prometheus text-format file of the run's metrics")
+    p.add_argument("--result-out", help="JSON file with the raw run record (for compare/charts)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: Any) -> int:
+    from planner.sim.metrics import compute_metrics
+    from planner.sim.prom import write_run_metrics
+    from planner.sim.report import metrics_table
+    from planner.sim.runner import prepare
+
+    spec = spec_from_args(args, args.planner, args.policy)
+    sim = prepare(spec)
+    err = Console(stderr=True)
+    if args.no_progress or not err.is_terminal:
+        res = sim.run()
+    else:
+        with Progress(TextColumn(f"simulating ({args.planner})"), BarColumn(),
+                      TextColumn("{task.percentage:>3.0f}% of simulated time"),
+                      TimeElapsedColumn(), console=err, transient=True) as bar:
+            task = bar.add_task("sim", total=1.0)
+            res = sim.run(lambda done, total: bar.update(task, completed=done / max(total, 1e-9)))
+    m = compute_metrics(res)
+    if args.metrics_out:
+        write_run_metrics(m, args.metrics_out)
+    if args.result_out:
+        with open(args.result_out, "w") as fh:
+            json.dump(res.to_json(), fh)
+    if args.format == "json":
+        write_output(json.dumps(m, indent=2, sort_keys=True), args.out)
+    else:
+        if args.out:
+            con = Console(record=True, width=100, file=io.StringIO())
+            con.print(metrics_table(m))
+            write_output(con.export_text(), args.out)
+        else:
+            Console().print(metrics_table(m))
+    return 0

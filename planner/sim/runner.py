@@ -1,0 +1,78 @@
+"""Running a simulation from a plain, picklable spec (what the CLI and ``compare``'s
+worker processes share)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from models import InputError, load_policy
+from planner.sim.cluster import load_cluster
+from planner.sim.engine import SimConfig, SimResult, Simulator
+from planner.sim.metrics import compute_metrics
+from planner.sim.traces import load_trace, slice_trace
+
+__all__ = ["RunSpec", "parse_time", "prepare", "run_spec"]
+
+
+def parse_time(text: str | float | None) -> float | None:
+    """Epoch seconds from a number or an ISO-8601 time (UTC when no zone is given)."""
+    if text is None or text == "":
+        return None
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        pass
+    try:
+        dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError([f"--start: {text!r} is neither epoch seconds nor an ISO-8601 time"]) \
+            from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+@dataclass
+class RunSpec:
+    cluster: str
+    trace: str
+    policy: str | None = None
+    trace_format: str = "auto"
+    carry_over: bool = False
+    time_scale: float = 1.0
+    node_gpus: int = 8
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare(spec: RunSpec) -> Simulator:
+    """Load the cluster, policy and trace of a spec; raises InputError on bad input."""
+    cfg = SimConfig(**spec.config)
+    policy = load_policy(Path(spec.policy)) if spec.policy else None
+    cluster = load_cluster(spec.cluster, policy)
+    jobs = load_trace(spec.trace, spec.trace_format, seed=cfg.seed, node_gpus=spec.node_gpus,
+                      time_scale=spec.time_scale)
+    if cfg.start is not None or spec.carry_over or cfg.days is not None:
+        jobs = slice_trace(jobs, cfg.start, cfg.days, carry_over=spec.carry_over)
+        if cfg.start is None and jobs:
+            cfg.start = jobs[0].submit
+    if not jobs:
+        raise InputError(["trace: no job in the simulated period"], spec.trace)
+    return Simulator(cluster, jobs, cfg, cluster.policy)
+
+
+def run_spec(spec: RunSpec, progress: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run a spec; returns (raw result as JSON-ready dict, metrics)."""
+    sim = prepare(spec)
+    res = sim.run(progress)
+    return res.to_json(), compute_metrics(res)
+
+
+def spec_fields() -> list[str]:
+    return [f.name for f in fields(RunSpec)]
+
+
+def result_from_json(d: dict[str, Any]) -> SimResult:
+    return SimResult.from_json(d)
