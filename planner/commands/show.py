@@ -304,8 +304,9 @@ def hold_text(view: View, job: Job) -> Text:
     until = cooldown_until(pol, job)
     if until is not None and view.now < until:
         k = job.preemptions
-        return Text(f"cooldown until {iso(until)} (in {duration((until - view.now).total_seconds())};"
-                    f" {k} preemptions, hold {duration(pol.backoff.cooldown(k))})", style="yellow")
+        left = duration((until - view.now).total_seconds())
+        return Text(f"cooldown until {iso(until)} (in {left}; hold "
+                    f"{duration(pol.backoff.cooldown(k))} after preemption {k})", style="yellow")
     if cascade_guarded(pol, view.now, job):
         assert job.last_preempted_at is not None
         end = job.last_preempted_at + timedelta(seconds=pol.cascade_guard_s)

@@ -1,0 +1,306 @@
+"""Bad input (contract section 8): ``validate`` exits 2 and names the field and the
+problem; every problem of a file is reported at once."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cli
+
+NOW = "2026-11-29T08:00:00Z"
+
+BASE: dict[str, Any] = {
+    "version": 1,
+    "now": NOW,
+    "storage": [{"id": "nfs-a", "write_gb_per_s": 40.0}],
+    "nodes": [
+        {"id": "n1", "gpus": 8, "gpu_type": "H100"},
+        {"id": "n2", "gpus": 8, "gpu_type": "H100", "nvlink": [[0, 1], [2, 3], [4, 5], [6, 7]]},
+    ],
+    "jobs": [
+        {"id": "a", "tier": 3, "state": "running", "gpus_per_node": 4,
+         "started_at": "2026-11-29T07:00:00Z",
+         "placement": [{"node": "n1", "gpus": [0, 1, 2, 3]}],
+         "checkpoint": {"size_gb": 56, "barrier_s": 10, "cleanup_s": 5, "restore_s": 300}},
+        {"id": "b", "tier": 2, "state": "running", "gpus_per_node": 2, "nodes": 2,
+         "started_at": "2026-11-29T06:00:00Z",
+         "placement": [{"node": "n1", "gpus": [4, 5]}, {"node": "n2", "gpus": [0, 1]}]},
+        {"id": "p", "tier": 1, "state": "pending", "gpus_per_node": 8},
+    ],
+}
+
+
+def _output(capsys: pytest.CaptureFixture[str]) -> str:
+    """stdout + stderr with whitespace collapsed (rich wraps long lines)."""
+    out, err = capsys.readouterr()
+    return " ".join((out + err).split())
+
+
+def _validate(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    status = cli.main(["validate", str(path), *extra])
+    return status, _output(capsys)
+
+
+def _write(tmp_path: Path, doc: Any, name: str = "snap.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_base_is_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = _validate(_write(tmp_path, BASE), capsys)
+    assert status == 0
+    assert "valid: 2 nodes, 16 GPUs, 2 running, 1 pending" in out
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A mutation setting a dotted path (``jobs.0.checkpoint.size_gb``)."""
+    def apply(doc: dict[str, Any]) -> None:
+        *head, last = path.split(".")
+        node: Any = doc
+        for key in head:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return apply
+
+
+def _add_job(job: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return lambda doc: doc["jobs"].append(job)
+
+
+def _add_node(node: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return lambda doc: doc["nodes"].append(node)
+
+
+def _many(*fs: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def apply(doc: dict[str, Any]) -> None:
+        for f in fs:
+            f(doc)
+    return apply
+
+
+def _drop(path: str, key: str) -> Callable[[dict[str, Any]], None]:
+    def apply(doc: dict[str, Any]) -> None:
+        node: Any = doc
+        for k in path.split("."):
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        del node[key]
+    return apply
+
+
+# (name, mutation, expected message fragment)
+CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("unknown node in placement", _set("jobs.0.placement.0.node", "ghost"),
+     "jobs[0].placement[0].node: unknown node 'ghost'"),
+    ("GPU out of range", _set("jobs.0.placement.0.gpus", [0, 1, 2, 9]),
+     "jobs[0].placement[0].gpus: GPU 9 out of range for node n1 (8 GPUs)"),
+    ("GPU shared by two running jobs", _set("jobs.1.placement.0.gpus", [3, 4]),
+     "jobs[1].placement[0].gpus: GPU 3 of node n1 is also used by running job 'a' (R1)"),
+    ("duplicate job id", _set("jobs.2.id", "a"),
+     "jobs[2].id: duplicate id 'a' (also jobs[0])"),
+    ("duplicate node id", _set("nodes.1.id", "n1"),
+     "nodes[1].id: duplicate id 'n1' (also nodes[0])"),
+    ("duplicate storage id", _set("storage", [{"id": "s", "write_gb_per_s": 1},
+                                              {"id": "s", "write_gb_per_s": 2}]),
+     "storage[1].id: duplicate id 's' (also storage[0])"),
+    ("wrong placement size", _set("jobs.0.placement.0.gpus", [0, 1, 2]),
+     "jobs[0].placement[0].gpus: 3 GPUs but the job has gpus_per_node=4"),
+    ("wrong number of placement entries", _set("jobs.1.nodes", 3),
+     "jobs[1].placement: 2 entries but the job has nodes=3"),
+    ("placement entries on the same node", _set("jobs.1.placement.1",
+                                                 {"node": "n1", "gpus": [6, 7]}),
+     "jobs[1].placement[1].node: node 'n1' appears twice"),
+    ("GPU listed twice in one entry", _set("jobs.0.placement.0.gpus", [0, 1, 1, 2]),
+     "jobs[0].placement[0].gpus: GPU indices [0, 1, 1, 2] are not distinct"),
+    ("negative GPU index", _set("jobs.0.placement.0.gpus", [-1, 0, 1, 2]),
+     "jobs[0].placement[0].gpus: GPU indices [-1, 0, 1, 2] must not be negative"),
+    ("started_at after now", _set("jobs.0.started_at", "2026-11-29T09:00:00Z"),
+     "jobs[0].started_at: 2026-11-29T09:00:00+00:00 is after now"),
+    ("last_preempted_at after now", _set("jobs.2.last_preempted_at", "2026-11-30T00:00:00Z"),
+     "jobs[2].last_preempted_at: 2026-11-30T00:00:00+00:00 is after now"),
+    ("checkpoint last_at after now", _set("jobs.0.checkpoint.last_at", "2026-11-29T08:00:01Z"),
+     "jobs[0].checkpoint.last_at: 2026-11-29T08:00:01+00:00 is after now"),
+    ("overlapping NVLink islands", _set("nodes.1.nvlink", [[0, 1], [1, 2]]),
+     "nodes[1].nvlink[1]: GPU 1 is also in island 0 (islands must not overlap)"),
+    ("NVLink island GPU out of range", _set("nodes.1.nvlink", [[0, 1], [8, 9]]),
+     "nodes[1].nvlink[1]: GPU 8 out of range (node has 8 GPUs)"),
+    ("NVLink edge out of range", _set("nodes.1.nvlink", {"edges": [[0, 1], [1, 8]]}),
+     "nodes[1].nvlink.edges[1]: edge [1, 8] out of range (node has 8 GPUs)"),
+    ("NVLink self loop", _set("nodes.1.nvlink", {"edges": [[2, 2]]}),
+     "nodes[1].nvlink.edges[0]: self loop on GPU 2"),
+    ("bad NVLink string", _set("nodes.0.nvlink", "nvswich"),
+     'nodes[0].nvlink: must be "nvswitch", "none", a list of islands'),
+    ("unknown storage", _set("nodes.0.storage", "nfs-z"),
+     "nodes[0].storage: unknown storage target 'nfs-z'"),
+    ("several storages and a node without one",
+     _many(_set("storage", [{"id": "nfs-a", "write_gb_per_s": 40},
+                            {"id": "nfs-b", "write_gb_per_s": 20}]),
+           _set("nodes.0.storage", "nfs-a")),
+     "nodes[1].storage: required when there are several storage targets (nfs-a, nfs-b)"),
+    ("unknown tier", _set("jobs.0.tier", 7),
+     "jobs[0].tier: tier 7 of job 'a' is not in the policy (tiers: 1, 2, 3)"),
+    ("can_preempt names an undefined tier", _set("policy", {"tiers": {"2": {"can_preempt": [5]}}}),
+     "policy.tiers.2.can_preempt: tier 5 is not defined in the policy"),
+    ("negative size_gb", _set("jobs.0.checkpoint.size_gb", -1),
+     "jobs[0].checkpoint.size_gb: Input should be greater than or equal to 0"),
+    ("non-finite bandwidth", _set("storage.0.write_gb_per_s", float("inf")),
+     "storage[0].write_gb_per_s: Input should be a finite number"),
+    ("zero bandwidth", _set("storage.0.write_gb_per_s", 0),
+     "storage[0].write_gb_per_s: Input should be greater than 0"),
+    ("node without GPUs", _set("nodes.0.gpus", 0),
+     "nodes[0].gpus: Input should be greater than or equal to 1"),
+    ("pending job with a placement", _set("jobs.2.placement", [{"node": "n2", "gpus": [4]}]),
+     "jobs[2].placement: pending job 'p' must not have a placement"),
+    ("running job without started_at", _drop("jobs.0", "started_at"),
+     "jobs[0].started_at: required for running job 'a'"),
+    ("running job without placement", _drop("jobs.0", "placement"),
+     "jobs[0].placement: required for running job 'a'"),
+    ("bad topology value", _set("jobs.2.topology", "ring"),
+     "jobs[2].topology: Input should be 'nvlink' or 'any', got 'ring'"),
+    ("bad job state", _set("jobs.2.state", "queued"),
+     "jobs[2].state: Input should be 'running' or 'pending', got 'queued'"),
+    ("bad node state", _set("nodes.0.state", "offline"),
+     "nodes[0].state: Input should be 'up', 'drain' or 'down', got 'offline'"),
+    ("unknown field typo", _set("jobs.2.priorty", 5),
+     "jobs[2].priorty: unknown field (not in the contract; comments start with '_')"),
+    ("missing required field", _drop("jobs.2", "gpus_per_node"),
+     "jobs[2].gpus_per_node: Field required"),
+    ("bad window time",
+     _set("policy", {"tiers": {"2": {"windows": [{"start": "22:00", "end": "25:00"}]}}}),
+     "policy.tiers.2.windows[0].end: time '25:00' is not HH:MM between 00:00 and 24:00"),
+    ("window starting at 24:00", _set("policy", {"tiers": {"2": {"windows": [{"start": "24:00"}]}}}),
+     "policy.tiers.2.windows[0].start: start may not be 24:00"),
+    ("bad window day", _set("policy", {"tiers": {"2": {"windows": [{"days": ["moon"]}]}}}),
+     "policy.tiers.2.windows[0].days: unknown day 'moon'"),
+    ("grace min above max", _set("policy", {"grace": {"min_s": 300}}),
+     "policy.grace: min_s (300.0) exceeds max_s (180)"),
+    ("evicted GPU fraction above 1", _set("policy", {"max_evicted_gpu_fraction": 1.5}),
+     "policy.max_evicted_gpu_fraction: Input should be less than or equal to 1"),
+    ("timestamp without zone", _set("now", "2026-11-29T08:00:00"),
+     "now: Input should have timezone info"),
+    ("unknown signal name", _set("jobs.0.checkpoint.signal", "SIGFOO"),
+     "jobs[0].checkpoint.signal: unknown signal 'SIGFOO'"),
+    ("wrong version", _set("version", 2), "version: Input should be 1, got 2"),
+    ("empty id", _set("jobs.0.id", ""), "jobs[0].id: String should have at least 1 character"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "message"), [(m, msg) for _, m, msg in CASES],
+                         ids=[name for name, _, _ in CASES])
+def test_bad_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                      mutate: Callable[[dict[str, Any]], None], message: str) -> None:
+    doc = copy.deepcopy(BASE)
+    mutate(doc)
+    status, out = _validate(_write(tmp_path, doc), capsys)
+    assert status == 2
+    assert message in out
+    assert "valid:" not in out
+
+
+def test_cases_are_distinct() -> None:
+    messages = [msg for _, _, msg in CASES]
+    assert len(set(messages)) == len(messages) >= 15
+
+
+def test_malformed_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"version": 1,\n "now": }')
+    status, out = _validate(path, capsys)
+    assert status == 2
+    assert "malformed JSON at line 2 column 9" in out
+    assert "broken.json" in out
+
+
+def test_malformed_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("version: 1\nnodes: [\n  {id: n1, gpus: 8\n")
+    status, out = _validate(path, capsys)
+    assert status == 2
+    assert "malformed YAML" in out
+
+
+def test_yaml_snapshot_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    status, out = _validate(path, capsys)
+    assert status == 0 and "valid: 2 nodes" in out
+
+
+def test_not_an_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = _validate(_write(tmp_path, [1, 2, 3]), capsys)
+    assert status == 2
+    assert "snapshot: must be a JSON/YAML object" in out
+
+
+def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = _validate(tmp_path / "nope.json", capsys)
+    assert status == 2
+    assert "cannot read file" in out
+
+
+def test_all_cross_record_errors_at_once(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    doc = copy.deepcopy(BASE)
+    doc["jobs"][0]["placement"][0]["node"] = "ghost"  # unknown node
+    doc["jobs"][1]["started_at"] = "2026-11-29T09:00:00Z"  # after now
+    doc["jobs"][2]["tier"] = 9  # unknown tier
+    status, out = _validate(_write(tmp_path, doc), capsys)
+    assert status == 2
+    assert "invalid input (3 problem(s))" in out
+    assert "jobs[0].placement[0].node: unknown node 'ghost'" in out
+    assert "jobs[1].started_at: 2026-11-29T09:00:00+00:00 is after now" in out
+    assert "jobs[2].tier: tier 9 of job 'p' is not in the policy" in out
+
+
+def test_all_field_errors_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = copy.deepcopy(BASE)
+    doc["now"] = "2026-11-29T08:00:00"
+    doc["nodes"][0]["nvlink"] = "nvswich"
+    doc["jobs"][2]["topolgy"] = "any"
+    status, out = _validate(_write(tmp_path, doc), capsys)
+    assert status == 2
+    assert "invalid input (3 problem(s))" in out
+    assert "now: Input should have timezone info" in out
+    assert "nodes[0].nvlink: must be" in out
+    assert "jobs[2].topolgy: unknown field" in out
+
+
+def test_bad_policy_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = _write(tmp_path, BASE)
+    policy = _write(tmp_path, {"backoff": {"factor": 0.5}, "pools": {"x": "all"}}, "policy.json")
+    status, out = _validate(snap, capsys, "--policy", str(policy))
+    assert status == 2
+    assert "policy.backoff.factor: Input should be greater than or equal to 1" in out
+    assert "policy.pools.x: Input should be a valid list" in out
+
+
+def test_policy_file_replaces_the_snapshot_policy(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policy`` replaces the snapshot's own policy (section 7): its bad window is gone."""
+    doc = copy.deepcopy(BASE)
+    doc["policy"] = {"tiers": {"2": {"windows": [{"start": "25:00"}]}}}  # would be invalid
+    snap = _write(tmp_path, doc)
+    policy = _write(tmp_path, {"tiers": {"3": {"preemptible": True}}}, "policy.json")
+    status, out = _validate(snap, capsys, "--policy", str(policy))
+    assert status == 0, out
+
+
+def test_validate_policy_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(tmp_path, {"tiers": {"4": {"preemptible": True}}, "pools": {"r": [1]}}, "ok.json")
+    assert cli.main(["validate", "--kind", "policy", str(good)]) == 0
+    assert "valid policy: tiers 1, 2, 3, 4; restricted pools: r" in _output(capsys)
+    bad = _write(tmp_path, {"tiers": {"2": {"min_runtime_s": -5}}}, "bad.json")
+    assert cli.main(["validate", "--kind", "policy", str(bad)]) == 2
+    assert "policy.tiers.2.min_runtime_s: Input should be greater than or equal to 0" \
+        in _output(capsys)
