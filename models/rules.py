@@ -12,11 +12,12 @@ from models.policy import Policy
 from models.snapshot import Job, Node, Snapshot, Storage, age_s
 
 
-def victim_storage(snap: Snapshot, job: Job) -> Storage | None:
+def victim_storage(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None
+                   ) -> Storage | None:
     """Storage target of a running job: that of its first placement node (section 7)."""
     if not job.placement:
         return None
-    node = snap.node_map().get(job.placement[0].node)
+    node = (nodes if nodes is not None else snap.node_map()).get(job.placement[0].node)
     return None if node is None else snap.storage_of(node)
 
 
@@ -58,7 +59,8 @@ def solo_flush_s(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None)
     if not flushes(job):
         return 0.0
     nodes = nodes if nodes is not None else snap.node_map()
-    return flush_s(job, victim_storage(snap, job), job.checkpoint.size_gb, local_flush_s(nodes, job))
+    return flush_s(job, victim_storage(snap, job, nodes), job.checkpoint.size_gb,
+                   local_flush_s(nodes, job))
 
 
 def lost_s(now: datetime, job: Job) -> float:

@@ -7,6 +7,7 @@ that every error of an input is reported at once.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field, field_validator
@@ -105,15 +106,27 @@ class Snapshot(_Record):
     policy: Policy = Field(default_factory=Policy)
     comment: str | None = Field(None, description="free text; `_comment` in files")
 
-    # ---- lookups (built lazily; the record is frozen so they never go stale) ----
-    def node_map(self) -> dict[str, Node]:
+    # ---- lookups (built once; the record is frozen so they never go stale) ----
+    @cached_property
+    def _nodes_by_id(self) -> dict[str, Node]:
         return {n.id: n for n in self.nodes}
 
-    def storage_map(self) -> dict[str, Storage]:
+    @cached_property
+    def _storage_by_id(self) -> dict[str, Storage]:
         return {s.id: s for s in self.storage}
 
-    def job_map(self) -> dict[str, Job]:
+    @cached_property
+    def _jobs_by_id(self) -> dict[str, Job]:
         return {j.id: j for j in self.jobs}
+
+    def node_map(self) -> dict[str, Node]:
+        return self._nodes_by_id
+
+    def storage_map(self) -> dict[str, Storage]:
+        return self._storage_by_id
+
+    def job_map(self) -> dict[str, Job]:
+        return self._jobs_by_id
 
     def storage_of(self, node: Node) -> Storage | None:
         """A node's storage target (section 2 defaults: the only one when unset)."""

@@ -78,6 +78,7 @@ class CpsatModel:
         self.island_demand: dict[tuple[int, int], dict[frozenset, list]] = defaultdict(
             lambda: defaultdict(list))
         self.items: list[tuple[str, list, list[int], int, int]] = []  # objective items
+        self.caps: list[tuple[cp_model.IntVar, list[str], list[int], int]] = []  # storm caps
         self._build()
 
     # -- construction ---------------------------------------------------------------
@@ -115,8 +116,6 @@ class CpsatModel:
     def _prune(self, c: _Class) -> None:
         """Keep the nodes where one shard could fit on free GPUs plus GPUs of victims
         the class may take (numpy-free but cheap: bit counts, then a cached fit)."""
-        from planner import topology as topo
-
         if not hasattr(self, "_victims_on"):
             self._victims_on: dict[int, list[str]] = defaultdict(list)
             self._vmask: dict[tuple[str, int], int] = {}
@@ -131,8 +130,7 @@ class CpsatModel:
             m = self._rightful_mask(ni, c.rights)
             if m.bit_count() < c.gpn:
                 continue
-            node = self.p.nodes[ni].node
-            if topo.fits(node.nvlink_raw(), node.gpus, m, c.gpn, need):
+            if self.p.nodes[ni].fits(m, c.gpn, need):
                 c.candidates.append(ni)
 
     def _victim_vars(self) -> None:
@@ -266,6 +264,7 @@ class CpsatModel:
             if max(sizes) <= 0 or min(caps) >= total:
                 continue
             cap = self.m.new_int_var(0, total, f"cap[{s}]")
+            self.caps.append((cap, vids, caps, total))
             self.m.add(sum(sz * self.evict[v] for sz, v in zip(sizes, vids)) <= cap)
             for v, cv in zip(vids, caps):
                 if cv < total:
@@ -347,6 +346,8 @@ class CpsatModel:
         m = self.m
         m.clear_hints()
         placed_by_class: dict[int, int] = defaultdict(int)
+        node_jobs: dict[tuple[int, int], int] = defaultdict(int)  # (class, node) -> shards
+        group_jobs: dict[tuple[int, int], int] = defaultdict(int)  # (class, group) -> jobs
         shard_count: dict[tuple[int, int, object], int] = defaultdict(int)
         cls_of: dict[str, int] = {}
         for ci, c in enumerate(self.classes):
@@ -358,7 +359,11 @@ class CpsatModel:
                 continue
             c = self.classes[ci]
             placed_by_class[ci] += 1
+            for gi, (_kg, nodes) in enumerate(c.groups):
+                if parts[0][0] in nodes:
+                    group_jobs[(ci, gi)] += 1
             for ni, mask in parts:
+                node_jobs[(ci, ni)] += 1
                 isl = self.p.nodes[ni].islands
                 if c.single_island:
                     for ii, im in enumerate(isl):
@@ -374,8 +379,15 @@ class CpsatModel:
                 for key, v in lst:
                     m.add_hint(v, shard_count.get((ci, ni, key), 0))
             m.add_hint(c.count, placed_by_class[ci])
+            if not c.single_island:
+                for ni in c.candidates:
+                    m.add_hint(c.node_total[ni], node_jobs.get((ci, ni), 0))
+            for gi, (kg, _nodes) in enumerate(c.groups):
+                m.add_hint(kg, group_jobs.get((ci, gi), 0))
         for vid, e in self.evict.items():
             m.add_hint(e, vid in d.victims)
+        for cap, vids, caps, total in self.caps:
+            m.add_hint(cap, min([total] + [cv for v, cv in zip(vids, caps) if v in d.victims]))
 
 
 def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
@@ -390,6 +402,10 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
     else:
         prm.num_workers = max(1, workers)
         prm.max_time_in_seconds = max(0.01, time_limit_s)
+    # presolve is the trap on 2 cores (see docs/benchmarks.md): keep it light
+    prm.cp_model_probing_level = 0
+    prm.symmetry_level = 0
+    prm.max_presolve_iterations = 1
     return s
 
 
@@ -569,6 +585,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                 model.m.add_hint(v, solver.value(v))
         for e in model.evict.values():
             model.m.add_hint(e, solver.value(e))
+        for cap, *_rest in model.caps:
+            model.m.add_hint(cap, solver.value(cap))
     wall = time.perf_counter() - t0
     if best is None:
         return assemble(problem, greedy, "fallback",

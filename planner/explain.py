@@ -10,7 +10,6 @@ more valuable jobs (OUTRANKED).
 from __future__ import annotations
 
 from models import Deferred
-from planner import topology as topo
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem, fmt_duration
 
@@ -34,8 +33,7 @@ def _hosts(problem: Problem, info: PendingInfo, avail: dict[int, int]) -> list[i
     job = info.job
     n = problem.nodes
     return [i for i in info.candidates
-            if topo.fits(n[i].node.nvlink_raw(), n[i].node.gpus, avail.get(i, 0),
-                         job.gpus_per_node, info.need_nvlink)]
+            if n[i].fits(avail.get(i, 0), job.gpus_per_node, info.need_nvlink)]
 
 
 def _enough(problem: Problem, info: PendingInfo, hosts: list[int]) -> bool:

@@ -24,7 +24,9 @@ class _State:
     freed: dict[int, dict[str, int]] = field(default_factory=dict)  # node -> victim -> mask
     victims: set[str] = field(default_factory=set)
     loads: dict[str, float] = field(default_factory=dict)
+    min_cap: dict[str, float] = field(default_factory=dict)  # storage -> tightest victim cap
     evicted_gpus: int = 0
+    version: dict[int, int] = field(default_factory=dict)  # node -> change counter
 
 
 def job_order(problem: Problem) -> list[PendingInfo]:
@@ -39,7 +41,6 @@ class GreedyPlanner:
 
     def __init__(self, problem: Problem):
         self.p = problem
-        self.nvl = {n.idx: (n.node.nvlink_raw(), n.node.gpus) for n in problem.nodes}
         # evictable victims per node, cheapest first
         self.by_node: dict[int, list[str]] = {}
         for vid, v in sorted(problem.running.items()):
@@ -48,6 +49,7 @@ class GreedyPlanner:
                     self.by_node.setdefault(ni, []).append(vid)
         for ni in self.by_node:
             self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
+        self._cache: dict[tuple, tuple[int, list]] = {}
 
     # -- availability ---------------------------------------------------------------
     def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
@@ -58,25 +60,19 @@ class GreedyPlanner:
         return m
 
     def _fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
-        if avail.bit_count() < info.job.gpus_per_node:
-            return False
-        nv, g = self.nvl[ni]
-        return topo.fits(nv, g, avail, info.job.gpus_per_node, info.need_nvlink)
+        return self.p.nodes[ni].fits(avail, info.job.gpus_per_node, info.need_nvlink)
 
     def _storm_ok(self, st: _State, new: list[str]) -> bool:
-        loads = dict(st.loads)
-        touched = set()
+        """R11/R12: every flushing victim's need stays <= max_s under the new loads."""
+        loads: dict[str, float] = {}
+        caps: dict[str, float] = {}
         for v in new:
             vi = self.p.running[v]
             if vi.storage is not None and vi.flush_gb > 0:
-                loads[vi.storage] = loads.get(vi.storage, 0.0) + vi.flush_gb
-                touched.add(vi.storage)
-        for v in list(st.victims) + new:
-            vi = self.p.running[v]
-            if vi.flush_gb > 0 and vi.storage in touched:
-                if loads[vi.storage] > vi.storm_cap_gb + 1e-9:
-                    return False
-        return True
+                s = vi.storage
+                loads[s] = loads.get(s, st.loads.get(s, 0.0)) + vi.flush_gb
+                caps[s] = min(caps.get(s, st.min_cap.get(s, float("inf"))), vi.storm_cap_gb)
+        return all(loads[s] <= caps[s] + 1e-9 for s in loads)
 
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
         pol = self.p.policy
@@ -91,17 +87,30 @@ class GreedyPlanner:
 
     def _eviction_option(self, st: _State, info: PendingInfo, ni: int,
                          base: int) -> tuple[float, list[str]] | None:
-        """Cheapest victims on node ni (of tiers the job may preempt) that make it fit."""
+        """Cheapest victims on node ni (of tiers the job may preempt) that make it fit,
+        among those the storm limit and the budgets still allow."""
+        key = (ni, info.rights, info.job.gpus_per_node, info.need_nvlink)
+        hit = self._cache.get(key)
+        if hit is None or hit[0] != st.version.get(ni, 0):
+            hit = (st.version.get(ni, 0), self._options(st, info, ni, base))
+            self._cache[key] = hit
+        for cost, _n, vs in hit[1]:
+            if self._storm_ok(st, vs) and self._budget_ok(st, vs):
+                return cost, vs
+        return None
+
+    def _options(self, st: _State, info: PendingInfo, ni: int,
+                 base: int) -> list[tuple[float, int, list[str]]]:
         cands = [v for v in self.by_node.get(ni, ())
                  if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not cands:
-            return None
+            return []
         masks = {v: next(m for i, m in self.p.running[v].parts if i == ni) for v in cands}
         total = base
         for v in cands:
             total |= masks[v]
         if not self._fits(ni, total, info):
-            return None
+            return []
         options: list[tuple[float, int, list[str]]] = []
         for v in cands:  # single victims
             if self._fits(ni, base | masks[v], info):
@@ -123,10 +132,7 @@ class GreedyPlanner:
                                 list(chosen)))
                 break
         options.sort(key=lambda o: (o[0], o[1], o[2]))
-        for cost, _n, vs in options:
-            if self._storm_ok(st, vs) and self._budget_ok(st, vs):
-                return cost, vs
-        return None
+        return options
 
     # -- commit ---------------------------------------------------------------------
     def _evict(self, st: _State, vs: list[str]) -> None:
@@ -136,16 +142,28 @@ class GreedyPlanner:
             st.evicted_gpus += vi.job.total_gpus
             if vi.storage is not None and vi.flush_gb > 0:
                 st.loads[vi.storage] = st.loads.get(vi.storage, 0.0) + vi.flush_gb
+                st.min_cap[vi.storage] = min(st.min_cap.get(vi.storage, float("inf")),
+                                             vi.storm_cap_gb)
             for ni, m in vi.parts:
+                st.version[ni] = st.version.get(ni, 0) + 1
                 if self.p.nodes[ni].node.state == "up":
                     st.freed.setdefault(ni, {})[v] = m
 
     def _take(self, st: _State, info: PendingInfo, ni: int) -> int:
         avail = self._avail(st, info, ni)
-        nv, g = self.nvl[ni]
-        mask = topo.best_fit(nv, g, avail, info.job.gpus_per_node, info.need_nvlink)
+        node = self.p.nodes[ni]
+        gpn = info.job.gpus_per_node
+        mask = None
+        if info.need_nvlink or gpn == 1:  # inside one NVLink clique when possible (best fit)
+            fitting = sorted((isl for isl in node.islands if (avail & isl).bit_count() >= gpn),
+                             key=lambda isl: ((avail & isl).bit_count(), isl & -isl))
+            if fitting:
+                mask = topo.layout_best_fit(node.layout, avail & fitting[0], gpn, True)
+        if mask is None:
+            mask = topo.layout_best_fit(node.layout, avail, gpn, info.need_nvlink)
         assert mask is not None
         st.free[ni] = st.free.get(ni, 0) & ~mask
+        st.version[ni] = st.version.get(ni, 0) + 1
         for vid in list(st.freed.get(ni, {})):
             st.freed[ni][vid] &= ~mask
         return mask

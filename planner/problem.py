@@ -89,6 +89,10 @@ class NodeInfo:
     islands: tuple[int, ...]
     composites: tuple[tuple[int, tuple[int, ...]], ...]
     storage: Storage | None
+    layout: topo.Layout
+
+    def fits(self, mask: int, size: int, need_nvlink: bool) -> bool:
+        return topo.layout_fits(self.layout, mask, size, need_nvlink)
 
     @property
     def usable(self) -> bool:
@@ -158,7 +162,8 @@ def build_problem(snap: Snapshot) -> Problem:
     for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
         islands, comps = clique_layout(n)
         full = (1 << n.gpus) - 1
-        nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n)))
+        nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n),
+                              topo.layout(n.nvlink_raw(), n.gpus)))
         node_index[n.id] = i
     owner: dict[tuple[int, int], str] = {}
     running: dict[str, VictimInfo] = {}
@@ -208,6 +213,7 @@ def build_problem(snap: Snapshot) -> Problem:
         if ni.node.state in ("up", "drain"):
             total += ni.node.gpus
     pending: dict[str, PendingInfo] = {}
+    hosts: dict[tuple, list[int]] = {}  # shared by jobs of the same shape (read-only)
     for j in sorted(snap.pending(), key=lambda j: j.id):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
@@ -215,7 +221,10 @@ def build_problem(snap: Snapshot) -> Problem:
         rights = frozenset() if guarded else frozenset(policy.tier(j.tier).can_preempt)
         need_nv = j.topology == "nvlink" and j.gpus_per_node > 1
         info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv)
-        info.candidates = [ni.idx for ni in nodes if node_can_host(ni, j, policy)]
+        key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
+        if key not in hosts:
+            hosts[key] = [ni.idx for ni in nodes if node_can_host(ni, j, policy)]
+        info.candidates = hosts[key]
         pending[j.id] = info
     return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total)
 
@@ -234,7 +243,7 @@ def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:
     if job.same_nvlink_domain and n.nvlink_domain is None:
         return False
     need = job.topology == "nvlink" and job.gpus_per_node > 1
-    return topo.fits(n.nvlink_raw(), n.gpus, ni.full, job.gpus_per_node, need)
+    return ni.fits(ni.full, job.gpus_per_node, need)
 
 
 def _dur(seconds: float) -> str:

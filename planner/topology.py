@@ -471,3 +471,27 @@ def best_fit(
     _check_mask(t, available_mask, "available_mask")
     _check_size(size)
     return _best_fit(t, available_mask, size, bool(need_nvlink))
+
+
+# -- fast path for planners: parse a node's layout once, then query by mask ----------
+Layout = _Topo
+
+
+def layout(nvlink: Any, gpus: int) -> Layout:
+    """Parsed, interned layout of a node; pass it to the ``layout_*`` queries, which
+    skip re-parsing and argument checks (planners call them millions of times)."""
+    return _topo(nvlink, gpus)
+
+
+def layout_fits(t: Layout, available_mask: int, size: int, need_nvlink: bool) -> bool:
+    """``fits`` on a parsed layout (masks are trusted)."""
+    if available_mask.bit_count() < size:
+        return False
+    if not need_nvlink:
+        return True
+    return _max_connected(t, available_mask) >= size
+
+
+def layout_best_fit(t: Layout, available_mask: int, size: int, need_nvlink: bool) -> int | None:
+    """``best_fit`` on a parsed layout (masks are trusted)."""
+    return _best_fit(t, available_mask, size, bool(need_nvlink))
