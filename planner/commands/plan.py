@@ -1,0 +1,104 @@
+"""``preempt-planner plan SNAPSHOT``: plan one tick and show or write the plan."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from models import Plan, Snapshot
+from planner.commands._common import add_snapshot_args, load_snapshot_arg, write_output
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="plan one scheduling tick for a snapshot",
+                       description="Choose which pending jobs start where and the minimum-cost "
+                                   "set of running jobs to evict (contract v1).")
+    add_snapshot_args(p)
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="table (default) or the contract's plan JSON on stdout")
+    p.add_argument("--time-limit", type=float, default=1.0, metavar="S",
+                   help="solver time budget in seconds (default 1.0)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="one worker, deterministic time budget, fixed seed (R14)")
+    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--planner", choices=["cpsat", "greedy", "k8s", "slurm"], default="cpsat")
+    p.add_argument("--out", help="write the plan JSON to FILE (atomically)")
+    p.add_argument("--metrics-out", metavar="FILE",
+                   help="also write Prometheus metrics of this tick to FILE")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from planner import plan
+
+    snap = load_snapshot_arg(args.snapshot, args.policy)
+    if args.time_limit <= 0:
+        raise SystemExit("preempt-planner plan: --time-limit must be positive")
+    result = plan(snap, time_limit_s=args.time_limit, deterministic=args.deterministic,
+                  workers=args.workers, planner=args.planner, seed=args.seed)
+    text = result.to_json()
+    if args.out:
+        write_output(text, args.out)
+    if args.metrics_out:
+        from planner.sim.prom import plan_metrics
+
+        write_output(plan_metrics(result), args.metrics_out)
+    if args.format == "json":
+        if not args.out:
+            write_output(text, None)
+    else:
+        render(snap, result, Console())
+    return 0
+
+
+def render(snap: Snapshot, p: Plan, console: Console) -> None:
+    """Rich tables: evictions, placements, deferred jobs, storm load, solver."""
+    o = p.objective
+    tiers = ", ".join(f"tier {t}: {g}" for t, g in sorted(o.admitted_gpus.items()))
+    console.print(f"[bold]Plan[/] at {p.now:%Y-%m-%d %H:%M:%S}Z  status [bold]{p.status}[/]  "
+                  f"admitted GPUs ({tiers})  priority value {o.priority_value}  "
+                  f"eviction cost {o.eviction_cost_gpu_s:,.1f} GPU-s  evictions {o.evictions}")
+    if p.evictions:
+        t = Table(title="Evictions", title_justify="left")
+        for col in ("job", "tier", "for", "signal", "grace s", "flush s", "cost GPU-s",
+                    "requeue hold until"):
+            t.add_column(col, justify="right" if col.endswith("s") else "left")
+        for e in p.evictions:
+            t.add_row(e.job, str(e.tier), ", ".join(e.preemptors), e.signal or "-",
+                      f"{e.grace_s:g}", f"{e.flush_s:.3f}", f"{e.cost_gpu_s:,.1f}",
+                      f"{e.requeue_hold_until:%H:%M:%S}")
+        console.print(t)
+    if p.placements:
+        jobs = snap.job_map()
+        t = Table(title="Placements", title_justify="left")
+        for col in ("job", "tier", "GPUs", "nodes and GPU indices", "start after s"):
+            t.add_column(col)
+        for pl in p.placements:
+            j = jobs[pl.job]
+            where = "; ".join(f"{part.node} [{','.join(map(str, part.gpus))}]"
+                              for part in pl.placement)
+            t.add_row(pl.job, str(j.tier), str(j.total_gpus), where, f"{pl.start_after_s:g}")
+        console.print(t)
+    if p.deferred:
+        t = Table(title="Deferred", title_justify="left")
+        for col in ("job", "reason", "until", "why"):
+            t.add_column(col, overflow="fold")
+        for d in p.deferred:
+            t.add_row(d.job, d.reason, f"{d.until:%m-%d %H:%M}" if d.until else "", d.detail)
+        console.print(t)
+    if p.storm:
+        t = Table(title="Checkpoint flush load per storage target", title_justify="left")
+        for col in ("storage", "flush GB", "flush s"):
+            t.add_column(col)
+        for s in p.storm:
+            t.add_row(s.storage, f"{s.flush_gb:,.1f}", f"{s.flush_s:.2f}")
+        console.print(t)
+    for w in p.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    s = p.solver
+    gap = "-" if s.gap is None else f"{s.gap:.2%}"
+    console.print(f"solver: {s.engine} {s.status}, {s.wall_s:.3f} s, gap {gap}"
+                  + (f" ({s.detail})" if s.detail else ""), style="dim")
