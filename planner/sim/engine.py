@@ -108,7 +108,7 @@ class _SJ:
         "spec", "idx", "state", "progress", "queued_at", "submit", "first_start", "done_at",
         "wait_s", "preemptions", "last_preempted_at", "last_evicted_at", "streak", "max_streak",
         "placement", "seg_place", "seg_start", "seg_run", "seg_p0", "version", "run_priority",
-        "cache_key", "cache_obj", "gpus",
+        "cache_key", "cache_obj", "gpus", "history",
     )
 
     def __init__(self, spec: TraceJob, idx: int):
@@ -136,6 +136,7 @@ class _SJ:
         self.cache_key: tuple | None = None
         self.cache_obj: Job | None = None
         self.gpus = spec.gpus
+        self.history: list[tuple[str, float]] = []   # (start|evict|release|done, time)
 
     def progress_at(self, t: float) -> float:
         return min(self.spec.duration_s, self.seg_p0 + max(0.0, t - self.seg_run))
@@ -263,6 +264,7 @@ class Simulator:
                 j.state = "pending"
                 j.queued_at = t
                 j.last_preempted_at = t
+                j.history.append(("release", t))
                 self.pending.add(idx)
                 self._wake(t + self.policy.backoff.cooldown(j.preemptions))
                 if self.policy.cascade_guard_s > 0:
@@ -272,6 +274,7 @@ class Simulator:
                 j.progress = j.spec.duration_s
                 j.state = "done"
                 j.done_at = t
+                j.history.append(("done", t))
                 self._free(j, t)
                 self.running.discard(idx)
         while self.wakes and self.wakes[0] <= now:
@@ -448,6 +451,7 @@ class Simulator:
         j.wait_s += start - j.queued_at
         if j.first_start is None:
             j.first_start = start
+        j.history.append(("start", start))
         self.pending.discard(j.idx)
         self.running.add(j.idx)
         self.team_alloc[j.spec.team or "-"] += j.gpus
@@ -513,6 +517,7 @@ class Simulator:
             j.progress = keep
             j.preemptions += 1
             j.last_evicted_at = now
+            j.history.append(("evict", now))
             j.state = "stopping"
             j.version += 1
             self.running.discard(j.idx)
@@ -611,7 +616,8 @@ class Simulator:
                 "wait_s": j.wait_s + (t_end - j.queued_at if j.state == "pending" else 0.0),
                 "started": j.first_start is not None, "preemptions": j.preemptions,
                 "max_streak": j.max_streak, "progress_s": j.progress, "state": j.state,
-                "carry_over": bool(s.extra.get("carry_over"))})
+                "carry_over": bool(s.extra.get("carry_over")),
+                "history": [[k, t] for k, t in j.history]})
         storage_bw = {s.id: s.write_gb_per_s for s in self._storage_list}
         return SimResult(
             config=self.cfg.to_json(), t0=self.t0, t_end=t_end, total_gpus=self.total_gpus,

@@ -1,0 +1,218 @@
+"""Simulator stories with outcomes worked out by hand (times in seconds from the
+first arrival; ticks every 60 s on that grid).
+
+Shared physics (``planner/sim/engine.py``): a placed job starts after the plan's
+``start_after_s``; victims keep their GPUs for their grace and are requeued at
+its end (``last_preempted_at``); cpsat gives a victim exactly the grace it needs
+(``max(min_s, safety * (flush + barrier + cleanup))``, 60 s for a tiny checkpoint);
+naive gives everyone 30 s.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from models import load_snapshot
+from planner.sim.engine import SimConfig, simulate
+from planner.sim.metrics import compute_metrics
+from planner.sim.traces import TraceJob
+
+BASE = datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()
+
+
+def cluster(nodes: int = 1, bw: float = 100.0, policy: dict | None = None):
+    return load_snapshot({
+        "now": "2026-01-05T00:00:00Z",
+        "storage": [{"id": "nfs", "write_gb_per_s": bw}],
+        "nodes": [{"id": f"n{i}", "gpus": 8} for i in range(nodes)],
+        "jobs": [], "policy": policy or {}})
+
+
+def job(jid: str, submit: float, duration: float, tier: int, **kw) -> TraceJob:
+    d = {"gpus_per_node": 8, "checkpoint_gb": 0.8, "checkpoint_interval_s": 1800.0,
+         "restore_s": 0.0, "signal": "SIGTERM", "team": f"team-{tier}"}
+    d.update(kw)
+    return TraceJob(id=jid, submit=BASE + submit, duration_s=duration, tier=tier, **d)
+
+
+def run(planner: str, snap, trace, **cfg):
+    res = simulate(snap, trace, SimConfig(planner=planner, deterministic=True, **cfg))
+    return res, compute_metrics(res)
+
+
+def rel(res, jid: str, kind: str) -> list[float]:
+    j = next(x for x in res.jobs if x["id"] == jid)
+    return [t - BASE for k, t in j["history"] if k == kind]
+
+
+# --------------------------------------------------------------------------- ping-pong
+
+def ping_pong_trace():
+    # X: tier 3, 8 GPUs, needs 10,000 s. Six tier-2 jobs of 300 s arrive every 900 s.
+    ys = [job(f"y{i}", 300 + 900 * i, 300, 2) for i in range(6)]
+    return [job("x", 0, 10_000, 3)] + ys
+
+
+def test_ping_pong_naive_evicts_x_every_time():
+    # naive, grace 30 s, no immunity, no backoff:
+    #   0 X starts. 300 Y0 evicts X; Y0 runs 330-630; X requeued 330, restarts 660.
+    #   1200 Y1 evicts X (1230-1530), X back 1560; 2100 Y2 -> X back 2460; 3000 Y3 -> 3360;
+    #   3900 Y4 -> 4260; 4800 Y5 -> X back 5160 for good.
+    # X keeps 300 + 5 * 540 = 3000 s (its 0.8 GB flush takes 0.008 s), 7000 s left:
+    # done at 5160 + 7000 = 12160. Six evictions, all of X, 540 s of progress between
+    # them (< 1 h): six consecutive preemptions.
+    res, m = run("naive", cluster(), ping_pong_trace())
+    assert rel(res, "x", "evict") == [300, 1200, 2100, 3000, 3900, 4800]
+    assert rel(res, "x", "start") == [0, 660, 1560, 2460, 3360, 4260, 5160]
+    assert rel(res, "x", "done") == [12160]
+    assert m["evictions"] == 6
+    assert m["max_consecutive_preemptions"] == 6
+    assert m["wasted_gpu_h"]["lost"] == 0
+    assert m["completed"] == 7
+
+
+def test_ping_pong_cpsat_respects_immunity_and_backoff():
+    # cpsat, default policy: tier 3 immune 1800 s after each start, held 1800 s after
+    # each of its first three preemptions.
+    #   0 X starts (immune until 1800). Y0 (300) and Y1 (1200) wait (PROTECTED).
+    #   1800 X evicted (grace 60), Y0 runs 1860-2160; X requeued 1860, held until 3660.
+    #   2160 Y1 (-2460), 2460 Y2 (arrived 2100, -2760), 3000 Y3 (-3300).
+    #   3660 X restarts (immune until 5460); Y4 (3900) and Y5 (4800) wait.
+    #   5460 X evicted again, Y4 runs 5520-5820, X held until 5520 + 1800 = 7320;
+    #   5820 Y5 (-6120). 7320 X restarts with 2 * 1800 s kept: done 7320 + 6400 = 13720.
+    res, m = run("cpsat", cluster(), ping_pong_trace())
+    assert rel(res, "x", "evict") == [1800, 5460]
+    assert rel(res, "x", "release") == [1860, 5520]
+    assert rel(res, "x", "start") == [0, 3660, 7320]
+    assert rel(res, "x", "done") == [13720]
+    assert m["evictions"] == 2
+    assert m["max_consecutive_preemptions"] == 2
+    assert m["wasted_gpu_h"]["lost"] == 0
+    assert m["completed"] == 7
+
+
+# --------------------------------------------------------------------------- storm
+
+def storm_trace():
+    # Four tier-3 jobs fill four nodes at 0 (40 GB checkpoints, every 2400 s); at 3600
+    # four tier-1 jobs arrive. Storage: 1 GB/s shared, no local limit.
+    t3 = [job(f"b{i}", 0, 20_000, 3, checkpoint_gb=40.0, checkpoint_interval_s=2400.0)
+          for i in range(4)]
+    t1 = [job(f"p{i}", 3600, 5000, 1) for i in range(4)]
+    return t3 + t1
+
+
+def test_storm_limit_staggers_evictions_over_ticks():
+    # R11 with grace max 180 s, safety 2: k victims flush 40k GB at 1 GB/s, so need
+    # 2 * 40k s; 2 victims need 160 s <= 180, 3 would need 240. So cpsat evicts two
+    # at 3600 (grace 160) and the other two at the next tick, 3660; every flush fits
+    # (80 s <= 160 s): no progress lost.
+    res, m = run("cpsat", cluster(nodes=4, bw=1.0), storm_trace(), days=0.1)
+    ev = sorted((e["t"] - BASE, e["job"]) for e in res.evictions)
+    assert [t for t, _ in ev] == [3600, 3600, 3660, 3660]
+    assert all(e["grace_s"] == 160 and e["saved"] for e in res.evictions)
+    assert [(s["t"] - BASE, s["flush_gb"]) for s in res.storms] == [(3600, 80.0), (3660, 80.0)]
+    assert m["wasted_gpu_h"]["lost"] == 0
+    assert m["storage"]["nfs"]["storm_ticks_over_bandwidth"] == 0
+    # the tier-1 jobs start after their victims' grace: 3600 + 160 and 3660 + 160
+    starts = sorted(rel(res, f"p{i}", "start")[0] for i in range(4))
+    assert starts == [3760, 3760, 3820, 3820]
+
+
+def test_storm_naive_evicts_all_at_once_and_loses_progress():
+    # naive evicts all four at 3600 with 30 s grace: 160 GB at 1 GB/s takes 160 s > 30,
+    # so each falls back to its periodic checkpoint at 2400: 1200 s * 8 GPUs * 4 lost.
+    res, m = run("naive", cluster(nodes=4, bw=1.0), storm_trace(), days=0.1)
+    assert sorted(e["t"] - BASE for e in res.evictions) == [3600] * 4
+    assert not any(e["saved"] for e in res.evictions)
+    assert m["wasted_gpu_h"]["lost"] * 3600 == pytest.approx(4 * 8 * 1200)
+    assert m["failed_flushes"] == 4
+    st = m["storage"]["nfs"]
+    assert st["peak_flush_write_gb_per_s"] == pytest.approx(160 / 30)  # 5.3x the bandwidth
+    assert st["storm_ticks_over_bandwidth"] == 1
+
+
+# --------------------------------------------------------------------------- backoff
+
+def test_backoff_holds_grow_30_30_30_60_120_min():
+    # Default policy: cooldown(k) = 1800 s for k <= 3, then 1800 * 2^(k-3): 3600, 7200.
+    # One 8-GPU node; X (tier 3) is evicted as soon as its 1800 s immunity ends by a
+    # tier-2 job that arrived 60 s after X (re)started. Cycle k: X starts s_k, evicted
+    # s_k + 1800 (grace 60), requeued r_k = s_k + 1860, restarts s_{k+1} = r_k + cooldown(k)
+    # (the node is free again at s_k + 1920: each Y needs 60 s).
+    #   s = 0, 3660, 7320, 10980, 16440 (+1860+3600), 25500 (+1860+7200)
+    starts = [0, 3660, 7320, 10980, 16440, 25500]
+    ys = [job(f"y{k}", s + 60, 60, 2) for k, s in enumerate(starts[:5])]
+    res, m = run("cpsat", cluster(), [job("x", 0, 20_000, 3)] + ys)
+    assert rel(res, "x", "start") == starts
+    releases = rel(res, "x", "release")
+    holds = [s - r for r, s in zip(releases, starts[1:])]
+    assert holds == [1800, 1800, 1800, 3600, 7200]
+    # X kept 5 * 1800 s; the remaining 11,000 s run from 25500
+    assert rel(res, "x", "done") == [36500]
+    assert m["max_preemptions"] == 5
+
+
+# --------------------------------------------------------------------------- lost progress
+
+def grace_trace():
+    # X: tier 3, 40 GB checkpoint every 1800 s, barrier 5 s, cleanup 5 s, restore 100 s,
+    # needs 5000 s. Y: tier 1, arrives at 3960 (a tick), runs 600 s. Storage 1 GB/s.
+    return [job("x", 0, 5000, 3, checkpoint_gb=40.0, barrier_s=5.0, cleanup_s=5.0,
+                restore_s=100.0),
+            job("y", 3960, 600, 1)]
+
+
+def test_naive_grace_too_short_loses_progress_since_last_checkpoint():
+    # naive at 3960: grace 30 s, but the flush takes 40 / 1 + 5 + 5 = 50 s: X falls back
+    # to its periodic checkpoint at 3600 and loses 360 s * 8 GPUs = 2880 GPU-s.
+    # Grace held: 30 * 8 = 240 GPU-s. Y runs 3990-4590; X restarts at 4620, restores
+    # 100 s (800 GPU-s), resumes at 4720 from 3600: done 4720 + 1400 = 6120.
+    # Allocated: X 3960 * 8 + (6120 - 4620) * 8 = 43680, Y 600 * 8 = 4800, grace 240;
+    # useful: 8 * 5000 + 8 * 600 = 44800 = 48720 - 2880 - 800 - 240.
+    res, m = run("naive", cluster(bw=1.0), grace_trace())
+    e, = res.evictions
+    assert e["flush_s"] == 50 and e["grace_s"] == 30 and not e["saved"]
+    assert res.totals["lost_gpu_s"] == 2880
+    assert res.totals["flush_gpu_s"] == 240
+    assert res.totals["restore_gpu_s"] == 800
+    assert res.totals["useful_gpu_s"] == 44800
+    assert m["allocated_gpu_h"] * 3600 == pytest.approx(48720)
+    assert m["wasted_gpu_h"]["total"] * 3600 == pytest.approx(2880 + 800 + 240)
+    assert m["goodput"] == pytest.approx(44800 / 48720)
+    assert rel(res, "x", "done") == [6120]
+
+
+def test_cpsat_grace_covers_the_flush():
+    # cpsat gives X need = max(60, 2 * (40 + 5 + 5)) = 100 s: the 50 s flush fits,
+    # nothing is lost; Y starts at 3960 + 100.
+    res, m = run("cpsat", cluster(bw=1.0), grace_trace())
+    e, = res.evictions
+    assert e["grace_s"] == 100 and e["saved"]
+    assert res.totals["lost_gpu_s"] == 0
+    assert rel(res, "y", "start") == [4060]
+
+
+# --------------------------------------------------------------------------- engine rules
+
+def test_idle_ticks_are_skipped_and_seeds_repeat():
+    # one job alone: planned once, at its arrival. The engine only looks again at the
+    # tick after a plan that did something (60), when its immunity ends (1800) and at
+    # its completion (7200); with nothing pending none of those calls the planner.
+    res, _ = run("naive", cluster(), [job("a", 0, 7200, 3)])
+    assert res.planner_calls == 1
+    assert [t - BASE for t in res.samples["t"]] == [0, 60, 1800, 7200]
+    a = run("naive", cluster(), ping_pong_trace())[1]
+    b = run("naive", cluster(), ping_pong_trace())[1]
+    for k in ("evictions", "wasted_gpu_h", "queue_delay_s", "completion_time_s"):
+        assert a[k] == b[k]
+
+
+def test_requeued_job_queue_age_restarts():
+    # X's queue age restarts at its requeue: in the naive ping-pong X waits
+    # 330 -> 660, 1230 -> 1560, ... : 5 waits of 330 s (its first start was immediate)
+    res, m = run("naive", cluster(), ping_pong_trace())
+    x = next(j for j in res.jobs if j["id"] == "x")
+    assert x["wait_s"] == 5 * 330
