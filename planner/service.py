@@ -113,7 +113,8 @@ class PlannerServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}"
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> PlannerServer:

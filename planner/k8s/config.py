@@ -62,7 +62,7 @@ class K8sConfig(_Cfg):
     """Mapping rules of ``preempt-planner k8s snapshot`` (all optional)."""
 
     gpu_resource: str = "nvidia.com/gpu"
-    prefix: str = Field(PREFIX, description="prefix of the adapter's own annotations and labels")
+    prefix: str = Field(default=PREFIX, description="prefix of the adapter's own annotations and labels")
     # tiers
     priority_classes: dict[str, int | TierClass] = Field(default_factory=dict)
     default_tier: int = 3
@@ -83,7 +83,7 @@ class K8sConfig(_Cfg):
     storage: list[Storage] = Field(default_factory=list)
     storage_label: str | None = PREFIX + "storage"
     default_storage: str | None = None
-    local_write_gb_per_s: float | None = Field(None, gt=0)
+    local_write_gb_per_s: float | None = Field(default=None, gt=0)
     drain_taints: list[str] = Field(default_factory=list)
     # pods
     default_topology: Literal["nvlink", "any"] = "nvlink"

@@ -404,7 +404,7 @@ class _Builder:
                                "team": team or first.namespace,
                                "state": "running" if running else "pending"}
         gpu_type = self._gpu_type(pods)
-        topology = cfg.default_topology
+        topology: str = cfg.default_topology
         found = self._ann(pods, "topology")
         if found is not None:
             if found[1] in ("nvlink", "any"):
@@ -481,7 +481,7 @@ class _Builder:
             req = (((p.spec.get("affinity") or {}).get("nodeAffinity") or {})
                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
             terms = req.get("nodeSelectorTerms") or []
-            values = set()
+            values: set[str] = set()
             for term in terms:
                 hit = [e for e in term.get("matchExpressions") or []
                        if e.get("key") == label and e.get("operator") == "In"]
