@@ -162,7 +162,7 @@ def test_pending_pods(snap: dict[str, Any]) -> None:
 
 
 def test_pod_gpus_rules() -> None:
-    def p(containers: list[int], init: list[tuple[int, bool]] = ()) -> dict[str, Any]:
+    def p(containers: list[int], init: tuple[tuple[int, bool], ...] = ()) -> dict[str, Any]:
         def c(n: int) -> dict[str, Any]:
             return {"resources": {"limits": {"nvidia.com/gpu": str(n)}}}
         return {"spec": {"containers": [c(n) for n in containers],
