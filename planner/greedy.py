@@ -11,6 +11,7 @@ augmentation, keeping the cheapest that fits.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from planner import topology as topo
@@ -27,6 +28,18 @@ class _State:
     min_cap: dict[str, float] = field(default_factory=dict)  # storage -> tightest victim cap
     evicted_gpus: int = 0
     version: dict[int, int] = field(default_factory=dict)  # node -> change counter
+    log: list[int] = field(default_factory=list)  # nodes in the order they changed
+
+
+@dataclass
+class _ClassHeap:
+    """Best option per candidate node for one job shape, as a lazy heap: entries
+    whose node changed since (version) are skipped; changed nodes are re-scored
+    from the state's change log before each query."""
+
+    heap: list = field(default_factory=list)
+    pos: int = 0
+    members: frozenset[int] = frozenset()
 
 
 def job_order(problem: Problem) -> list[PendingInfo]:
@@ -50,6 +63,7 @@ class GreedyPlanner:
         for ni in self.by_node:
             self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
         self._cache: dict[tuple, tuple[int, list]] = {}
+        self._heaps: dict[tuple, _ClassHeap] = {}
 
     # -- availability ---------------------------------------------------------------
     def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
@@ -146,6 +160,7 @@ class GreedyPlanner:
                                              vi.storm_cap_gb)
             for ni, m in vi.parts:
                 st.version[ni] = st.version.get(ni, 0) + 1
+                st.log.append(ni)
                 if self.p.nodes[ni].node.state == "up":
                     st.freed.setdefault(ni, {})[v] = m
 
@@ -164,6 +179,7 @@ class GreedyPlanner:
         assert mask is not None
         st.free[ni] = st.free.get(ni, 0) & ~mask
         st.version[ni] = st.version.get(ni, 0) + 1
+        st.log.append(ni)
         for vid in list(st.freed.get(ni, {})):
             st.freed[ni][vid] &= ~mask
         return mask
@@ -173,23 +189,68 @@ class GreedyPlanner:
         return (node.block if info.job.same_block else None,
                 node.nvlink_domain if info.job.same_nvlink_domain else None)
 
+    def _node_option(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
+        """(cost, victims count, leftover GPUs, node id, node idx, victims) or None."""
+        base = self._avail(st, info, ni)
+        node_id = self.p.nodes[ni].node.id
+        if self._fits(ni, base, info):
+            return (0.0, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
+        if info.rights:
+            opt = self._eviction_option(st, info, ni, base)
+            if opt is not None:
+                return (opt[0], len(opt[1]), 0, node_id, ni, opt[1])
+        return None
+
+    def _best_nodes(self, st: _State, info: PendingInfo, m: int) -> list[tuple]:
+        """The m best node options for a job (distinct nodes), via the class heap."""
+        key = (info.rights, info.job.gpus_per_node, info.need_nvlink, id(info.candidates))
+        ch = self._heaps.get(key)
+        if ch is None:
+            ch = _ClassHeap(members=frozenset(info.candidates))
+            for ni in info.candidates:
+                opt = self._node_option(st, info, ni)
+                if opt is not None:
+                    ch.heap.append((*opt[:5], st.version.get(ni, 0), opt[5]))
+            heapq.heapify(ch.heap)
+            ch.pos = len(st.log)
+            self._heaps[key] = ch
+        else:
+            for ni in sorted(set(st.log[ch.pos:]) & ch.members):
+                opt = self._node_option(st, info, ni)
+                if opt is not None:
+                    heapq.heappush(ch.heap, (*opt[:5], st.version.get(ni, 0), opt[5]))
+            ch.pos = len(st.log)
+        chosen: list[tuple] = []
+        seen: set[int] = set()
+        while ch.heap and len(chosen) < m:
+            e = heapq.heappop(ch.heap)
+            ni = e[4]
+            if ni in seen or e[5] != st.version.get(ni, 0):
+                continue  # stale: the node changed and was re-scored
+            if e[6] and not (self._storm_ok(st, e[6]) and self._budget_ok(st, e[6])):
+                opt = self._node_option(st, info, ni)  # next option the limits allow
+                if opt is not None:
+                    heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
+                continue
+            chosen.append(e)
+            seen.add(ni)
+        for e in chosen:
+            heapq.heappush(ch.heap, e)
+        return [(e[0], e[2], e[4], e[6]) for e in chosen]
+
     def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
         job = info.job
-        options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
-        for ni in info.candidates:
-            base = self._avail(st, info, ni)
-            if self._fits(ni, base, info):
-                options.append((0.0, base.bit_count() - job.gpus_per_node, ni, []))
-            elif info.rights:
-                opt = self._eviction_option(st, info, ni, base)
-                if opt is not None:
-                    options.append((opt[0], 0, ni, opt[1]))
-        if not options:
-            return None
-        options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
-        if job.nodes == 1:
-            chosen = [options[0]]
+        if not (job.nodes > 1 and (job.same_block or job.same_nvlink_domain)):
+            chosen = self._best_nodes(st, info, job.nodes)
+            if len(chosen) < job.nodes:
+                return None
         else:
+            options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
+            for ni in info.candidates:
+                opt = self._node_option(st, info, ni)
+                if opt is not None:
+                    options.append((opt[0], opt[2], ni, opt[5]))
+            options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
             groups: dict[tuple, list] = {}
             for o in options:
                 groups.setdefault(self._group_key(info, o[2]), []).append(o)
