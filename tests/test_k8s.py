@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ def test_pending_pods(snap: dict[str, Any]) -> None:
 
 
 def test_pod_gpus_rules() -> None:
-    def p(containers: list[int], init: tuple[tuple[int, bool], ...] = ()) -> dict[str, Any]:
+    def p(containers: list[int], init: Sequence[tuple[int, bool]] = ()) -> dict[str, Any]:
         def c(n: int) -> dict[str, Any]:
             return {"resources": {"limits": {"nvidia.com/gpu": str(n)}}}
         return {"spec": {"containers": [c(n) for n in containers],
