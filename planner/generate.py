@@ -335,11 +335,11 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
     n_immune = round(immune_share * len(running))
     eligible = [k for k, j in enumerate(running) if b.min_runtime.get(j["tier"], 0) > 1]
     chosen = set(rng.permutation(eligible)[:n_immune].tolist()) if eligible else set()
-    for k, job in enumerate(running):
-        start = b.started_at(job["tier"], k in chosen)
-        job["started_at"] = _iso(start)
-        job["checkpoint"] = b.checkpoint(job["gpus_per_node"] * job["nodes"],
-                                         job["nodes"] > 1, start)
+    for k, rjob in enumerate(running):
+        start = b.started_at(rjob["tier"], k in chosen)
+        rjob["started_at"] = _iso(start)
+        rjob["checkpoint"] = b.checkpoint(rjob["gpus_per_node"] * rjob["nodes"],
+                                          rjob["nodes"] > 1, start)
 
     # node states after placement: a drained node keeps its jobs; a down one may too
     n_drain, n_down = round(drain_share * nodes), round(down_share * nodes)
@@ -351,7 +351,7 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
 
     # ---- pending jobs -------------------------------------------------------------------
     n_pending = max(2, nodes // 4) if pending is None else pending
-    backoff = Backoff()
+    backoff = Backoff.model_validate({})  # the contract's default backoff
     types = sorted(set(block_type))
     pend: list[dict[str, Any]] = []
     for _ in range(n_pending):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -78,8 +79,10 @@ def test_schema_rejects_what_the_loader_rejects() -> None:
 
 def test_schema_accepts_epoch_timestamps_and_comments() -> None:
     validator = Draft202012Validator(build_schema("snapshot"))
-    doc = {"_comment": "x", "now": 1796025600, "nodes": [{"id": "n", "gpus": 8, "_note": 1}],
-           "policy": {"tiers": {"2": {"windows": [{"days": ["sat"]}]}}}}
+    doc: dict[str, Any] = {
+        "_comment": "x", "now": 1796025600, "nodes": [{"id": "n", "gpus": 8, "_note": 1}],
+        "policy": {"tiers": {"2": {"windows": [{"days": ["sat"]}]}}},
+    }
     assert list(validator.iter_errors(doc)) == []
     load_snapshot(doc)
     doc["policy"]["tiers"]["two"] = {}
@@ -91,7 +94,7 @@ def test_policy_and_plan_schemas() -> None:
     assert list(pol.iter_errors({"tiers": {"2": {"min_runtime_s": 60}}, "cascade_guard_s": 5})) == []
     assert list(pol.iter_errors({"max_evicted_gpu_fraction": 2}))
     plan = Draft202012Validator(build_schema("plan"))
-    example = {
+    example: dict[str, Any] = {
         "version": 1, "now": "2026-11-29T08:00:00Z", "status": "optimal",
         "objective": {"admitted_gpus": {"1": 8, "2": 0, "3": 0}, "priority_value": 400,
                       "eviction_cost_gpu_s": 5305.0, "evictions": 1},
