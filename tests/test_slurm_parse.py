@@ -529,12 +529,12 @@ def test_apply_leaves_alone_victims_that_are_no_longer_running() -> None:
 def test_apply_rejects_unsafe_ids_but_does_the_rest() -> None:
     plan = json.loads(json.dumps(PLAN))
     plan["evictions"][0]["job"] = "21; scancel -u root"
-    plan["placements"][0]["placement"][0]["node"] = "gpu2 --uid=0"
+    plan["placements"].append({"job": "28", "placement": [{"node": "gpu2 --uid=0", "gpus": [2]}]})
     fake = FakeSlurm({"22": 0.0, "23": 0.0})
     rep = apply_plan(plan, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
     assert len(rep.problems) == 2
     assert all("21" not in " ".join(a) for _, a in fake.calls)
-    assert not fake.commands("ReqNodeList")
+    assert [a[2] for a in fake.commands("ReqNodeList")] == ["JobId=27"]
     assert len(fake.commands("requeuehold")) == 2
 
 
@@ -640,3 +640,11 @@ def test_cli_apply_dry_run_and_bad_plan(tmp_path: Path, capsys: pytest.CaptureFi
     assert "scancel --signal=TERM --batch 21" in out
     (tmp_path / "bad.json").write_text(json.dumps({"evictions": "x"}))
     assert main(["apply", str(tmp_path / "bad.json"), "--dry-run"]) == 2
+
+
+def test_apply_does_not_evict_for_a_job_it_could_not_pin() -> None:
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0}, fail={"ReqNodeList"})
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    assert not rep.ok and len(rep.failures) == 1
+    assert not fake.commands("scancel") and not fake.commands("requeuehold")
+    assert len(rep.problems) == 3 and all("could be pinned" in p for p in rep.problems)

@@ -240,6 +240,16 @@ class _Victim:
     done: bool = False
 
 
+def _slurm_ids(plan_jobs: Sequence[str]) -> set[str]:
+    out = set()
+    for j in plan_jobs:
+        try:
+            out.add(slurm_job_id(j))
+        except UnsafeId:
+            pass
+    return out
+
+
 def _plan_dict(plan: Any) -> dict[str, Any]:
     if hasattr(plan, "model_dump"):
         return plan.model_dump(mode="json")
@@ -293,6 +303,15 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
             log.error("slurm: eviction %r skipped: %s", ev.get("job"), exc)
             continue
         until = parse_time(ev.get("requeue_hold_until"))
+        beneficiaries = _slurm_ids(ev.get("preemptors") or [])
+        if beneficiaries and not beneficiaries & set(report.pinned):
+            # no eviction without a beneficiary: its preemptors could not be pinned
+            # (started elsewhere, cancelled, or refused), so evicting it gains nothing
+            msg = (f"eviction {ev.get('job')!r}: none of its preemptors "
+                   f"{sorted(beneficiaries)} could be pinned; not evicted")
+            report.problems.append(msg)
+            log.error("slurm: %s", msg)
+            continue
         if jid in victims:
             v = victims[jid]
             v.grace_s = max(v.grace_s, grace)
