@@ -84,6 +84,6 @@ def run(args: Any) -> int:
     else:
         Console().print(comparison_table(metrics))
     if note:
-        err.print(f"[yellow]note:[/] {note}")
+        err.print(f"note: {note}", markup=False, style="yellow")
     err.print(f"report: {out / 'report.md'}")
     return 0

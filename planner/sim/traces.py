@@ -126,8 +126,15 @@ def resolve_trace_path(name: str | Path) -> Path:
 # ------------------------------------------------------------------ synthesis
 
 
+def job_uniforms(seed: int, key: str, n: int = 4) -> list[float]:
+    """``n`` (<= 4) uniform numbers in [0, 1) private to one job: a hash of
+    ``(seed, key)``, so independent of trace order and slicing (and fast)."""
+    h = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=32).digest()
+    return [int.from_bytes(h[8 * i:8 * i + 8], "big") / 2.0 ** 64 for i in range(n)]
+
+
 def job_rng(seed: int, key: str) -> random.Random:
-    """A generator private to one job: independent of trace order and slicing."""
+    """A generator private to one job (for rules needing more draws)."""
     h = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
     return random.Random(int.from_bytes(h, "big"))
 
@@ -140,11 +147,12 @@ def _shape(gpus: int, node_gpus: int) -> tuple[int, int]:
 
 def _synthesize(job_id: str, gpus: int, seed: int, node_gpus: int) -> dict[str, Any]:
     """Checkpoint, restore, signal and shape for a job that the trace does not describe."""
-    rng = job_rng(seed, job_id)
+    u = job_uniforms(seed, job_id, 3)
     gpn, nodes = _shape(gpus, node_gpus)
-    size = round(gpn * nodes * rng.uniform(*CKPT_GB_PER_GPU), 2)
-    interval = float(rng.choice(INTERVALS_S))
-    signal = "SIGTERM" if rng.random() < SIGNAL_SHARE else None
+    lo, hi = CKPT_GB_PER_GPU
+    size = round(gpn * nodes * (lo + (hi - lo) * u[0]), 2)
+    interval = float(INTERVALS_S[int(u[1] * len(INTERVALS_S))])
+    signal = "SIGTERM" if u[2] < SIGNAL_SHARE else None
     return {
         "gpus_per_node": gpn, "nodes": nodes, "checkpoint_gb": size,
         "checkpoint_interval_s": interval,
@@ -194,7 +202,7 @@ def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[
     jobs = []
     for i, r in enumerate(rows):
         try:
-            submit = datetime.strptime(r["timestamp"], "%Y-%m-%d %H:%M:%S").replace(
+            submit = datetime.fromisoformat(r["timestamp"]).replace(
                 tzinfo=timezone.utc).timestamp()
             duration = float(r["duration"])
             gpus = int(float(r["num_gpus"]))
@@ -208,11 +216,11 @@ def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[
     return jobs
 
 
-def _openb_tier(qos: str, rng: random.Random) -> int:
+def _openb_tier(qos: str, u: float) -> int:
     if qos == "Guaranteed":
         return 1
     if qos == "LS":
-        return 1 if rng.random() < 0.3 else 2
+        return 1 if u < 0.3 else 2
     if qos == "Burstable":
         return 2
     return 3
@@ -239,9 +247,9 @@ def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
         if gpus < 1 or sched is None or dele is None or dele <= sched:
             continue
         jid = r["name"]
-        rng = job_rng(seed, jid + "/tier")
+        u = job_uniforms(seed, jid + "/tier", 1)[0]
         jobs.append(TraceJob(id=jid, submit=base + created * time_scale, duration_s=dele - sched,
-                             tier=_openb_tier(r.get("qos", "BE"), rng), team=r.get("qos"),
+                             tier=_openb_tier(r.get("qos", "BE"), u), team=r.get("qos"),
                              **_synthesize(jid, gpus, seed, node_gpus)))
     jobs.sort(key=lambda j: (j.submit, j.id))
     return jobs
