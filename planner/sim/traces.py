@@ -18,8 +18,8 @@ Rules (shared by the Philly and openb loaders):
   then reading the checkpoint back at 2 GB/s per job).
 - signal trap: 80% of jobs trap ``SIGTERM``; 20% cannot checkpoint on demand.
 - barrier 10 s, cleanup 5 s.
-- Philly tier: by team (the ``cluster`` column). Teams sorted by id, shuffled by
-  the seed, the i-th team gets tier ``1 + i mod 3``.
+- Philly tier: by team (the ``cluster`` column): ``1 + floor(3 u)``, ``u`` a hash
+  of (seed, team), so a team keeps its tier in every slice of the trace.
 - openb tier: by ``qos``: Guaranteed -> 1, LS -> 1 (30%) or 2 (70%),
   Burstable -> 2, BE -> 3.
 """
@@ -161,11 +161,10 @@ def _synthesize(job_id: str, gpus: int, seed: int, node_gpus: int) -> dict[str, 
     }
 
 
-def team_tiers(teams: Iterable[str], seed: int) -> dict[str, int]:
-    """Tier by team: sorted ids shuffled by the seed, the i-th gets ``1 + i mod 3``."""
-    order = sorted(set(teams))
-    random.Random(seed).shuffle(order)
-    return {t: 1 + i % 3 for i, t in enumerate(order)}
+def team_tier(team: str, seed: int) -> int:
+    """Tier by team: ``1 + floor(3 u)`` with ``u`` a hash of ``(seed, team)`` (stable
+    whatever slice of the trace is loaded)."""
+    return 1 + min(2, int(3 * job_uniforms(seed, "team:" + team, 1)[0]))
 
 
 # ------------------------------------------------------------------ loaders
@@ -198,7 +197,6 @@ def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[
     need = {"timestamp", "duration", "num_gpus", "cluster"}
     if rows and not need <= set(rows[0]):
         raise InputError([f"philly trace: columns {sorted(need - set(rows[0]))} missing"], str(path))
-    tiers = team_tiers((r["cluster"] for r in rows), seed)
     jobs = []
     for i, r in enumerate(rows):
         try:
@@ -211,7 +209,7 @@ def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[
         if gpus < 1 or duration <= 0:
             continue
         jid = f"philly-{i:05d}"
-        jobs.append(TraceJob(id=jid, submit=submit, duration_s=duration, tier=tiers[r["cluster"]],
+        jobs.append(TraceJob(id=jid, submit=submit, duration_s=duration, tier=team_tier(r["cluster"], seed),
                              team=r["cluster"], **_synthesize(jid, gpus, seed, node_gpus)))
     return jobs
 
