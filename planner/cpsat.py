@@ -40,6 +40,7 @@ from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
+EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
 _LIMIT = 2**60
 
 
@@ -69,8 +70,13 @@ def _class_key(info: PendingInfo) -> tuple:
 
 
 class CpsatModel:
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, *, candidate_factor: int = 0, min_candidates: int = 32,
+                 keep_nodes: frozenset[int] = frozenset()):
         self.p = problem
+        self.candidate_factor = candidate_factor  # 0: keep every possible node (exact)
+        self.min_candidates = min_candidates
+        self.keep_nodes = keep_nodes
+        self.pruned = False
         self.m = cp_model.CpModel()
         self.approximate = False
         self.classes: list[_Class] = []
@@ -132,6 +138,29 @@ class CpsatModel:
                 continue
             if self.p.nodes[ni].fits(m, c.gpn, need):
                 c.candidates.append(ni)
+        keep = max(self.min_candidates, self.candidate_factor * len(c.jobs) * c.nodes)
+        if self.candidate_factor and len(c.candidates) > keep and not any(c.group_by):
+            # heuristic pruning for big clusters: the nodes where one shard is cheapest
+            # to host (free first, then cheapest victims by cost), plus the nodes the
+            # hint uses; the plan is then no longer proven optimal
+            must = self.keep_nodes
+            ranked = sorted(c.candidates, key=lambda ni: (ni not in must, self._score(ni, c), ni))
+            c.candidates = sorted(ranked[:keep] + [ni for ni in ranked[keep:] if ni in must])
+            self.pruned = True
+
+    def _score(self, ni: int, c: _Class) -> tuple[float, int]:
+        """Rough cost to free one shard of class c on node ni (topology ignored)."""
+        have = self.p.nodes[ni].free.bit_count()
+        if have >= c.gpn:
+            return (0.0, have - c.gpn)
+        cost = 0.0
+        vs = [v for v in self._victims_on.get(ni, ()) if self.p.running[v].job.tier in c.rights]
+        for v in sorted(vs, key=lambda v: self.p.running[v].cost):
+            cost += self.p.running[v].cost
+            have += self._vmask[(v, ni)].bit_count()
+            if have >= c.gpn:
+                break
+        return (cost, 0)
 
     def _victim_vars(self) -> None:
         wanted: set[str] = set()
@@ -536,7 +565,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                 workers: int = 2, seed: int = 0, log: bool = False) -> Plan:
     t0 = time.perf_counter()
     greedy = clean(problem, GreedyPlanner(problem).solve())
-    model = CpsatModel(problem)
+    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
+    factor = 0 if n_pairs <= EXACT_PAIRS else 4
+    used = frozenset(ni for parts in greedy.placements.values() for ni, _m in parts)
+    model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used)
     build_s = time.perf_counter() - t0
     if not model.classes:
         return assemble(problem, greedy, "optimal" if not model.approximate else "feasible",
@@ -594,7 +626,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                                    wall_s=wall, detail="solver gave no solution in time; greedy "
                                    "plan returned"))
     proven = (len(statuses) == len(phases) and all(s == "OPTIMAL" for s in statuses)
-              and not model.approximate)
+              and not model.approximate and not model.pruned)
     # never worse than the greedy plan (the model may not express every NVLink set)
     if objective_of(problem, greedy).key() > objective_of(problem, best).key():
         best, proven = greedy, False
@@ -604,7 +636,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         gap = 0.0 if proven else abs(bnd - obj) / max(1.0, abs(obj))
     status = "optimal" if proven else "feasible"
     detail = (f"{len(phases)} phase(s): {', '.join(statuses)}; model built in {build_s:.3f} s"
-              + ("; NVLink sets across cliques not modelled" if model.approximate else ""))
+              + ("; NVLink sets across cliques not modelled" if model.approximate else "")
+              + ("; candidate nodes pruned" if model.pruned else ""))
     return assemble(problem, best, status,
                     SolverInfo(engine="cp-sat", status="/".join(statuses), wall_s=wall,
                                gap=gap, detail=detail))
