@@ -442,6 +442,7 @@ def to_json(snapshot: dict[str, Any]) -> str:
                 lines.append("    " + json.dumps(item, separators=(", ", ": ")) + tail)
             lines.append(f"  ]{comma}")
         else:
-            lines.append(f"  {json.dumps(key)}: {json.dumps(value, separators=(', ', ': '))}{comma}")
+            text = json.dumps(value, separators=(", ", ": "))
+            lines.append(f"  {json.dumps(key)}: {text}{comma}")
     lines.append("}")
     return "\n".join(lines) + "\n"

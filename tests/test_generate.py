@@ -130,7 +130,9 @@ def test_realistic_values() -> None:
     local = [n.local_write_gb_per_s for n in snap.nodes if n.local_write_gb_per_s is not None]
     assert local and all(2 <= x <= 7 for x in local)
     cube = [n for n in snap.nodes if hasattr(n.nvlink, "edges")]
-    assert cube and [list(e) for e in cube[0].nvlink.edges] == CUBE_EDGES  # type: ignore[union-attr]
+    assert cube
+    edges = cube[0].nvlink.edges  # type: ignore[union-attr]
+    assert [list(e) for e in edges] == CUBE_EDGES
     ck = [j.checkpoint for j in snap.jobs]
     assert all(5 <= c.barrier_s <= 30 and 2 <= c.cleanup_s <= 10 for c in ck)
     assert all(60 <= c.restore_s <= 900 for c in ck)
@@ -158,7 +160,8 @@ def test_node_states() -> None:
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("nodes", [1, 2, 3, 16, 97])
 def test_generated_snapshots_load(nodes: int, seed: int) -> None:
-    snap = _load(nodes=nodes, seed=seed, pools=seed % 2 == 1, gpus_per_node=[8, 4, 8, 2, 8, 6][seed])
+    gpus = [8, 4, 8, 2, 8, 6][seed]
+    snap = _load(nodes=nodes, seed=seed, pools=seed % 2 == 1, gpus_per_node=gpus)
     assert len(snap.nodes) == nodes
 
 
