@@ -309,3 +309,10 @@ def test_openapi_document_in_sync_and_valid(server: PlannerServer) -> None:
     check("Error", err)
     with pytest.raises(jsonschema.ValidationError):
         check("Snapshot", dict(SNAP, nodez=[]))
+
+
+def test_serve_cli_rejects_bad_options() -> None:
+    from cli import main
+
+    assert main(["serve", "--planner", "magic"]) == 2
+    assert main(["serve", "--time-limit", "0"]) == 2
