@@ -20,7 +20,7 @@ def report_input_error(exc: InputError) -> int:
     head = f"{exc.source}: " if exc.source else ""
     err_console.print(f"[bold red]error:[/] {head}invalid input ({len(exc.errors)} problem(s))")
     for line in exc.errors:
-        err_console.print(f"  - {line}", markup=False, highlight=False)
+        err_console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_USAGE
 
 
