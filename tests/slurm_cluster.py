@@ -53,7 +53,8 @@ def install_packages(timeout_s: float = 900) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for cmd in (["apt-get", "update", "-qq"],
                 ["apt-get", "install", "-y", "-qq", *PACKAGES]):
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
         if proc.returncode != 0:
             raise SlurmSetupError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
 
@@ -200,7 +201,7 @@ class LocalSlurm:
         log = self.root / "log" / f"{what}.out"
         with open(log, "ab") as out:
             proc = subprocess.run(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=60)
+                                  stdin=subprocess.DEVNULL, timeout=60, check=False)
         self.started.append(pid_file)
         if proc.returncode != 0:
             raise SlurmSetupError(f"{what} failed to start (rc {proc.returncode}); "
@@ -231,7 +232,7 @@ class LocalSlurm:
                     self.pid_file("munged"), "munged")
         check = subprocess.run(
             f"munge -S {self.munge_socket} -n | unmunge -S {self.munge_socket}",
-            shell=True, capture_output=True, text=True, timeout=10)
+            shell=True, capture_output=True, text=True, timeout=10, check=False)
         if check.returncode != 0:
             raise SlurmSetupError(f"munge self-test failed: {check.stderr}")
         self._spawn(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)],
@@ -244,7 +245,7 @@ class LocalSlurm:
     def run(self, *args: str, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; return stdout."""
         proc = subprocess.run(list(args), env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, check=False)
         if check and proc.returncode != 0:
             raise SlurmSetupError(f"{' '.join(args)} failed (rc {proc.returncode}): "
                                   f"{proc.stderr.strip()}")

@@ -19,7 +19,6 @@ With CI=true a setup problem fails the tests instead of skipping them.
 from __future__ import annotations
 
 import calendar
-import importlib.util
 import json
 import os
 import shutil
@@ -33,14 +32,9 @@ from typing import Any
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "slurm_cluster", Path(__file__).with_name("slurm_cluster.py"))
-assert _spec and _spec.loader
-slurm_cluster = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("slurm_cluster", slurm_cluster)
-_spec.loader.exec_module(slurm_cluster)
-LocalSlurm = slurm_cluster.LocalSlurm
-SlurmSetupError = slurm_cluster.SlurmSetupError
+sys.path.insert(0, str(Path(__file__).parent))  # tests/ is not a package
+import slurm_cluster
+from slurm_cluster import LocalSlurm, SlurmSetupError
 
 pytestmark = pytest.mark.slurm
 
@@ -135,7 +129,7 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.3) -> Any:
 def cli(c: LocalSlurm, *args: str, timeout: float = 120, check: bool = True
         ) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-m", "planner.slurm", *args], env=c.env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -318,7 +312,7 @@ def test_run_loop_stops_cleanly_on_sigterm(ticked: Scenario) -> None:
         wait_for(lambda: len(list(plans.glob("tick-*.json"))) >= 2 if plans.exists() else False,
                  60, "two ticks of the loop")
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

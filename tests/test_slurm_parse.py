@@ -4,6 +4,7 @@ builders, and apply/run against a fake ``runner``."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -46,14 +47,17 @@ def cfg_of(**kw: Any):
     return config_from_dict(kw)
 
 
-CFG_2205 = dict(tiers={"partitions": {"tier1": 1, "tier2": 2, "tier3": 3}},
-                storage=[{"id": "nfs", "write_gb_per_s": 10}],
-                policy={"grace": {"min_s": 5, "max_s": 60}, "tiers": {"3": {"min_runtime_s": 0}}})
-CFG_2311 = dict(tiers={"qos": {"high": 1, "normal": 2, "low": 3},
-                       "partitions": {"batch": 3, "train": 2}},
-                storage=[{"id": "lustre", "write_gb_per_s": 40}],
-                nodes=[{"match": "dgx*", "block": "rack-1"},
-                       {"match": "dgx[05-06]", "block": "rack-2", "local_write_gb_per_s": 4}])
+CFG_2205: dict[str, Any] = {
+    "tiers": {"partitions": {"tier1": 1, "tier2": 2, "tier3": 3}},
+    "storage": [{"id": "nfs", "write_gb_per_s": 10}],
+    "policy": {"grace": {"min_s": 5, "max_s": 60}, "tiers": {"3": {"min_runtime_s": 0}}},
+}
+CFG_2311: dict[str, Any] = {
+    "tiers": {"qos": {"high": 1, "normal": 2, "low": 3}, "partitions": {"batch": 3, "train": 2}},
+    "storage": [{"id": "lustre", "write_gb_per_s": 40}],
+    "nodes": [{"match": "dgx*", "block": "rack-1"},
+              {"match": "dgx[05-06]", "block": "rack-2", "local_write_gb_per_s": 4}],
+}
 
 
 def jobs_by_id(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -416,7 +420,7 @@ def test_bad_signal_or_delay_builds_no_command() -> None:
 class FakeSlurm:
     """Records commands; victims stop `stop_after` seconds after their signal."""
 
-    def __init__(self, running: dict[str, float], fail: set[str] = frozenset(),
+    def __init__(self, running: dict[str, float], fail: frozenset[str] | set[str] = frozenset(),
                  squeue: dict[str, Any] | None = None, nodes: dict[str, Any] | None = None):
         self.t = 1000.0
         self.stop_after = dict(running)  # job -> seconds to stop after the signal (inf: never)
@@ -448,7 +452,7 @@ class FakeSlurm:
         if argv[0] == "sinfo":
             return 0, json.dumps(self.nodes), ""
         if argv[0] == "squeue" and any(a.startswith("--jobs=") for a in argv):
-            ids = [a for a in argv if a.startswith("--jobs=")][0][7:].split(",")
+            ids = next(a for a in argv if a.startswith("--jobs="))[7:].split(",")
             return 0, "".join(f"{j}|{self.state[j]}\n" for j in ids if j in self.state), ""
         if argv[0] == "squeue":
             return 0, "".join(f"{j}\n" for j in self.state), ""
@@ -462,7 +466,7 @@ class FakeSlurm:
         return [a for _, a in self.calls if verb in " ".join(a)]
 
 
-PLAN = {
+PLAN: dict[str, Any] = {
     "version": 1, "now": "1970-01-01T00:16:40Z", "status": "optimal",
     "evictions": [
         {"job": "21", "tier": 3, "preemptors": ["27"], "signal": "SIGTERM", "grace_s": 5,
@@ -628,8 +632,9 @@ def test_cli_snapshot_from_files(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_cli_apply_dry_run_and_bad_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from planner.slurm.commands import main
 
-    plan = dict(PLAN, objective={"admitted_gpus": {"1": 4}, "priority_value": 0,
-                                 "eviction_cost_gpu_s": 0, "evictions": 3},
+    plan = dict(copy.deepcopy(PLAN),
+                objective={"admitted_gpus": {"1": 4}, "priority_value": 0,
+                           "eviction_cost_gpu_s": 0, "evictions": 3},
                 storm=[], warnings=[],
                 solver={"engine": "cp-sat", "status": "OPTIMAL", "wall_s": 0.1, "gap": 0.0})
     for ev in plan["evictions"]:

@@ -363,9 +363,9 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
         if not waiting:
             break
         now = clock()
-        states = query_states(cfg, [v.job for v in waiting], runner)
+        polled = query_states(cfg, [v.job for v in waiting], runner)
         for v in waiting:
-            st = states.get(v.job) if states is not None else None
+            st = polled.get(v.job) if polled is not None else None
             stopped = st is not None and st not in ACTIVE
             if stopped or now >= v.deadline:
                 v.outcome.stopped_in_grace = stopped and v.signal is not None

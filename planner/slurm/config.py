@@ -60,18 +60,18 @@ class NodeRule(_Strict):
     block: str | None = None
     nvlink_domain: str | None = None
     storage: str | None = None
-    local_write_gb_per_s: float | None = Field(None, gt=0)
+    local_write_gb_per_s: float | None = Field(default=None, gt=0)
     state: Literal["up", "drain", "down"] | None = None
 
 
 class CheckpointDefaults(_Strict):
     """Checkpoint values of a job whose comment and sidecar are silent."""
 
-    size_gb: float = Field(0, ge=0)
+    size_gb: float = Field(default=0, ge=0)
     signal: str | None = "SIGTERM"
-    barrier_s: float = Field(0, ge=0)
-    cleanup_s: float = Field(0, ge=0)
-    restore_s: float = Field(0, ge=0)
+    barrier_s: float = Field(default=0, ge=0)
+    cleanup_s: float = Field(default=0, ge=0)
+    restore_s: float = Field(default=0, ge=0)
 
 
 class JobDefaults(_Strict):
@@ -80,8 +80,8 @@ class JobDefaults(_Strict):
 
 
 class PlannerSettings(_Strict):
-    time_limit_s: float = Field(1.0, gt=0)
-    workers: int = Field(2, ge=1)
+    time_limit_s: float = Field(default=1.0, gt=0)
+    workers: int = Field(default=2, ge=1)
     deterministic: bool = False
     planner: str = "cpsat"
 
@@ -115,9 +115,9 @@ class SlurmConfig(_Strict):
     state_file: Path | None = None
     plan_dir: Path | None = None
     signal_target: Literal["batch", "full"] = "batch"
-    poll_interval_s: float = Field(1.0, gt=0)
-    command_timeout_s: float = Field(30.0, gt=0)
-    interval_s: float = Field(30.0, gt=0)
+    poll_interval_s: float = Field(default=1.0, gt=0)
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    interval_s: float = Field(default=30.0, gt=0)
     node_source: Literal["auto", "sinfo", "scontrol"] = "auto"
     commands: Commands = Field(default_factory=Commands)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)

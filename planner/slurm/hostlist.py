@@ -18,7 +18,9 @@ class HostlistError(ValueError):
 
 def _split_top(expr: str) -> list[str]:
     """Split on commas that are not inside brackets."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in expr:
         if ch == "[":
             depth += 1

@@ -94,7 +94,7 @@ def parse_time(value: Any) -> float | None:
         if not text:
             return None
         try:
-            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            dt = datetime.fromisoformat(text)
         except ValueError:
             try:
                 return float(text)
@@ -122,7 +122,9 @@ class GresItem:
 
 
 def _split_outside_parens(text: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in text:
         depth += ch == "("
         depth -= ch == ")"
