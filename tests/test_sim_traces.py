@@ -1,0 +1,138 @@
+"""Trace loaders and the seeded synthesis rules (``planner/sim/traces.py``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from models import InputError
+from planner.sim.cluster import generate_cluster, load_cluster
+from planner.sim.traces import (
+    TraceJob,
+    detect_format,
+    load_jsonl,
+    load_openb,
+    load_philly,
+    load_trace,
+    shared_traces_dir,
+    slice_trace,
+    team_tier,
+    write_jsonl,
+)
+
+DATA = Path(__file__).parent / "data" / "sim"
+
+
+def test_philly_slice_fields_and_rules():
+    jobs = load_philly(DATA / "philly-slice.csv")
+    assert len(jobs) == 34
+    first = jobs[0]
+    # 2017-10-04 09:01:55 UTC, 73 s, 1 GPU, team 11cb48
+    assert first.submit == datetime(2017, 10, 4, 9, 1, 55, tzinfo=timezone.utc).timestamp()
+    assert (first.duration_s, first.gpus, first.team) == (73.0, 1, "11cb48")
+    big = next(j for j in jobs if j.gpus == 32)
+    assert (big.gpus_per_node, big.nodes) == (8, 4)          # 32 GPUs = 4 nodes x 8
+    for j in jobs:
+        assert 2.0 * j.gpus <= j.checkpoint_gb <= 10.0 * j.gpus
+        assert j.checkpoint_interval_s in (900.0, 1800.0, 3600.0)
+        assert j.restore_s == pytest.approx(60 + j.checkpoint_gb / 2, abs=0.05)
+        assert j.signal in ("SIGTERM", None)
+        assert (j.barrier_s, j.cleanup_s) == (10.0, 5.0)
+        assert j.tier == team_tier(j.team, 0)
+
+
+def test_synthesis_is_seeded_and_independent_of_the_slice():
+    a = load_philly(DATA / "philly-slice.csv", seed=0)
+    b = load_philly(DATA / "philly-slice.csv", seed=0)
+    c = load_philly(DATA / "philly-slice.csv", seed=1)
+    assert [j.to_json() for j in a] == [j.to_json() for j in b]
+    assert [j.checkpoint_gb for j in a] != [j.checkpoint_gb for j in c]
+    # the same job in the full trace gets the same synthesized fields (same row id aside)
+    full = {(j.submit, j.duration_s, j.gpus, j.team): j for j in load_philly(
+        shared_traces_dir() / "philly-2017-09-10.csv")} \
+        if (shared_traces_dir() / "philly-2017-09-10.csv").exists() else None
+    if full is None:
+        pytest.skip("shared traces not available")
+    for j in a:
+        twin = full[(j.submit, j.duration_s, j.gpus, j.team)]
+        assert twin.tier == j.tier
+
+
+def test_openb_slice():
+    jobs = load_openb(DATA / "openb-slice.csv")
+    # 40 pods: 2 without GPUs dropped; every other pod was scheduled and deleted later
+    assert len(jobs) == 38
+    assert {j.tier for j in jobs if j.team == "BE"} == {3}
+    assert {j.tier for j in jobs if j.team == "Burstable"} == {2}
+    assert {j.tier for j in jobs if j.team == "LS"} <= {1, 2}
+    eight = next(j for j in jobs if j.gpus == 8)
+    assert eight.nodes == 1
+    assert jobs == sorted(jobs, key=lambda j: (j.submit, j.id))
+    # time_scale compresses arrivals around the first
+    half = load_trace(DATA / "openb-slice.csv", "openb", time_scale=0.5)
+    t0 = jobs[0].submit
+    assert [h.submit - t0 for h in half] == pytest.approx([(j.submit - t0) / 2 for j in jobs])
+
+
+def test_jsonl_roundtrip_and_detection(tmp_path):
+    jobs = load_philly(DATA / "philly-slice.csv")[:5]
+    p = tmp_path / "t.jsonl"
+    write_jsonl(jobs, p)
+    assert detect_format(p) == "jsonl"
+    assert detect_format(DATA / "philly-slice.csv") == "philly"
+    assert detect_format(DATA / "openb-slice.csv") == "openb"
+    back = load_trace(p)
+    assert [j.to_json() for j in back] == [j.to_json() for j in jobs]
+
+
+def test_jsonl_iso_times_and_errors(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_text("# a comment\n"
+                 '{"id": "a", "submit": "2026-01-05T00:00:00Z", "duration_s": 60, '
+                 '"gpus_per_node": 2}\n\n')
+    (a,) = load_jsonl(p)
+    assert a.submit == datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()
+    assert a.tier == 3 and a.nodes == 1
+    p.write_text('{"id": "a", "submit": 0, "gpus_per_node": 2, "colour": 1}\nnot json\n')
+    with pytest.raises(InputError) as e:
+        load_jsonl(p)
+    text = "\n".join(e.value.errors)
+    assert "line 1: missing field(s) ['duration_s']" in text
+    assert "line 1: unknown field(s) ['colour']" in text
+    assert "line 2: malformed JSON" in text
+
+
+def test_missing_trace_names_the_file():
+    with pytest.raises(InputError, match="no-such-trace.csv"):
+        load_trace("no-such-trace.csv")
+
+
+def test_slice_with_carry_over():
+    t0 = 1000.0
+    jobs = [TraceJob(id="old", submit=0.0, duration_s=1500.0, gpus_per_node=1),
+            TraceJob(id="done", submit=0.0, duration_s=500.0, gpus_per_node=1),
+            TraceJob(id="new", submit=1200.0, duration_s=10.0, gpus_per_node=1),
+            TraceJob(id="late", submit=1000.0 + 86400.0, duration_s=10.0, gpus_per_node=1)]
+    out = slice_trace(jobs, t0, 1.0, carry_over=True)
+    assert [j.id for j in out] == ["old", "new"]
+    assert (out[0].submit, out[0].duration_s, out[0].extra["carry_over"]) == (1000.0, 500.0, True)
+    assert [j.id for j in slice_trace(jobs, t0, 1.0)] == ["new"]
+
+
+def test_cluster_generator_and_snapshot_file(tmp_path):
+    snap = generate_cluster({"nodes": 10, "storage_targets": 2, "nodes_per_block": 4})
+    assert sum(n.gpus for n in snap.nodes) == 80
+    assert [n.storage for n in snap.nodes] == ["nfs-0"] * 5 + ["nfs-1"] * 5
+    assert snap.nodes[9].block == "rack-02"
+    with pytest.raises(InputError, match="generator.gpus: unknown field"):
+        generate_cluster({"gpus": 8})
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"now": "2026-01-05T00:00:00Z",
+                             "nodes": [{"id": "a", "gpus": 4}],
+                             "jobs": [{"id": "j", "tier": 9, "state": "pending",
+                                       "gpus_per_node": 1}]}))
+    snap = load_cluster(f)   # jobs are ignored (even a bad one)
+    assert [n.id for n in snap.nodes] == ["a"] and snap.jobs == []

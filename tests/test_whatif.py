@@ -1,0 +1,163 @@
+"""What-if on a snapshot (``planner/sim/whatif.py``, ``preempt-planner whatif``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import cli
+from models import InputError, load_snapshot
+from planner.sim.whatif import (
+    Variant,
+    apply_set,
+    load_scenarios,
+    parse_assignment,
+    run_whatif,
+    variant_snapshot,
+)
+
+# The contract's worked example: tier-1 finetune (8 GPUs) can only run by evicting
+# tier-3 sweep (52.5 GB checkpoint, 40 GB/s storage, 4 GB/s local: flush 13.125 s,
+# grace max(60, 2 * 28.125) = 60 s, cost 8 * (650 + 13.125) = 5305 GPU-s).
+SNAP = {
+    "now": "2026-11-29T08:00:00Z",
+    "storage": [{"id": "nfs-a", "write_gb_per_s": 40.0}],
+    "nodes": [{"id": "dgx-001", "gpus": 8, "local_write_gb_per_s": 4.0},
+              {"id": "dgx-002", "gpus": 8, "local_write_gb_per_s": 4.0}],
+    "jobs": [
+        {"id": "pretrain", "tier": 1, "state": "running", "gpus_per_node": 8,
+         "started_at": "2026-11-29T06:00:00Z",
+         "placement": [{"node": "dgx-001", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}]},
+        {"id": "sweep.17", "tier": 3, "state": "running", "gpus_per_node": 8,
+         "started_at": "2026-11-29T05:00:00Z",
+         "placement": [{"node": "dgx-002", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}],
+         "checkpoint": {"size_gb": 52.5, "barrier_s": 10, "cleanup_s": 5, "restore_s": 650}},
+        {"id": "finetune", "tier": 1, "priority": 50, "state": "pending", "gpus_per_node": 8},
+    ],
+}
+
+
+@pytest.fixture
+def snap():
+    return load_snapshot(SNAP)
+
+
+def data():
+    return load_snapshot(SNAP).model_dump(mode="json")
+
+
+def test_parse_assignment_values():
+    assert parse_assignment("policy.grace.max_s=120") == ("policy.grace.max_s", 120)
+    assert parse_assignment("nodes.a.state=down") == ("nodes.a.state", "down")
+    assert parse_assignment("x=true") == ("x", True)
+    assert parse_assignment("x=null") == ("x", None)
+    assert parse_assignment("x=[2, 3]") == ("x", [2, 3])
+    assert parse_assignment("x=1=2") == ("x", "1=2")
+    with pytest.raises(InputError, match="expected KEY=VALUE"):
+        parse_assignment("policy.grace.max_s")
+
+
+def test_apply_set_paths():
+    d = data()
+    apply_set(d, "policy.tiers.3.min_runtime_s", 3600)
+    apply_set(d, "storage.nfs-a.write_gb_per_s", 10)
+    apply_set(d, "nodes.dgx-002.state", "down")
+    apply_set(d, "jobs.sweep.17.priority", 5)            # an id with a dot
+    apply_set(d, "jobs.finetune.checkpoint.signal", None)
+    apply_set(d, "jobs.pretrain.placement.0.node", "dgx-001")  # list without ids: index
+    apply_set(d, "policy.tiers.4.preemptible", True)     # a new tier (a map entry)
+    apply_set(d, "policy.pools.reserved", [1])
+    s = load_snapshot(d)
+    assert s.policy.tiers[3].min_runtime_s == 3600
+    assert s.storage[0].write_gb_per_s == 10
+    assert s.node_map()["dgx-002"].state == "down"
+    assert s.job_map()["sweep.17"].priority == 5
+    assert s.job_map()["finetune"].checkpoint.signal is None
+    assert s.policy.tiers[4].preemptible and s.policy.tiers[4].min_runtime_s == 0
+    assert s.policy.pools == {"reserved": [1]}
+
+
+@pytest.mark.parametrize("key, msg", [
+    ("policy.tiers.3.min_runtme_s", "unknown key 'min_runtme_s' at policy.tiers.3"),
+    ("storage.nfs-b.write_gb_per_s", "no item 'nfs-b' in storage (ids: nfs-a)"),
+    ("nodes.dgx-009.state", "no item 'dgx-009' in nodes"),
+    ("policy.grace.max_s.x", "policy.grace.max_s is a value"),
+    ("polcy.grace", "unknown key 'polcy'"),
+])
+def test_bad_keys_name_the_key(key, msg):
+    with pytest.raises(InputError) as e:
+        apply_set(data(), key, 1)
+    assert e.value.errors[0].startswith(f"--set {key}: ")
+    assert msg in e.value.errors[0]
+
+
+def test_bad_value_is_reported_by_the_loader(snap):
+    with pytest.raises(InputError) as e:
+        variant_snapshot(snap, Variant("v", sets=[("nodes.dgx-001.state", "broken")]))
+    assert e.value.source == "variant 'v'"
+    assert any(m.startswith("nodes[0].state") for m in e.value.errors)
+
+
+def test_variants_side_by_side(snap):
+    variants = [
+        # immunity of 10 h protects the 3 h-old sweep: finetune waits (PROTECTED)
+        Variant("long-immunity", sets=[("policy.tiers.3.min_runtime_s", 36000)]),
+        # 0.1 GB/s storage: flush 525 s, grace would be 1080 s > max 180 (STORM)
+        Variant("slow-nfs", sets=[("storage.nfs-a.write_gb_per_s", 0.1)]),
+        # a 64-GPU tier-1 job cannot fit a 16-GPU cluster (NO_FIT); the rest is unchanged
+        Variant("big-job", add_jobs=[{"id": "big", "tier": 1, "gpus_per_node": 8,
+                                      "nodes": 8}]),
+    ]
+    r = run_whatif(snap, variants, "cpsat", deterministic=True)
+    base = r["base"]
+    assert base["admitted_gpus"] == {"1": 8, "2": 0, "3": 0}
+    assert base["evicted"] == ["sweep.17"] and base["eviction_cost_gpu_s"] == 5305.0
+    assert base["storm_flush_gb"] == 52.5 and base["max_grace_s"] == 60
+    imm, slow, big = r["variants"]
+    assert imm["admitted_gpus"]["1"] == 0 and imm["evictions"] == 0
+    assert imm["deferred_jobs"] == {"finetune": "PROTECTED"}
+    assert {"admitted_gpus", "evictions", "evicted", "deferred"} <= set(imm["differs"])
+    assert slow["deferred_jobs"] == {"finetune": "STORM"} and slow["evictions"] == 0
+    assert big["admitted_gpus"]["1"] == 8 and big["pending_gpus"]["1"] == 72
+    assert big["deferred_jobs"] == {"big": "NO_FIT"}
+    assert "evicted" not in big["differs"] and "deferred" in big["differs"]
+
+
+def test_scenario_file_and_cli_json(tmp_path, capsys):
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(SNAP))
+    sc = tmp_path / "scenario.yaml"
+    sc.write_text("variants:\n"
+                  "  - name: short-grace\n"
+                  "    set: ['policy.grace.max_s=59', 'policy.grace.min_s=30']\n"
+                  "  - name: no-signal\n"
+                  "    set: {jobs.sweep.17.checkpoint.signal: null}\n")
+    assert [v.name for v in load_scenarios(sc)] == ["short-grace", "no-signal"]
+    rc = cli.main(["whatif", str(snap_file), "--scenario", str(sc), "--planner", "cpsat",
+                   "--deterministic", "--format", "json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    short, nosig = out["variants"]
+    # need = max(30, 2 * (13.125 + 15)) = 56.25 s <= 59: still evicted, with a grace
+    # in [need, max] (the planner rounds it up to whole seconds)
+    assert short["evictions"] == 1 and 56.25 <= short["max_grace_s"] <= 59
+    # without a signal: grace min_s = 60, nothing flushed; cost adds the 3 h lost since start
+    assert nosig["storm_flush_gb"] == 0
+    assert nosig["eviction_cost_gpu_s"] == 8 * (3 * 3600 + 650)
+
+
+def test_cli_table_and_bad_key(tmp_path, capsys):
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(SNAP))
+    rc = cli.main(["whatif", str(snap_file), "--planner", "naive",
+                   "--set", "policy.grace.max_s=120",
+                   "--add-job", '{"id": "extra", "tier": 2, "gpus_per_node": 4}'])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "what-if" in out and "base" in out and "OUTRANKED" in out
+    rc = cli.main(["whatif", str(snap_file), "--set", "policy.tiers.3.min_runtme_s=1"])
+    assert rc == 2
+    assert "min_runtme_s" in capsys.readouterr().err
+    rc = cli.main(["whatif", str(snap_file)])
+    assert rc == 2
