@@ -93,6 +93,19 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
+def _ancestors(pid: int) -> set[int]:
+    """`pid` and its ancestors (never to be killed)."""
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
 class LocalSlurm:
     """One private Slurm cluster rooted at `root` (created if needed)."""
 
@@ -230,11 +243,12 @@ class LocalSlurm:
                      f"--log-file={self.root / 'log' / 'munged.log'}",
                      f"--seed-file={self.root / 'munge' / 'munged.seed'}"],
                     self.pid_file("munged"), "munged")
-        check = subprocess.run(
-            f"munge -S {self.munge_socket} -n | unmunge -S {self.munge_socket}",
-            shell=True, capture_output=True, text=True, timeout=10, check=False)
-        if check.returncode != 0:
-            raise SlurmSetupError(f"munge self-test failed: {check.stderr}")
+        cred = subprocess.run(["munge", "-S", str(self.munge_socket), "-n"],
+                              capture_output=True, timeout=10, check=False)
+        check = subprocess.run(["unmunge", "-S", str(self.munge_socket)], input=cred.stdout,
+                               capture_output=True, timeout=10, check=False)
+        if cred.returncode != 0 or check.returncode != 0:
+            raise SlurmSetupError(f"munge self-test failed: {cred.stderr!r} {check.stderr!r}")
         self._spawn(["/usr/sbin/slurmctld", "-c", "-f", str(self.conf)],
                     self.pid_file("slurmctld"), "slurmctld")
         for name in self.node_names:
@@ -332,19 +346,26 @@ class LocalSlurm:
             time.sleep(0.5)
 
     def _kill_strays(self) -> None:
-        """Kill slurmstepd / job processes whose environment names our SLURM_CONF."""
+        """Kill leftover slurmstepd and job processes of this cluster.
+
+        Only processes whose environment names our SLURM_CONF *and* that are a
+        slurmstepd or carry SLURM_JOB_ID (job scripts and their children); never
+        this process or its ancestors.
+        """
         marker = f"SLURM_CONF={self.conf}".encode()
-        me = os.getpid()
+        spared = _ancestors(os.getpid())
         for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) == me:
+            if not proc.name.isdigit() or int(proc.name) in spared:
                 continue
             try:
-                environ = (proc / "environ").read_bytes()
+                environ = (proc / "environ").read_bytes().split(b"\0")
                 cmdline = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if marker in environ.split(b"\0") or (
-                    b"slurmstepd" in cmdline and str(self.root).encode() in cmdline):
+            if marker not in environ:
+                continue
+            is_job = any(v.startswith(b"SLURM_JOB_ID=") for v in environ)
+            if is_job or b"slurmstepd" in cmdline:
                 try:
                     os.kill(int(proc.name), signal.SIGKILL)
                 except OSError:
