@@ -213,7 +213,9 @@ def query_states(cfg: SlurmConfig, job_ids: Sequence[str], runner: Runner
     """Current state of each job (``GONE`` when Slurm no longer knows it); None on error."""
     if not job_ids:
         return {}
-    rc, out, err = runner(status_cmd(cfg, job_ids), cfg.command_timeout_s)
+    argv = status_cmd(cfg, job_ids)
+    log.debug("slurm: %s", shlex.join(argv))
+    rc, out, err = runner(argv, cfg.command_timeout_s)
     states: dict[str, str] = {}
     for line in out.splitlines():
         jid, _, st = line.strip().partition("|")

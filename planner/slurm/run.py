@@ -89,6 +89,7 @@ class TickResult:
     plan: Any
     report: ApplyReport
     seconds: float
+    notes: int = 0
 
     def summary(self) -> str:
         jobs = self.snapshot.get("jobs", [])
@@ -100,7 +101,8 @@ class TickResult:
         pl = len(getattr(p, "placements", []) or [])
         fails = len(self.report.failures) + len(self.report.problems)
         mode = " (dry run)" if self.report.dry_run else ""
-        return (f"{running} running, {pending} pending; plan {status}: {ev} eviction(s), "
+        left = f" ({self.notes} note(s), see --log-level DEBUG)" if self.notes else ""
+        return (f"{running} running, {pending} pending{left}; plan {status}: {ev} eviction(s), "
                 f"{pl} placement(s); {fails} failure(s); {self.seconds:.1f} s{mode}")
 
 
@@ -115,7 +117,7 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     t0 = time.monotonic()
     parsed = take_snapshot(cfg, state, runner=runner, clock=clock)
     for note in parsed.notes:
-        log.info("slurm: %s", note)
+        log.debug("slurm: %s", note)
     snap = load_snapshot(parsed.snapshot)
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
@@ -129,7 +131,7 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
         if known is not None:
             state.forget_except(known)
         state.save()
-    result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0)
+    result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0, len(parsed.notes))
     if cfg.plan_dir is not None:
         _write_tick(cfg.plan_dir, number, clock(), result)
     return result
