@@ -463,6 +463,10 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
         info = p.nodes[ni]
         per_class: dict[int, list[int]] = defaultdict(list)
         any_gpus: dict[int, int] = defaultdict(int)
+        shared: dict[int, int] = defaultdict(int)  # tier -> shards on this node that may use it
+        for rights, _ci, _key, val in demands[ni]:
+            for t in rights:
+                shared[t] += val
         # most rights first, preferring freed GPUs, so free GPUs remain for the others
         for rights, ci, key, val in sorted(demands[ni], key=lambda t: (-len(t[0]), t[1], repr(t[2]))):
             c = model.classes[ci]
@@ -478,7 +482,7 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
             n_gpus = val * c.gpn if c.single_island else val
             chunks = [c.gpn] * val if c.single_island else [n_gpus]
             for size in chunks:
-                mask = _pick(free, freed, p, ni, rights, isl, size)
+                mask = _pick(free, freed, p, ni, rights, isl, size, shared)
                 if mask is None:
                     return None
                 _consume(free, freed, ni, mask)
@@ -533,10 +537,16 @@ def _take_pool(free, freed, p, ni, rights, within) -> int:  # noqa: ANN001
     return m & within
 
 
-def _pick(free, freed, p, ni, rights, isl, size):  # noqa: ANN001, ANN202
+def _pick(free, freed, p, ni, rights, isl, size, shared=None):  # noqa: ANN001, ANN202
+    """``size`` GPUs of island ``isl`` for a shard with these rights: GPUs freed by
+    victims it may use, those that the fewest other shards could use first, then
+    free GPUs (usable by everyone) last."""
     mask = 0
     got = 0
-    pools = [fm for v, fm in sorted(freed.get(ni, {}).items()) if p.running[v].job.tier in rights]
+    shared = shared or {}
+    usable = [(shared.get(p.running[v].job.tier, 0), v, fm)
+              for v, fm in freed.get(ni, {}).items() if p.running[v].job.tier in rights]
+    pools = [fm for _n, _v, fm in sorted(usable)]
     pools.append(free.get(ni, 0))
     for pool in pools:
         g = pool & isl & ~mask
@@ -578,7 +588,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     statuses = []
     best: Decision | None = None
     bound_info = None
-    remaining = max(0.05, time_limit_s - build_s)
+    # deterministic mode splits the budget without looking at the clock (R14)
+    remaining = time_limit_s if deterministic else max(0.05, time_limit_s - build_s)
     model.hint(greedy)
     for pi, ks in enumerate(phases):
         expr, _w = model.phase_expr(ks)
@@ -590,7 +601,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         solver.parameters.log_search_progress = log
         ts = time.perf_counter()
         st = solver.solve(model.m)
-        remaining = max(0.05, remaining - (time.perf_counter() - ts))
+        used = share if deterministic else time.perf_counter() - ts
+        remaining = max(0.05, remaining - used)
         statuses.append(_STATUS.get(st, str(st)))
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break
@@ -635,7 +647,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         obj, bnd = bound_info
         gap = 0.0 if proven else abs(bnd - obj) / max(1.0, abs(obj))
     status = "optimal" if proven else "feasible"
-    detail = (f"{len(phases)} phase(s): {', '.join(statuses)}; model built in {build_s:.3f} s"
+    built = "" if deterministic else f"; model built in {build_s:.3f} s"
+    detail = (f"{len(phases)} phase(s): {', '.join(statuses)}{built}"
               + ("; NVLink sets across cliques not modelled" if model.approximate else "")
               + ("; candidate nodes pruned" if model.pruned else ""))
     return assemble(problem, best, status,
