@@ -1,0 +1,637 @@
+"""Properties of the planner over many snapshots rather than hand-made stories.
+
+- R14: deterministic mode gives the same plan (JSON equal but for ``solver.wall_s``).
+- The fallback paths: when CP-SAT finds nothing, the greedy plan comes back with
+  status ``fallback``; when a candidate plan fails verification, ``plan()``
+  returns a plan that evicts nothing. Both are valid.
+- A seeded sweep over a few hundred random small snapshots (2-6 nodes, every
+  NVLink form including explicit edge graphs, tiers, immunity, gangs, blocks,
+  domains, pools, drain/down nodes, storm-prone storage, budgets, windows,
+  cooldowns, cascade guards): every CP-SAT plan is the solver's own (not the
+  safety net's), passes the verifier, lists every pending job exactly once, and
+  is lexicographically no worse (objective items 1-5) than the greedy plan; a
+  plan proven optimal is no worse than the Kubernetes- and Slurm-style plans too.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from ortools.sat.python import cp_model
+
+import planner as planner_pkg
+from models import load_snapshot
+from planner import plan
+from planner.generate import generate
+from planner.verify import objective_of, verify
+
+NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)  # a Monday
+
+# NVLink layouts by node size; the 8-GPU list holds every contract form
+CUBE_MESH = {"edges": [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3], [4, 5], [4, 6], [4, 7],
+                       [5, 6], [5, 7], [6, 7], [0, 4], [1, 5], [2, 6], [3, 7]]}
+LAYOUTS: dict[int, list[Any]] = {
+    8: ["nvswitch", "none", [[0, 1], [2, 3], [4, 5], [6, 7]], [[0, 1, 2, 3], [4, 5, 6, 7]],
+        [[0, 1, 2]], CUBE_MESH, {"edges": [[i, (i + 1) % 8] for i in range(8)]}],
+    4: ["nvswitch", "none", [[0, 1], [2, 3]], {"edges": [[0, 1], [1, 2], [2, 3]]}],
+    2: ["nvswitch", "none"],
+}
+WINDOWS = [
+    {"days": ["mon"], "start": "06:00", "end": "09:00"},  # inside
+    {"days": ["sun"], "start": "22:00", "end": "08:00"},  # just ended
+    {"start": "20:00", "end": "04:00"},  # outside
+]
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def random_snapshot(seed: int, *, n_nodes: tuple[int, int] = (2, 6),
+                    sizes: tuple[int, ...] = (2, 4, 8, 8, 8), n_pending: tuple[int, int] = (1, 6),
+                    gangs: tuple[int, ...] = (1, 1, 1, 2, 3),
+                    shapes: tuple[int, ...] = (1, 2, 2, 4, 4, 8)) -> dict[str, Any]:
+    """A small random snapshot (contract v1) that is valid input: between
+    ``n_nodes`` nodes of ``sizes`` GPUs, ``n_pending`` pending jobs of ``shapes``
+    GPUs per node on ``gangs`` nodes (bounds inclusive)."""
+    rng = np.random.default_rng(seed)
+
+    def pick(xs: list[Any]) -> Any:
+        return xs[int(rng.integers(len(xs)))]
+
+    def ago(max_s: float) -> str:
+        return _iso(NOW - timedelta(seconds=int(rng.uniform(0, max_s))))
+
+    n_storage = int(rng.integers(1, 3))
+    storage = [{"id": f"fs{i}", "write_gb_per_s": float(pick([2.0, 5.0, 10.0, 40.0]))}
+               for i in range(n_storage)]
+    reserved = rng.random() < 0.25
+    nodes: list[dict[str, Any]] = []
+    for i in range(int(rng.integers(n_nodes[0], n_nodes[1] + 1))):
+        gpus = int(pick(list(sizes)))
+        rec: dict[str, Any] = {
+            "id": f"n{i}", "gpus": gpus, "gpu_type": pick(["H100", "H100", "A100"]),
+            "nvlink": pick(LAYOUTS[gpus]),
+            "block": pick(["b0", "b1", None]), "nvlink_domain": pick(["d0", "d1", None]),
+            "state": "up" if rng.random() < 0.85 else pick(["drain", "down"]),
+        }
+        if n_storage > 1:
+            rec["storage"] = storage[int(rng.integers(n_storage))]["id"]
+        if rng.random() < 0.5:
+            rec["local_write_gb_per_s"] = float(pick([1.0, 4.0, 8.0]))
+        if reserved and i == 0:
+            rec["pool"] = "reserved"
+        nodes.append(rec)
+
+    free = {n["id"]: list(range(n["gpus"])) for n in nodes}
+    jobs: list[dict[str, Any]] = []
+
+    def checkpoint(started: str) -> dict[str, Any]:
+        ck: dict[str, Any] = {"size_gb": float(pick([0, 20, 100, 300, 600])),
+                              "barrier_s": float(pick([0, 5, 20])),
+                              "cleanup_s": float(pick([0, 5])),
+                              "restore_s": float(rng.integers(0, 900))}
+        if rng.random() < 0.25:
+            ck["signal"] = None
+        if rng.random() < 0.6:
+            s = datetime.fromisoformat(started)
+            span = (NOW - s).total_seconds()
+            ck["last_at"] = _iso(s + timedelta(seconds=int(rng.uniform(0, span))))
+        return ck
+
+    def running(jid: str, where: dict[str, list[int]]) -> dict[str, Any]:
+        started = ago(4 * 3600)  # a quarter to a half are still immune (R6)
+        job: dict[str, Any] = {
+            "id": jid, "tier": int(pick([1, 2, 3, 3])), "priority": int(rng.integers(0, 50)),
+            "state": "running", "gpus_per_node": len(next(iter(where.values()))),
+            "nodes": len(where), "started_at": started, "checkpoint": checkpoint(started),
+            "placement": [{"node": n, "gpus": sorted(g)} for n, g in where.items()]}
+        if rng.random() < 0.2:
+            job["preemptions"] = int(rng.integers(1, 6))
+            job["last_preempted_at"] = _iso(NOW - timedelta(days=1))
+        return job
+
+    # a multi-node running gang now and then
+    if rng.random() < 0.4:
+        k = int(pick([1, 2, 4]))
+        hosts = [n["id"] for n in nodes if len(free[n["id"]]) >= k]
+        if len(hosts) >= 2:
+            members = [hosts[int(i)] for i in rng.choice(len(hosts), 2, replace=False)]
+            where = {}
+            for n in members:
+                take = [int(g) for g in rng.choice(free[n], k, replace=False)]
+                free[n] = [g for g in free[n] if g not in take]
+                where[n] = take
+            jobs.append(running("r-gang", where))
+    for n in nodes:
+        r = 0
+        while free[n["id"]] and rng.random() < 0.8:
+            k = int(pick([1, 1, 2, 2, 4, 8]))
+            k = min(k, len(free[n["id"]]))
+            take = [int(g) for g in rng.choice(free[n["id"]], k, replace=False)]
+            free[n["id"]] = [g for g in free[n["id"]] if g not in take]
+            jobs.append(running(f"r-{n['id']}-{r}", {n["id"]: take}))
+            r += 1
+
+    for i in range(int(rng.integers(n_pending[0], n_pending[1] + 1))):
+        job = {"id": f"p{i}", "tier": int(pick([1, 1, 2, 2, 3])),
+               "priority": int(rng.integers(0, 100)), "state": "pending",
+               "gpus_per_node": int(pick(list(shapes))), "nodes": int(pick(list(gangs))),
+               "topology": pick(["nvlink", "nvlink", "any"])}
+        if rng.random() < 0.15:
+            job["gpu_type"] = pick(["H100", "A100", "B200"])
+        if rng.random() < 0.15:
+            job["same_block"] = True
+        if rng.random() < 0.1:
+            job["same_nvlink_domain"] = True
+        if rng.random() < 0.3:
+            job["preemptions"] = int(rng.integers(1, 7))
+            job["last_preempted_at"] = ago(3 * 3600)  # some still held (R9), some guarded
+        jobs.append(job)
+
+    policy: dict[str, Any] = {}
+    if reserved:
+        policy["pools"] = {"reserved": [1]}
+    if rng.random() < 0.3:
+        policy["max_evictions_per_tick"] = int(rng.integers(0, 4))
+    if rng.random() < 0.3:
+        policy["max_evicted_gpu_fraction"] = float(pick([0.1, 0.25, 0.5]))
+    if rng.random() < 0.3:
+        policy["cascade_guard_s"] = float(pick([600, 3600]))
+    if rng.random() < 0.3:
+        policy["tiers"] = {"2": {"windows": [pick(WINDOWS)]}}
+    if rng.random() < 0.3:
+        policy["grace"] = pick([{"max_s": 120}, {"min_s": 30, "safety": 1.5},
+                                {"max_s": 300, "safety": 3}])
+    if rng.random() < 0.2:
+        policy["backoff"] = {"cooldown_s": pick([120, 600])}
+    return {"version": 1, "now": _iso(NOW), "storage": storage, "nodes": nodes, "jobs": jobs,
+            "policy": policy}
+
+
+def _plan_json(p: Any) -> dict[str, Any]:
+    """The plan as JSON data without ``solver.wall_s``."""
+    d = json.loads(p.to_json())
+    d["solver"].pop("wall_s")
+    return d
+
+
+# ---------------------------------------------------------------- R14: determinism
+
+
+@pytest.mark.parametrize("nodes,seed", [(8, 1), (16, 2), (24, 5), (32, 7)])
+def test_deterministic_mode_repeats_generated(nodes: int, seed: int) -> None:
+    data = generate(nodes=nodes, seed=seed, pending=max(4, nodes // 2))
+    first = _plan_json(plan(data, deterministic=True, time_limit_s=1.0))
+    for _ in range(2):
+        assert _plan_json(plan(data, deterministic=True, time_limit_s=1.0)) == first
+
+
+def test_deterministic_mode_repeats_random_small() -> None:
+    for seed in range(20):
+        data = random_snapshot(seed)
+        first = _plan_json(plan(data, deterministic=True, time_limit_s=0.5))
+        assert _plan_json(plan(data, deterministic=True, time_limit_s=0.5)) == first, seed
+
+
+def test_deterministic_mode_ignores_workers_setting() -> None:
+    # deterministic mode runs one worker whatever ``workers`` says
+    data = generate(nodes=12, seed=3, pending=8)
+    a = _plan_json(plan(data, deterministic=True, workers=1))
+    b = _plan_json(plan(data, deterministic=True, workers=8))
+    assert a == b
+
+
+# ---------------------------------------------------------------- fallbacks
+
+
+def _busy_snapshot() -> dict[str, Any]:
+    """A snapshot where the greedy plan evicts something (so fallback is not trivial)."""
+    return generate(nodes=16, seed=1, pending=8)
+
+
+def test_fallback_when_solver_returns_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _busy_snapshot()
+    greedy = plan(data, planner="greedy")
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.UNKNOWN)
+    p = plan(data, deterministic=True)
+    assert p.status == "fallback"
+    assert p.solver.engine == "cp-sat" and p.solver.status == "UNKNOWN"
+    assert verify(load_snapshot(data), p) == []
+    # the fallback is the greedy plan
+    assert [e.job for e in p.evictions] == [e.job for e in greedy.evictions]
+    assert ([(q.job, q.placement) for q in p.placements]
+            == [(q.job, q.placement) for q in greedy.placements])
+    assert p.objective == greedy.objective
+    assert greedy.evictions, "the story should make the greedy planner evict"
+
+
+def test_fallback_when_solver_is_infeasible(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _busy_snapshot()
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.INFEASIBLE)
+    p = plan(data, deterministic=True)
+    assert p.status == "fallback"
+    assert verify(load_snapshot(data), p) == []
+
+
+def test_safe_plan_when_candidate_fails_verification(monkeypatch: pytest.MonkeyPatch) -> None:
+    # If the chosen plan ever failed verification, plan() returns one that evicts
+    # nothing (placing only on free GPUs), and that plan is valid.
+    data = _busy_snapshot()
+    snap = load_snapshot(data)
+    calls: list[int] = []
+    real = planner_pkg._valid
+
+    def first_fails(s: Any, p: Any) -> bool:
+        calls.append(1)
+        return False if len(calls) == 1 else real(s, p)
+
+    monkeypatch.setattr(planner_pkg, "_valid", first_fails)
+    p = plan(data, deterministic=True)
+    assert p.status == "fallback" and p.solver.engine == "safe"
+    assert p.evictions == []
+    assert verify(snap, p) == []
+    assert all(q.start_after_s == 0 for q in p.placements)
+
+
+# ---------------------------------------------------------------- random sweep
+
+
+SWEEP = 600
+PER_CHUNK = 50
+
+
+def _check_one(seed: int) -> str:
+    data = random_snapshot(seed)
+    snap = load_snapshot(data)
+    p = plan(data, deterministic=True, time_limit_s=0.5)
+    where = f"seed {seed}: {json.dumps(data)}"
+    problems = verify(snap, p)
+    assert problems == [], f"{where}\n{[str(v) for v in problems]}"
+    assert p.solver.engine == "cp-sat", f"{where}\nthe CP-SAT plan failed verification: {p.solver}"
+    pending = sorted(j.id for j in snap.jobs if j.state == "pending")
+    listed = sorted([q.job for q in p.placements] + [d.job for d in p.deferred])
+    assert listed == pending, where
+    key = objective_of(snap, p).key()
+    greedy = plan(data, planner="greedy")
+    assert key >= objective_of(snap, greedy).key(), f"{where}\nworse than greedy"
+    if p.status == "optimal":
+        for name in ("k8s", "slurm"):
+            other = plan(data, planner=name)
+            assert key >= objective_of(snap, other).key(), f"{where}\nworse than {name}"
+    return p.status
+
+
+@pytest.mark.parametrize("chunk", range(SWEEP // PER_CHUNK))
+def test_random_small_snapshots(chunk: int) -> None:
+    statuses = [_check_one(seed) for seed in range(chunk * PER_CHUNK, (chunk + 1) * PER_CHUNK)
+                if ("sweep", seed) not in KNOWN_BAD]
+    # the sweep should mostly prove optimality on snapshots this small
+    assert statuses.count("optimal") >= PER_CHUNK // 2, statuses
+
+
+def test_random_snapshots_are_varied() -> None:
+    """The sweep exercises what it claims: evictions, storms, every reason code."""
+    reasons: set[str] = set()
+    evicting = storms = edges = 0
+    for seed in range(SWEEP):
+        data = random_snapshot(seed)
+        edges += any(isinstance(n["nvlink"], dict) for n in data["nodes"])
+        p = plan(data, planner="greedy")
+        reasons |= {d.reason for d in p.deferred}
+        evicting += bool(p.evictions)
+        storms += any(e.grace_s > data.get("policy", {}).get("grace", {}).get("min_s", 60)
+                      for e in p.evictions)
+    assert evicting >= SWEEP // 5 and storms >= 5 and edges >= SWEEP // 4
+    assert reasons >= {"COOLDOWN", "NO_FIT", "PROTECTED", "OUTRANKED", "BUDGET"}, reasons
+
+
+def test_random_small_snapshots_never_fall_back() -> None:
+    # On snapshots this small the solver always has time: a fallback means the model's
+    # solution could not be turned into GPU indices, or a plan failed verification.
+    fallen = [seed for seed in range(SWEEP) if ("sweep", seed) not in KNOWN_BAD
+              and plan(random_snapshot(seed), deterministic=True, time_limit_s=0.5).status
+              == "fallback"]
+    assert fallen == []
+
+
+# ---------------------------------------------------------------- brute force optimum
+
+
+def _connected(raw: Any, gpus: tuple[int, ...]) -> bool:
+    """R3 over a raw ``nvlink`` value (written again here, independent of the planner)."""
+    if len(gpus) <= 1 or raw == "nvswitch":
+        return True
+    if raw == "none":
+        return False
+    if isinstance(raw, list):
+        return any(set(gpus) <= set(island) for island in raw)
+    edges = {frozenset(e) for e in raw["edges"]}
+    seen, stack = {gpus[0]}, [gpus[0]]
+    while stack:
+        g = stack.pop()
+        for h in gpus:
+            if h not in seen and frozenset((g, h)) in edges:
+                seen.add(h)
+                stack.append(h)
+    return len(seen) == len(gpus)
+
+
+Chosen = list[tuple[str, list[tuple[str, int]]]]  # (job id, [(node, GPU)]) per placed job
+
+
+def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty: bool = False,
+                   storm: bool = True, budgets: bool = True,
+                   max_leaves: int = 30000) -> tuple[tuple[float, ...], Chosen] | None:
+    """The best objective key (items 1-5) over every plan, by enumeration, and the
+    placements reaching it: each pending job (of ``only``, when given) is left out or
+    placed on any legal node set and GPU set; the victims are then exactly the holders
+    of the GPUs used (R7: no eviction without a beneficiary), and R5-R13 are checked
+    on them (``storm``/``budgets`` False skip R11-R12/R13; ``empty`` treats every GPU as
+    free). None when the enumeration would be too large."""
+    from itertools import combinations, product
+
+    from models.plan import Objective
+    from models.rules import eviction_cost, local_flush_s, victim_storage
+
+    snap = load_snapshot(data)
+    pol, now = snap.policy, snap.now
+    nodes = snap.node_map()
+    holder: dict[tuple[str, int], Any] = {}
+    for j in snap.jobs:
+        if j.state == "running" and not empty:
+            for part in j.placement or []:
+                for g in part.gpus:
+                    holder[(part.node, g)] = j
+
+    def evictable(j: Any) -> bool:
+        tp = pol.tier(j.tier)
+        return (tp.preemptible_at(now)
+                and (now - j.started_at).total_seconds() >= tp.min_runtime_s
+                and all(nodes[p.node].state != "down" for p in j.placement))
+
+    options: list[list[Any]] = []
+    pending = [j for j in snap.jobs if j.state == "pending" and (only is None or j.id in only)]
+    for j in pending:
+        opts: list[Any] = [None]
+        until = pol.hold_until(j.last_preempted_at, j.preemptions)
+        if until is None or now >= until:
+            guarded = (pol.cascade_guard_s > 0 and j.last_preempted_at is not None
+                       and (now - j.last_preempted_at).total_seconds() < pol.cascade_guard_s)
+            rights = set() if guarded else set(pol.tier(j.tier).can_preempt)
+            nvl = j.topology == "nvlink" and j.gpus_per_node > 1
+            shards: dict[str, list[tuple[int, ...]]] = {}
+            for n in snap.nodes:
+                if (n.state != "up" or n.gpus < j.gpus_per_node
+                        or (j.gpu_type is not None and n.gpu_type != j.gpu_type)
+                        or not pol.pool_admits(n.pool, j.tier)
+                        or (j.same_block and n.block is None)
+                        or (j.same_nvlink_domain and n.nvlink_domain is None)):
+                    continue
+                ok = [g for g in range(n.gpus) if (n.id, g) not in holder
+                      or (evictable(holder[(n.id, g)])
+                          and holder[(n.id, g)].tier in rights)]
+                sets = [c for c in combinations(ok, j.gpus_per_node)
+                        if not nvl or _connected(n.nvlink_raw(), c)]
+                if sets:
+                    shards[n.id] = sets
+            for group in combinations(sorted(shards), j.nodes):
+                if j.same_block and len({nodes[n].block for n in group}) > 1:
+                    continue
+                if j.same_nvlink_domain and len({nodes[n].nvlink_domain for n in group}) > 1:
+                    continue
+                for choice in product(*(shards[n] for n in group)):
+                    opts.append([(n, g) for n, c in zip(group, choice) for g in c])
+        options.append(opts)
+    leaves = 1
+    for o in options:
+        leaves *= len(o)
+    if leaves > max_leaves:
+        return None
+    storages = snap.storage_map()
+    total = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
+    tiers = sorted(pol.tiers)
+    best: list[Any] = [None, []]
+
+    def leaf(chosen: list[tuple[Any, list[tuple[str, int]]]]) -> tuple[float, ...] | None:
+        victims = {holder[g].id: holder[g] for _j, gs in chosen for g in gs if g in holder}
+        if budgets and (pol.max_evictions_per_tick is not None
+                        and len(victims) > pol.max_evictions_per_tick):
+            return None
+        if budgets and (pol.max_evicted_gpu_fraction is not None and sum(
+                v.total_gpus for v in victims.values())
+                > pol.max_evicted_gpu_fraction * total + 1e-9):
+            return None
+        loads: dict[str, float] = {}
+        for v in victims.values():
+            s = victim_storage(snap, v)
+            if v.checkpoint.signal is not None and s is not None:
+                loads[s.id] = loads.get(s.id, 0.0) + v.checkpoint.size_gb
+        for v in victims.values():
+            if v.checkpoint.signal is None or not storm:
+                continue
+            s = victim_storage(snap, v)
+            fl = max(loads[s.id] / storages[s.id].write_gb_per_s if s else 0.0,
+                     local_flush_s(nodes, v))
+            ck = v.checkpoint
+            if pol.grace.need(fl, ck.barrier_s, ck.cleanup_s) > pol.grace.max_s + 1e-9:
+                return None
+        admitted = {str(t): 0 for t in tiers}
+        for j, _gs in chosen:
+            admitted[str(j.tier)] += j.total_gpus
+        return Objective(admitted_gpus=admitted,
+                         priority_value=sum(j.priority * j.total_gpus for j, _ in chosen),
+                         eviction_cost_gpu_s=sum(eviction_cost(snap, v)
+                                                 for v in victims.values()),
+                         evictions=len(victims)).key()
+
+    def dfs(i: int, used: set[tuple[str, int]], chosen: list[Any]) -> None:
+        if i == len(pending):
+            k = leaf(chosen)
+            if k is not None and (best[0] is None or k > best[0]):
+                best[0], best[1] = k, [(j.id, gs) for j, gs in chosen]
+            return
+        for o in options[i]:
+            if o is None:
+                dfs(i + 1, used, chosen)
+            elif used.isdisjoint(o):
+                dfs(i + 1, used | set(o), [*chosen, (pending[i], o)])
+
+    dfs(0, set(), [])
+    return best[0], best[1]
+
+
+def brute_force_key(data: dict[str, Any]) -> tuple[float, ...] | None:
+    found = enumerate_best(data)
+    return None if found is None else found[0]
+
+
+def enumerated_plan(data: dict[str, Any], chosen: Chosen) -> Any:
+    """The enumerated placements as a contract plan (through the shared assembly), so
+    that the verifier can vouch for the enumeration itself."""
+    from models import SolverInfo
+    from planner.assemble import Decision, assemble
+    from planner.problem import build_problem
+
+    problem = build_problem(load_snapshot(data))
+    d = Decision()
+    for jid, gs in chosen:
+        parts: dict[int, int] = {}
+        for n, g in gs:
+            ni = problem.node_index[n]
+            parts[ni] = parts.get(ni, 0) | 1 << g
+        d.placements[jid] = sorted(parts.items())
+        for ni, m in parts.items():
+            d.victims |= {problem.owner[(ni, g)] for g in range(m.bit_length())
+                          if m >> g & 1 and (ni, g) in problem.owner}
+    return assemble(problem, d, "feasible", SolverInfo(engine="enumeration", status="ENUM"))
+
+
+# tiny snapshots for the enumeration: (seed base, random_snapshot keywords)
+TINY: dict[str, tuple[int, dict[str, Any]]] = {
+    "A": (10_000, {"n_nodes": (2, 3), "sizes": (2, 4, 4), "n_pending": (1, 3),
+                   "gangs": (1, 1, 2), "shapes": (1, 2, 2, 4)}),
+    "B": (20_000, {"n_nodes": (2, 4), "sizes": (2, 4, 4, 8), "n_pending": (2, 4),
+                   "gangs": (1, 1, 2), "shapes": (1, 2, 2, 4)}),
+}
+BRUTE = 300  # snapshots per family
+
+
+def tiny(family: str, seed: int) -> dict[str, Any]:
+    base, kw = TINY[family]
+    return random_snapshot(base + seed, **kw)
+
+
+@pytest.mark.parametrize("family,chunk", [(f, c) for f in sorted(TINY) for c in range(2)])
+def test_optimal_matches_enumeration(family: str, chunk: int) -> None:
+    """On tiny snapshots a plan proven ``optimal`` has the enumerated best objective
+    (items 1-5); no plan beats the enumeration; when the planner's plan is worse, the
+    enumerated plan passes the verifier (so the enumeration is not the one at fault)."""
+    checked = proven = 0
+    for seed in range(chunk * BRUTE // 2, (chunk + 1) * BRUTE // 2):
+        if (family, seed) in KNOWN_BAD:
+            continue
+        data = tiny(family, seed)
+        found = enumerate_best(data)
+        if found is None:
+            continue
+        best, chosen = found
+        checked += 1
+        snap = load_snapshot(data)
+        p = plan(data, deterministic=True, time_limit_s=0.5)
+        where = f"{family}/{seed}: {json.dumps(data)}"
+        assert p.solver.engine == "cp-sat", f"{where}\nCP-SAT plan failed verification"
+        key = objective_of(snap, p).key()
+        assert key <= best, f"{where}\nplan {key} beats the enumeration {best}"
+        if key < best:
+            other = enumerated_plan(data, chosen)
+            assert [str(v) for v in verify(snap, other)] == [], where
+            assert objective_of(snap, other).key() == best, where
+        if p.status == "optimal":
+            proven += 1
+            assert key == best, f"{where}\nproven optimal {key} but {best} exists"
+    assert checked >= BRUTE // 2 * 3 // 4 and proven >= checked // 2, (checked, proven)
+
+
+def _reason_facts(data: dict[str, Any], jid: str) -> dict[str, bool | None]:
+    """What the enumeration says about one pending job on its own (None: too large)."""
+    def placed(**kw: Any) -> bool | None:
+        found = enumerate_best(data, only={jid}, **kw)
+        return None if found is None else bool(found[1])
+
+    return {"empty": placed(empty=True), "alone": placed(),
+            "free_rules": placed(storm=False, budgets=False)}
+
+
+def _deferrals(families: tuple[str, ...] = tuple(sorted(TINY))) -> Any:
+    """(where, snapshot, policy, deferred entry, job, facts) for every deferred job of the
+    tiny snapshots that is not held by its backoff (facts: see ``_reason_facts``)."""
+    for family in families:
+        for seed in range(BRUTE):
+            if (family, seed) in KNOWN_BAD:
+                continue
+            data = tiny(family, seed)
+            snap = load_snapshot(data)
+            pol = snap.policy
+            p = plan(data, deterministic=True, time_limit_s=0.5)
+            jobs = snap.job_map()
+            for d in p.deferred:
+                job = jobs[d.job]
+                where = f"{family}/{seed} {d.job} {d.reason} ({d.detail}): {json.dumps(data)}"
+                until = pol.hold_until(job.last_preempted_at, job.preemptions)
+                held = until is not None and snap.now < until
+                assert (d.reason == "COOLDOWN") == held, where  # R9
+                if held:
+                    assert d.until == until, where
+                    continue
+                yield where, snap, pol, d, job, _reason_facts(data, d.job)
+
+
+def test_deferral_reasons_agree_with_enumeration() -> None:
+    """Each deferred job's reason is consistent with what the job could do on its own:
+    COOLDOWN iff it is held (R9); NO_FIT iff it fits nowhere even on an empty cluster;
+    PROTECTED only if it cannot be placed alone (within every rule); CASCADE_GUARD
+    only if guarded; BUDGET only under a budget; STORM and BUDGET only if it could be
+    placed with R11-R13 waived."""
+    counts: dict[str, int] = {}
+    for where, snap, pol, d, job, facts in _deferrals():
+        counts[d.reason] = counts.get(d.reason, 0) + 1
+        if facts["empty"] is not None:
+            assert (d.reason == "NO_FIT") == (not facts["empty"]), (where, facts)
+        if d.reason == "PROTECTED" and facts["alone"] is not None:
+            assert not facts["alone"], (where, facts)
+        if d.reason in ("STORM", "BUDGET") and facts["free_rules"] is not None:
+            assert facts["free_rules"], (where, facts)
+        if d.reason == "CASCADE_GUARD":
+            assert job.last_preempted_at is not None and (
+                snap.now - job.last_preempted_at).total_seconds() < pol.cascade_guard_s, where
+        if d.reason == "BUDGET":
+            assert (pol.max_evictions_per_tick is not None
+                    or pol.max_evicted_gpu_fraction is not None), where
+    assert {"NO_FIT", "PROTECTED", "OUTRANKED", "STORM", "BUDGET"} <= set(counts), counts
+
+
+@pytest.mark.xfail(strict=True, reason="planner bugs in explain.py: a job that alone needs "
+                   "more than the eviction budget is reported OUTRANKED (should be BUDGET); "
+                   "STORM is reported whenever some storage carries a flush, also for jobs "
+                   "that merely lost their node to a more valuable job (should be OUTRANKED)")
+def test_outranked_and_storm_agree_with_enumeration() -> None:
+    """OUTRANKED only if the job could be placed alone within every rule (the capacity
+    went to others); STORM only if it could not."""
+    wrong = []
+    for where, _snap, _pol, d, _job, facts in _deferrals():
+        if facts["alone"] is None:
+            continue
+        if (d.reason == "OUTRANKED") != facts["alone"] and d.reason in ("OUTRANKED", "STORM"):
+            wrong.append(where)
+    assert wrong == []
+
+
+# ---------------------------------------------------------------- known planner bugs
+
+
+# Random snapshots that expose a reported planner bug: left out of the sweeps above
+# and kept here, expected to fail until the bug is fixed.
+KNOWN_BAD: dict[tuple[str, int], str] = {
+    ("A", 49): "R11: a victim with a signal and size_gb 0 is left out of the storm cap, "
+               "its flush_s = F_s / write rate pushes its need over grace.max_s, every "
+               "planner's plan fails verification and plan() evicts nothing",
+}
+
+
+@pytest.mark.parametrize("family,seed", sorted(KNOWN_BAD))
+@pytest.mark.xfail(strict=True, reason="planner bug, see KNOWN_BAD")
+def test_known_bad_snapshots(family: str, seed: int) -> None:
+    data = random_snapshot(seed) if family == "sweep" else tiny(family, seed)
+    snap = load_snapshot(data)
+    p = plan(data, deterministic=True, time_limit_s=0.5)
+    assert p.status != "fallback", (KNOWN_BAD[(family, seed)], p.solver)
+    found = enumerate_best(data)
+    if found is not None:
+        assert objective_of(snap, p).key() == found[0]
