@@ -30,7 +30,8 @@ def add_run_args(p: Any) -> None:
                    help="warm start: jobs submitted before --start that would still run join "
                         "at the start with their remaining time")
     p.add_argument("--time-scale", type=float, default=1.0,
-                   help="multiply inter-arrival times (0.5 = twice the load)")
+                   help="multiply inter-arrival times around the start: 0.5 puts 2 x --days of "
+                        "trace arrivals into --days (twice the load)")
     p.add_argument("--time-limit", type=float, default=1.0, help="planner time limit per tick")
     p.add_argument("--deterministic", action="store_true", help="deterministic planner mode")
     p.add_argument("--workers", type=int, default=2, help="CP-SAT workers")

@@ -52,12 +52,19 @@ def prepare(spec: RunSpec) -> Simulator:
     cfg = SimConfig(**spec.config)
     policy = load_policy(Path(spec.policy)) if spec.policy else None
     cluster = load_cluster(spec.cluster, policy)
-    jobs = load_trace(spec.trace, spec.trace_format, seed=cfg.seed, node_gpus=spec.node_gpus,
-                      time_scale=spec.time_scale)
-    if cfg.start is not None or spec.carry_over or cfg.days is not None:
-        jobs = slice_trace(jobs, cfg.start, cfg.days, carry_over=spec.carry_over)
+    jobs = load_trace(spec.trace, spec.trace_format, seed=cfg.seed, node_gpus=spec.node_gpus)
+    scale = spec.time_scale
+    if scale <= 0:
+        raise InputError([f"--time-scale: must be positive, got {scale}"])
+    if cfg.start is not None or spec.carry_over or cfg.days is not None or scale != 1.0:
+        # the arrivals of days / scale trace days, compressed into the simulated days
+        trace_days = None if cfg.days is None else cfg.days / scale
+        jobs = slice_trace(jobs, cfg.start, trace_days, carry_over=spec.carry_over)
         if cfg.start is None and jobs:
             cfg.start = jobs[0].submit
+        if scale != 1.0 and cfg.start is not None:
+            for j in jobs:
+                j.submit = cfg.start + (j.submit - cfg.start) * scale
     if not jobs:
         raise InputError(["trace: no job in the simulated period"], spec.trace)
     return Simulator(cluster, jobs, cfg, cluster.policy)
