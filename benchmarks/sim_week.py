@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from planner.sim.runner import RunSpec, parse_time, prepare  # noqa: E402
-from planner.sim.metrics import compute_metrics  # noqa: E402
+from planner.sim.metrics import compute_metrics
+from planner.sim.runner import RunSpec, parse_time, prepare
 
 CLUSTER = REPO / "tests" / "data" / "sim" / "cluster-1024.yaml"
 TRACE = "philly-2017-09-10.csv"  # found in ../shared/traces

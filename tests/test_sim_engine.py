@@ -10,7 +10,7 @@ naive gives everyone 30 s.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,7 +19,7 @@ from planner.sim.engine import SimConfig, simulate
 from planner.sim.metrics import compute_metrics
 from planner.sim.traces import TraceJob
 
-BASE = datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()
+BASE = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
 
 
 def cluster(nodes: int = 1, bw: float = 100.0, policy: dict | None = None):
@@ -188,7 +188,7 @@ def test_naive_grace_too_short_loses_progress_since_last_checkpoint():
 def test_cpsat_grace_covers_the_flush():
     # cpsat gives X need = max(60, 2 * (40 + 5 + 5)) = 100 s: the 50 s flush fits,
     # nothing is lost; Y starts at 3960 + 100.
-    res, m = run("cpsat", cluster(bw=1.0), grace_trace())
+    res, _ = run("cpsat", cluster(bw=1.0), grace_trace())
     e, = res.evictions
     assert e["grace_s"] == 100 and e["saved"]
     assert res.totals["lost_gpu_s"] == 0
@@ -214,6 +214,6 @@ def test_requeued_job_queue_age_restarts():
     # X's queue age restarts at its requeue: in the naive ping-pong X waits
     # 330 -> 660, 1230 -> 1560, ..., 4830 -> 5160: 6 waits of 330 s (its first start was
     # immediate), each counted from its requeue, not from its submission
-    res, m = run("naive", cluster(), ping_pong_trace())
+    res, _ = run("naive", cluster(), ping_pong_trace())
     x = next(j for j in res.jobs if j["id"] == "x")
     assert x["wait_s"] == 6 * 330

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ def test_philly_slice_fields_and_rules():
     assert len(jobs) == 34
     first = jobs[0]
     # 2017-10-04 09:01:55 UTC, 73 s, 1 GPU, team 11cb48
-    assert first.submit == datetime(2017, 10, 4, 9, 1, 55, tzinfo=timezone.utc).timestamp()
+    assert first.submit == datetime(2017, 10, 4, 9, 1, 55, tzinfo=UTC).timestamp()
     assert (first.duration_s, first.gpus, first.team) == (73.0, 1, "11cb48")
     big = next(j for j in jobs if j.gpus == 32)
     assert (big.gpus_per_node, big.nodes) == (8, 4)          # 32 GPUs = 4 nodes x 8
@@ -94,7 +94,7 @@ def test_jsonl_iso_times_and_errors(tmp_path):
                  '{"id": "a", "submit": "2026-01-05T00:00:00Z", "duration_s": 60, '
                  '"gpus_per_node": 2}\n\n')
     (a,) = load_jsonl(p)
-    assert a.submit == datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()
+    assert a.submit == datetime(2026, 1, 5, tzinfo=UTC).timestamp()
     assert a.tier == 3 and a.nodes == 1
     p.write_text('{"id": "a", "submit": 0, "gpus_per_node": 2, "colour": 1}\nnot json\n')
     with pytest.raises(InputError) as e:

@@ -17,7 +17,7 @@ Generator spec (JSON or YAML)::
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ def generate_cluster(spec: dict[str, Any] | None = None, policy: Any = None) -> 
         if per_block:
             node["block"] = f"rack-{i // per_block:02d}"
         nodes.append(node)
-    data = {"version": 1, "now": datetime(2000, 1, 1, tzinfo=timezone.utc).isoformat(),
+    data = {"version": 1, "now": datetime(2000, 1, 1, tzinfo=UTC).isoformat(),
             "storage": storage, "nodes": nodes, "jobs": [], "policy": policy or {}}
     return load_snapshot(data)
 

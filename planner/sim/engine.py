@@ -35,13 +35,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from models import Job, Plan, Policy, Snapshot
 from planner.sim.traces import TraceJob
 
-__all__ = ["SimConfig", "SimResult", "Simulator", "SimulationError", "get_planner", "simulate"]
+__all__ = ["SimConfig", "SimResult", "SimulationError", "Simulator", "get_planner", "simulate"]
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm", "naive")
 FAIRSHARE_WEIGHT = 500
@@ -98,17 +98,38 @@ def get_planner(cfg: SimConfig) -> Callable[[Snapshot], Plan]:
 
 
 def _dt(t: float) -> datetime:
-    return datetime.fromtimestamp(t, timezone.utc)
+    return datetime.fromtimestamp(t, UTC)
 
 
 class _SJ:
     """Mutable state of one simulated job."""
 
     __slots__ = (
-        "spec", "idx", "state", "progress", "queued_at", "submit", "first_start", "done_at",
-        "wait_s", "preemptions", "last_preempted_at", "last_evicted_at", "streak", "max_streak",
-        "placement", "seg_place", "seg_start", "seg_run", "seg_p0", "version", "run_priority",
-        "cache_key", "cache_obj", "gpus", "history",
+        "cache_key",
+        "cache_obj",
+        "done_at",
+        "first_start",
+        "gpus",
+        "history",
+        "idx",
+        "last_evicted_at",
+        "last_preempted_at",
+        "max_streak",
+        "placement",
+        "preemptions",
+        "progress",
+        "queued_at",
+        "run_priority",
+        "seg_p0",
+        "seg_place",
+        "seg_run",
+        "seg_start",
+        "spec",
+        "state",
+        "streak",
+        "submit",
+        "version",
+        "wait_s",
     )
 
     def __init__(self, spec: TraceJob, idx: int):
@@ -562,9 +583,9 @@ class Simulator:
         last = now
         horizon = (self.t_stop if self.t_stop < math.inf else self._horizon_guess()) - self.t0
         while now <= self.t_stop:
+            self._update_fairshare(now)  # usage since the last tick, before it changes
             if self._process_events(now):
                 dirty = True
-            self._update_fairshare(now)
             ev = placed = 0
             if dirty and self.pending and self._eligible(now):
                 snap = self.snapshot(now)

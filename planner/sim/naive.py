@@ -16,7 +16,17 @@ import time
 from collections import defaultdict
 from datetime import timedelta
 
-from models import Deferred, Eviction, Job, Node, Objective, Placement, PlacementPart, Plan, Snapshot
+from models import (
+    Deferred,
+    Eviction,
+    Job,
+    Node,
+    Objective,
+    Placement,
+    PlacementPart,
+    Plan,
+    Snapshot,
+)
 from models.plan import SolverInfo, StormLoad
 from models.rules import eviction_cost, local_flush_s, victim_storage
 from planner.topology import best_fit, fits, list_to_mask, mask_to_list
@@ -35,9 +45,7 @@ def _node_ok(snap: Snapshot, node: Node, job: Job) -> bool:
         return False
     if job.same_block and node.block is None:
         return False
-    if job.same_nvlink_domain and node.nvlink_domain is None:
-        return False
-    return True
+    return not (job.same_nvlink_domain and node.nvlink_domain is None)
 
 
 def _fits(node: Node, mask: int, job: Job) -> bool:
@@ -122,7 +130,7 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
         for group in options.values():
             if len(group) < job.nodes:
                 continue
-            group.sort(key=lambda o: (o[0], bin(o[3]).count("1"), o[1]))
+            group.sort(key=lambda o: (o[0], o[3].bit_count(), o[1]))
             pick = group[: job.nodes]
             if best is None or sum(o[0] for o in pick) < sum(o[0] for o in best):
                 best = pick

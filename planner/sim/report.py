@@ -6,6 +6,7 @@ it :func:`write_charts` returns no files and the report says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ def _f(x: Any, nd: int = 2) -> str:
     if x is None:
         return "-"
     if isinstance(x, float):
-        if x != x:
+        if math.isnan(x):
             return "-"
         return f"{x:,.{nd}f}"
     if isinstance(x, int):

@@ -4,7 +4,7 @@ worker processes share)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,12 @@ def parse_time(text: str | float | None) -> float | None:
     except (TypeError, ValueError):
         pass
     try:
-        dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(str(text))
     except ValueError:
         raise InputError([f"--start: {text!r} is neither epoch seconds nor an ISO-8601 time"]) \
             from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 

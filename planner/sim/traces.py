@@ -33,7 +33,7 @@ import math
 import random
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,7 @@ def team_tier(team: str, seed: int) -> int:
 # ------------------------------------------------------------------ loaders
 
 
-def _epoch(text: str | float | int | None, what: str) -> float | None:
+def _epoch(text: str | float | None, what: str) -> float | None:
     if text is None or text == "":
         return None
     if isinstance(text, (int, float)):
@@ -180,12 +180,12 @@ def _epoch(text: str | float | int | None, what: str) -> float | None:
     except ValueError:
         pass
     try:
-        dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(str(text))
     except ValueError:
         raise InputError([f"{what}: {text!r} is neither epoch seconds nor an ISO-8601 time"]) \
             from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
@@ -201,7 +201,7 @@ def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[
     for i, r in enumerate(rows):
         try:
             submit = datetime.fromisoformat(r["timestamp"]).replace(
-                tzinfo=timezone.utc).timestamp()
+                tzinfo=UTC).timestamp()
             duration = float(r["duration"])
             gpus = int(float(r["num_gpus"]))
         except ValueError as exc:
@@ -302,8 +302,7 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
 
 def write_jsonl(jobs: Iterable[TraceJob], path: str | Path) -> None:
     with open(path, "w") as fh:
-        for j in jobs:
-            fh.write(json.dumps(j.to_json(), sort_keys=True) + "\n")
+        fh.writelines(json.dumps(j.to_json(), sort_keys=True) + "\n" for j in jobs)
 
 
 def detect_format(path: str | Path) -> str:
