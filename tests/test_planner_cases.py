@@ -452,6 +452,7 @@ def test_immunity_boundary(tier: int, started: str, evictable: bool) -> None:
     ({"days": ["mon"], "start": "08:00", "end": "08:00"}, True),  # start == end: all day
     ({"start": "07:59", "end": "08:01"}, True),  # no days: every day
     ({"days": ["tue"], "start": "00:00", "end": "24:00"}, False),
+    ({"days": ["mon"], "start": "00:00", "end": "24:00"}, True),
 ])
 def test_tier2_window(window: dict[str, Any], inside: bool) -> None:
     # now = Monday 08:00Z. Tier-2 night (8 GPUs, 4 h old, cost 800) is preemptible only
@@ -688,6 +689,19 @@ def test_priority_tie_break_and_outranked() -> None:
           deferred={"A": "OUTRANKED", "D": "OUTRANKED", "T2": "OUTRANKED"},
           objective=obj(t1=8, prio=80))
     assert sorted(nodes_of(p, "B")["n1"] + nodes_of(p, "C")["n1"]) == ALL8
+
+
+def test_negative_priorities() -> None:
+    # Tier-3 jobs on a free 8-GPU node: neg (4 GPUs, priority -5), pos (4, priority 1),
+    # neg2 (8, priority -50). Every choice that fills the node admits 8 tier-3 GPUs
+    # (item 2); item 3 then compares 4 x (-5) + 4 x 1 = -16 with 8 x (-50) = -400:
+    # neg + pos, and neg2 is OUTRANKED. Admitting fewer GPUs to avoid a negative
+    # priority is never better (item 2 first).
+    jobs = [pend("neg", 3, 4, priority=-5, topology="any"),
+            pend("pos", 3, 4, priority=1, topology="any"), pend("neg2", 3, 8, priority=-50)]
+    p = solve(snap([node("n1")], jobs))
+    check(p, evictions={}, placements={"neg": at(0, n1=None), "pos": at(0, n1=None)},
+          deferred={"neg2": "OUTRANKED"}, objective=obj(t3=8, prio=-16))
 
 
 def test_eviction_count_tie_break() -> None:
