@@ -386,7 +386,7 @@ class Simulator:
                                   if j.last_preempted_at is not None else None),
             "submitted_at": _dt(j.submit),
         }
-        if j.state == "running":
+        if j.state == "running" and started is not None:
             d["started_at"] = _dt(started)
             d["placement"] = [{"node": n, "gpus": list(g)} for n, g in j.placement]
         obj = Job.model_validate(d)
@@ -404,7 +404,7 @@ class Simulator:
             j.run_priority = self._priority(j, now, total)
             recs.append(self._job_record(j, now))
         return Snapshot(now=_dt(now), storage=self._storage_list, nodes=self._node_list,
-                        jobs=recs, policy=self.policy)
+                        jobs=recs, policy=self.policy, comment=None)
 
     # ------------------------------------------------------------ executing a plan
 

@@ -139,14 +139,14 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
                                      detail="no capacity, even by evicting lower tiers"))
             continue
         parts = []
-        new_victims = {v for o in best for v in o[2]}
-        for v in sorted(new_victims):
-            victims[v] = set()
-            for p in running[v].placement or []:
+        new_victims = {vid for o in best for vid in o[2]}
+        for vid in sorted(new_victims):
+            victims[vid] = set()
+            for p in running[vid].placement or []:
                 gm = list_to_mask(p.gpus)
                 free[p.node] |= gm
                 for g in p.gpus:
-                    freed_by[(p.node, g)] = v
+                    freed_by[(p.node, g)] = vid
                     owner[p.node].pop(g, None)
         uses_victim = False
         for _, nid, _, _ in sorted(best, key=lambda o: o[1]):
@@ -158,9 +158,9 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
             gl = mask_to_list(m)
             for g in gl:
                 owner[nid][g] = job.id
-                v = freed_by.get((nid, g))
-                if v is not None:
-                    victims[v].add(job.id)
+                by = freed_by.get((nid, g))
+                if by is not None:
+                    victims[by].add(job.id)
                     uses_victim = True
             parts.append(PlacementPart(node=nid, gpus=gl))
         placements.append(Placement(job=job.id, placement=parts,

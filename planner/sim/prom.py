@@ -110,9 +110,9 @@ def plan_metrics(plan: Plan, snapshot: Snapshot | None = None) -> str:
     alert = Gauge("preempt_plan_thrash_alert", f"1 when the eviction rate exceeds "
                   f"{THRASH_FRACTION:.0%} of running jobs", registry=reg)
     if snapshot is not None:
-        r = len(plan.evictions) / max(1, len(snapshot.running()))
-        rate.set(r)
-        alert.set(1 if r > THRASH_FRACTION else 0)
+        ratio = len(plan.evictions) / max(1, len(snapshot.running()))
+        rate.set(ratio)
+        alert.set(1 if ratio > THRASH_FRACTION else 0)
     else:
         rate.set(float("nan"))
         alert.set(0)

@@ -53,6 +53,13 @@ def _storm_ratio(m: dict[str, Any]) -> Any:
     return max(r) if r else 0.0
 
 
+def _pick(key: str, tier: str, q: str) -> Callable[[dict[str, Any]], Any]:
+    def get(m: dict[str, Any]) -> Any:
+        return m[key].get(tier, {}).get(q)
+
+    return get
+
+
 def comparison_rows(metrics: Sequence[dict[str, Any]]) -> list[Row]:
     """Rows (name, getter, format) shown for every run; per-tier rows for every tier seen."""
     rows: list[Row] = [
@@ -75,12 +82,11 @@ def comparison_rows(metrics: Sequence[dict[str, Any]]) -> list[Row]:
     tiers = sorted({t for m in metrics for t in m["queue_delay_s"]}, key=int)
     for t in tiers:
         for q in ("p50", "p95", "p99"):
-            rows.append((f"tier {t} queueing delay {q}",
-                         lambda m, t=t, q=q: m["queue_delay_s"].get(t, {}).get(q), "dur"))
+            rows.append((f"tier {t} queueing delay {q}", _pick("queue_delay_s", t, q), "dur"))
     for t in tiers:
         for q in ("p50", "p95"):
-            rows.append((f"tier {t} completion time {q}",
-                         lambda m, t=t, q=q: m["completion_time_s"].get(t, {}).get(q), "dur"))
+            rows.append((f"tier {t} completion time {q}", _pick("completion_time_s", t, q),
+                         "dur"))
     rows += [
         ("planner calls", lambda m: m["planner_calls"], "i"),
         ("wall time per simulated day", lambda m: m["wall_s_per_sim_day"], "s_wall"),

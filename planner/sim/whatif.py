@@ -222,7 +222,7 @@ def summarize(name: str, snap: Snapshot, plan: Plan, describe: str = "") -> dict
     """The numbers shown side by side for one variant."""
     tiers = sorted(snap.policy.tiers)
     pend = Counter(str(j.tier) for j in snap.pending())
-    pend_gpus = Counter()
+    pend_gpus: Counter[str] = Counter()
     for j in snap.pending():
         pend_gpus[str(j.tier)] += j.total_gpus
     admitted = {str(t): int(plan.objective.admitted_gpus.get(str(t), 0)) for t in tiers}
