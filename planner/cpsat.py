@@ -284,7 +284,7 @@ class CpsatModel:
         by_storage: dict[str, list[str]] = defaultdict(list)
         for vid in self.evict:
             v = self.p.running[vid]
-            if v.flush_gb > 0 and v.storage is not None and math.isfinite(v.storm_cap_gb):
+            if v.flushing and v.storage is not None and math.isfinite(v.storm_cap_gb):
                 by_storage[v.storage].append(vid)
         for s, vids in sorted(by_storage.items()):
             sizes = [math.ceil(self.p.running[v].flush_gb * MB_PER_GB - 1e-9) for v in vids]

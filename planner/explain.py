@@ -14,7 +14,7 @@ from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem, fmt_duration
 
 
-def shape(job) -> str:  # noqa: ANN001 - models.Job
+def shape(job) -> str:
     gpus = f"{job.gpus_per_node} GPU" + ("s" if job.gpus_per_node > 1 else "")
     s = gpus if job.nodes == 1 else f"{job.nodes} nodes x {gpus}"
     extra = []
@@ -51,7 +51,7 @@ def _enough(problem: Problem, info: PendingInfo, hosts: list[int]) -> bool:
     return max(groups.values(), default=0) >= job.nodes
 
 
-def _avail(problem: Problem, info: PendingInfo, admit) -> dict[int, int]:  # noqa: ANN001
+def _avail(problem: Problem, info: PendingInfo, admit) -> dict[int, int]:
     """Free GPUs plus GPUs of running jobs ``admit(victim_info)`` lets go, per node."""
     out = {}
     for i in info.candidates:
@@ -138,33 +138,7 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                                "free GPUs, and not enough are free (R10)")
     rightful = _avail(problem, info, lambda v: v.evictable and v.job.tier in info.rights)
     if _enough(problem, info, _hosts(problem, info, rightful)):
-        mx = pol.max_evictions_per_tick
-        frac = pol.max_evicted_gpu_fraction
-        used = len(d.victims)
-        if mx is not None and used >= mx:
-            return Deferred(job=job.id, reason="BUDGET",
-                            detail=f"{shape(job)}; it needs evictions and the budget of {mx} "
-                                   f"eviction(s) per tick is used up (R13)")
-        if frac is not None:
-            gpus = sum(problem.running[v].job.total_gpus for v in d.victims)
-            limit = frac * problem.total_gpus_up_drain
-            smallest = min((v.job.total_gpus for v in problem.running.values()
-                            if v.evictable and v.job.tier in info.rights), default=0)
-            if gpus + smallest > limit + 1e-9:
-                return Deferred(job=job.id, reason="BUDGET",
-                                detail=f"{shape(job)}; evictions may free at most "
-                                       f"{limit:.0f} GPUs this tick ({frac:.0%}), "
-                                       f"{gpus} already planned (R13)")
-        busy = [s for s, f in loads.items() if f > 0]
-        if busy:
-            return Deferred(job=job.id, reason="STORM",
-                            detail=f"{shape(job)}; its victims' checkpoints would have to flush "
-                                   f"to {', '.join(sorted(busy))}, already loaded by this tick's "
-                                   f"evictions beyond what grace.max_s {pol.grace.max_s:.0f} s "
-                                   "allows (R11); retry next tick")
-        return Deferred(job=job.id, reason="OUTRANKED",
-                        detail=f"{shape(job)}; the GPUs it could take went to more valuable "
-                               "jobs, or freeing them costs more than it gains")
+        return _why_not_taken(problem, info, d, loads)
     stormy = _avail(problem, info, lambda v: (v.evictable or v.rule == "R11")
                     and v.job.tier in info.rights)
     if _enough(problem, info, _hosts(problem, info, stormy)):
@@ -172,3 +146,91 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                         detail=f"{shape(job)}; the jobs it would evict have checkpoints too big "
                                f"to flush within grace.max_s {pol.grace.max_s:.0f} s (R11/R12)")
     return Deferred(job=job.id, reason="PROTECTED", detail=_protectors(problem, info))
+
+
+def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tuple[int, list]]:
+    """Per candidate node, the fewest further allowed victims (largest first) that make
+    one shard fit next to this tick's placements: (node, victims)."""
+    used: dict[int, int] = {}
+    for parts in d.placements.values():
+        for i, m in parts:
+            used[i] = used.get(i, 0) | m
+    by_node: dict[int, list] = {}
+    already: dict[int, int] = {}
+    for v in problem.running.values():
+        if v.evictable and v.job.tier in info.rights:
+            for i, m in v.parts:
+                if v.job.id in d.victims:
+                    already[i] = already.get(i, 0) | m
+                else:
+                    by_node.setdefault(i, []).append((v, m))
+    out = []
+    job = info.job
+    for i in info.candidates:
+        ni = problem.nodes[i]
+        taken = used.get(i, 0)
+        avail, chosen = (ni.free | already.get(i, 0)) & ~taken, []
+        for v, m in sorted(by_node.get(i, []), key=lambda vm: (-vm[1].bit_count(), vm[0].cost,
+                                                                vm[0].job.id)):
+            if ni.fits(avail, job.gpus_per_node, info.need_nvlink):
+                break
+            avail |= m & ~taken
+            chosen.append(v)
+        if ni.fits(avail, job.gpus_per_node, info.need_nvlink):
+            out.append((i, chosen))
+    return out
+
+
+def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
+                   loads: dict[str, float]) -> Deferred:
+    """The job could fit by evicting jobs it may evict: budget, storm or outranked?"""
+    job = info.job
+    pol = problem.policy
+    opts = _node_options(problem, info, d)
+    need = sorted(opts, key=lambda o: (len(o[1]), sum(v.job.total_gpus for v in o[1])))
+    need = need[: job.nodes]
+    n_victims = sum(len(vs) for _i, vs in need)
+    n_gpus = sum(v.job.total_gpus for _i, vs in need for v in vs)
+    used = len(d.victims)
+    used_gpus = sum(problem.running[v].job.total_gpus for v in d.victims)
+    mx = pol.max_evictions_per_tick
+    if mx is not None and n_victims > 0 and used + n_victims > mx:
+        left = max(0, mx - used)
+        return Deferred(job=job.id, reason="BUDGET",
+                        detail=f"{shape(job)}; it needs at least {n_victims} eviction(s) and "
+                               f"the budget of {mx} per tick leaves {left} (R13)")
+    frac = pol.max_evicted_gpu_fraction
+    if frac is not None and n_gpus > 0:
+        limit = frac * problem.total_gpus_up_drain
+        if used_gpus + n_gpus > limit + 1e-9:
+            return Deferred(job=job.id, reason="BUDGET",
+                            detail=f"{shape(job)}; evictions may free at most {limit:.0f} GPUs "
+                                   f"this tick ({frac:.0%}), {used_gpus} already planned and it "
+                                   f"needs {n_gpus} more (R13)")
+    # storm: does every way of making room overload a storage target?
+    caps: dict[str, float] = {}
+    for v in d.victims:
+        vi = problem.running[v]
+        if vi.storage is not None and vi.flushing:
+            caps[vi.storage] = min(caps.get(vi.storage, float("inf")), vi.storm_cap_gb)
+
+    def storm_ok(vs: list) -> bool:
+        add: dict[str, float] = {}
+        cap = dict(caps)
+        for v in vs:
+            if v.storage is not None and v.flushing:
+                add[v.storage] = add.get(v.storage, 0.0) + v.flush_gb
+                cap[v.storage] = min(cap.get(v.storage, float("inf")), v.storm_cap_gb)
+        return all(loads.get(s, 0.0) + f <= cap[s] + 1e-9 for s, f in add.items())
+
+    ok = [o for o in opts if storm_ok(o[1])]
+    if len(ok) < job.nodes and len(opts) >= job.nodes:
+        busy = sorted(s for s, f in loads.items() if f > 0)
+        where = f"to {', '.join(busy)}, already loaded by this tick's evictions, " if busy else ""
+        return Deferred(job=job.id, reason="STORM",
+                        detail=f"{shape(job)}; its victims' checkpoints would have to flush "
+                               f"{where}beyond what grace.max_s {pol.grace.max_s:.0f} s allows "
+                               "(R11); retry next tick")
+    return Deferred(job=job.id, reason="OUTRANKED",
+                    detail=f"{shape(job)}; the GPUs it could take went to more valuable jobs, "
+                           "or freeing them costs more than it gains")

@@ -82,7 +82,7 @@ class GreedyPlanner:
         caps: dict[str, float] = {}
         for v in new:
             vi = self.p.running[v]
-            if vi.storage is not None and vi.flush_gb > 0:
+            if vi.storage is not None and vi.flushing:
                 s = vi.storage
                 loads[s] = loads.get(s, st.loads.get(s, 0.0)) + vi.flush_gb
                 caps[s] = min(caps.get(s, st.min_cap.get(s, float("inf"))), vi.storm_cap_gb)
@@ -154,7 +154,7 @@ class GreedyPlanner:
             vi = self.p.running[v]
             st.victims.add(v)
             st.evicted_gpus += vi.job.total_gpus
-            if vi.storage is not None and vi.flush_gb > 0:
+            if vi.storage is not None and vi.flushing:
                 st.loads[vi.storage] = st.loads.get(vi.storage, 0.0) + vi.flush_gb
                 st.min_cap[vi.storage] = min(st.min_cap.get(vi.storage, float("inf")),
                                              vi.storm_cap_gb)

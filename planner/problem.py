@@ -109,6 +109,7 @@ class VictimInfo:
     cost: float
     storage: str | None
     flush_gb: float  # size counted against the storage (0 without a signal)
+    flushing: bool  # has a signal: flushes during its grace, bound by R11/R12
     storm_cap_gb: float  # largest F_s under which its need stays <= max_s (inf: no limit)
 
 
@@ -205,7 +206,8 @@ def build_problem(snap: Snapshot) -> Problem:
         running[j.id] = VictimInfo(
             job=j, parts=parts, evictable=not why, why_not=why, rule=rule,
             cost=eviction_cost(snap, j, node_map), storage=stor.id if stor else None,
-            flush_gb=j.checkpoint.size_gb if flushes(j) else 0.0, storm_cap_gb=cap)
+            flush_gb=j.checkpoint.size_gb if flushes(j) else 0.0, flushing=flushes(j),
+            storm_cap_gb=cap)
     total = 0
     for ni in nodes:
         if ni.node.state == "up":
