@@ -735,16 +735,14 @@ def test_rights_decide_who_gets_which_freed_gpus() -> None:
           objective=obj(t1=2, t2=2, cost=300.0, evictions=2))
 
 
-@pytest.mark.xfail(strict=True, reason="planner bug: victims with a signal and size_gb 0 are "
-                   "left out of the storm cap (cpsat._storm, greedy._storm_ok), the plan "
-                   "breaks R11 and plan() falls back to evicting nothing")
 def test_storm_counts_victims_with_empty_checkpoints() -> None:
     # fs at 10 GB/s, default grace (max 180, safety 2). heavy: 800 GB, alone flush 80 s,
     # need 160, cost 8 x (100 + 80) = 1440. light: signal, 0 GB, barrier 20 s: alone need
     # max(60, 2 x 20) = 60, cost 8 x 100 = 800. Both together: F = 800, light's flush_s is
     # max(800/10, 0) = 80 and its need 2 x (80 + 20) = 200 > 180 (R11/R12): only one may
     # go. Tier-1 a (priority 2) gets the cheaper light's node n2; b waits (STORM). F = 0
-    # on fs, so no storm entry; light's flush_s = 0, grace 60.
+    # on fs, so no storm entry; light's flush_s = 0, grace 60. (Regression: victims with
+    # empty checkpoints were once left out of the storm cap.)
     nodes = [node("n1"), node("n2")]
     jobs = [run("heavy", 3, {"n1": ALL8}, ck={"size_gb": 800}),
             run("light", 3, {"n2": ALL8}, ck={"size_gb": 0, "barrier_s": 20}),
@@ -756,29 +754,57 @@ def test_storm_counts_victims_with_empty_checkpoints() -> None:
 
 @pytest.mark.parametrize("budget", [{"max_evictions_per_tick": 1},
                                     {"max_evicted_gpu_fraction": 0.25}])
-@pytest.mark.xfail(strict=True, reason="planner bug: explain only reports BUDGET when this "
-                   "tick's victims already used the budget; a job that alone needs more than "
-                   "the budget is reported OUTRANKED")
 def test_budget_blocks_a_gang_alone(budget: dict[str, Any]) -> None:
     # n1 and n2 each hold a tier-3 8-GPU job; d1, d2 drain (so 32 GPUs count for the
     # fraction: 0.25 -> 8 GPUs). The 2 x 8 tier-1 gang needs both victims: 2 evictions
-    # > 1, 16 GPUs > 8 (R13). Nothing else competes: the reason is BUDGET.
+    # > 1, 16 GPUs > 8 (R13). Nothing else competes: the reason is BUDGET. (Regression:
+    # once OUTRANKED, as only budgets already used by this tick's victims counted.)
     nodes = [node("n1"), node("n2"), node("d1", state="drain"), node("d2", state="drain")]
     jobs = [run("v1", 3, {"n1": ALL8}), run("v2", 3, {"n2": ALL8}), pend("gang", 1, 8, nodes=2)]
     p = solve(snap(nodes, jobs, budget))
     check(p, evictions={}, placements={}, deferred={"gang": "BUDGET"}, objective=obj())
 
 
-@pytest.mark.xfail(strict=True, reason="planner bug: explain reports STORM whenever some "
-                   "storage carries a flush this tick, even when the storm limit is far away "
-                   "and the job merely lost the node to a more valuable one (OUTRANKED)")
 def test_outranked_not_storm_when_storm_limit_is_far() -> None:
     # v: 100 GB on fs at 10 GB/s: flush 10 s, need max(60, 2 x 10) = 60 (far below 180),
     # cost 8 x (100 + 10) = 880. hi (priority 9) and lo (1) both want n1's 8 GPUs: hi
-    # gets them; lo lost to a more valuable job: OUTRANKED.
+    # gets them; lo lost to a more valuable job: OUTRANKED. (Regression: once STORM, as
+    # soon as any storage carried a flush.)
     jobs = [run("v", 3, {"n1": ALL8}, ck={"size_gb": 100}),
             pend("hi", 1, 8, priority=9), pend("lo", 1, 8, priority=1)]
     p = solve(snap([node("n1")], jobs, storage=[{"id": "fs", "write_gb_per_s": 10.0}]))
     check(p, evictions={"v": ev(["hi"], 60, 880.0, 10.0)}, placements={"hi": at(60, n1=ALL8)},
           deferred={"lo": "OUTRANKED"}, objective=obj(t1=8, prio=72, cost=880.0, evictions=1),
           storm=[("fs", 100.0, 10.0)])
+
+
+# big (tier 1, priority 9, 4 GPUs) and small (tier 1, priority 1, 2 GPUs) share n1, a
+# 4-GPU NVSwitch node held by two 2-GPU tier-3 jobs; big needs both victims, small one.
+# "budget": max_evictions_per_tick 1; v1 costs 2 x 50 = 100, v2 2 x 100 = 200. big
+#   would need two evictions: BUDGET; small evicts v1 (cost 100) and takes [0,1].
+# "storm": fs at 10 GB/s; a and b flush 500 GB each: alone F = 500, flush 50 s, need
+#   2 x 50 = 100; together F = 1000, need 200 > 180 (R11). a costs 2 x (50 + 50) = 200,
+#   b 2 x (100 + 50) = 300. big would need both: STORM; small evicts a (grace 100).
+# In both, big is blocked by a rule, not outranked: small is the less valuable job.
+BLOCKED = {
+    "budget": ({"max_evictions_per_tick": 1}, [], {}, "v", "BUDGET",
+               ev(["small"], 60, 100.0), []),
+    "storm": ({}, [{"id": "fs", "write_gb_per_s": 10.0}], {"size_gb": 500}, "a", "STORM",
+              ev(["small"], 100, 200.0, 50.0), [("fs", 500.0, 50.0)]),
+}
+
+
+@pytest.mark.parametrize("story", sorted(BLOCKED))
+@pytest.mark.xfail(strict=True, reason="planner bug (explain.py): a job blocked by R13/R11 "
+                   "is reported OUTRANKED when a less valuable job used the capacity it "
+                   "could not take")
+def test_blocked_job_is_not_outranked_by_a_smaller_one(story: str) -> None:
+    policy, storage, ck, prefix, reason, victim, storm = BLOCKED[story]
+    first, second = (f"{prefix}1", f"{prefix}2") if prefix == "v" else ("a", "b")
+    jobs = [run(first, 3, {"n1": [0, 1]}, restore=50, ck=ck),
+            run(second, 3, {"n1": [2, 3]}, restore=100, ck=ck),
+            pend("big", 1, 4, priority=9), pend("small", 1, 2, priority=1)]
+    p = solve(snap([node("n1", 4)], jobs, policy, storage=storage))
+    check(p, evictions={first: victim}, placements={"small": at(victim["grace_s"], n1=[0, 1])},
+          deferred={"big": reason},
+          objective=obj(t1=2, prio=2, cost=victim["cost_gpu_s"], evictions=1), storm=storm)

@@ -16,8 +16,8 @@
   exhaustive enumeration of plans (written here, checked by the verifier) gives
   the true optimum: a plan proven ``optimal`` must reach it, none may beat it,
   and every deferral reason must agree with what the job could do on its own.
-- Random snapshots that expose a known planner bug are listed in ``KNOWN_BAD``
-  and kept as strict xfails.
+- Random snapshots that exposed planner bugs are kept as regression tests;
+  ``KNOWN_BAD`` lists any that still do (left out of the sweeps meanwhile).
 """
 
 from __future__ import annotations
@@ -629,10 +629,9 @@ def test_deferral_reasons_agree_with_enumeration() -> None:
         counts
 
 
-@pytest.mark.xfail(strict=True, reason="planner bugs in explain.py: a job that alone needs "
-                   "more than the eviction budget is reported OUTRANKED (should be BUDGET); "
-                   "STORM is reported whenever some storage carries a flush, also for jobs "
-                   "that merely lost their node to a more valuable job (should be OUTRANKED)")
+@pytest.mark.xfail(strict=True, reason="planner bug in explain.py: a job blocked by R13 or "
+                   "R11 is reported OUTRANKED when a less valuable job used part of the "
+                   "capacity (e.g. B/370, B/494; see test_blocked_job_is_not_outranked_...)")
 def test_outranked_and_storm_agree_with_enumeration() -> None:
     """OUTRANKED only if the job could be placed alone within every rule (the capacity
     went to others); STORM only if it could not."""
@@ -648,22 +647,22 @@ def test_outranked_and_storm_agree_with_enumeration() -> None:
 # ---------------------------------------------------------------- known planner bugs
 
 
-# Random snapshots that expose a reported planner bug: left out of the sweeps above
-# and kept here, expected to fail until the bug is fixed.
-KNOWN_BAD: dict[tuple[str, int], str] = {
-    ("A", 49): "R11: a victim with a signal and size_gb 0 is left out of the storm cap, "
-               "its flush_s = F_s / write rate pushes its need over grace.max_s, every "
-               "planner's plan fails verification and plan() evicts nothing",
-}
+# Random snapshots that expose a reported, still open planner bug: (family, seed) ->
+# the bug; left out of the sweeps above until it is fixed.
+KNOWN_BAD: dict[tuple[str, int], str] = {}
 
 
-@pytest.mark.parametrize("family,seed", sorted(KNOWN_BAD))
-@pytest.mark.xfail(strict=True, reason="planner bug, see KNOWN_BAD")
-def test_known_bad_snapshots(family: str, seed: int) -> None:
+@pytest.mark.parametrize("family,seed", [("A", 49), ("sweep", 174)])
+def test_regressions(family: str, seed: int) -> None:
+    """Snapshots that exposed planner bugs, now fixed: A/49, a signal-holding victim
+    with an empty checkpoint left out of the storm cap (every plan broke R11 and
+    plan() evicted nothing); sweep/174, a GPU assignment after the solve that gave a
+    tier-1 job the only GPUs a tier-2 job could use (EXTRACT_FAILED, fallback)."""
     data = random_snapshot(seed) if family == "sweep" else tiny(family, seed)
     snap = load_snapshot(data)
     p = plan(data, deterministic=True, time_limit_s=0.5)
-    assert p.status != "fallback", (KNOWN_BAD[(family, seed)], p.solver)
+    assert p.status == "optimal" and p.solver.engine == "cp-sat", p.solver
+    assert verify(snap, p) == []
     found = enumerate_best(data)
     if found is not None:
         assert objective_of(snap, p).key() == found[0]
