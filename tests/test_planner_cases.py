@@ -784,13 +784,14 @@ def test_outranked_not_storm_when_storm_limit_is_far() -> None:
 #   would need two evictions: BUDGET; small evicts v1 (cost 100) and takes [0,1].
 # "storm": fs at 10 GB/s; a and b flush 500 GB each: alone F = 500, flush 50 s, need
 #   2 x 50 = 100; together F = 1000, need 200 > 180 (R11). a costs 2 x (50 + 50) = 200,
-#   b 2 x (100 + 50) = 300. big would need both: STORM; small evicts a (grace 100).
+#   b 2 x (100 + 50) = 300. big would need both: STORM; small evicts a (grace 100,
+#   hold 08:00 + 100 + 1800 = 08:31:40).
 # In both, big is blocked by a rule, not outranked: small is the less valuable job.
 BLOCKED = {
     "budget": ({"max_evictions_per_tick": 1}, [], {}, "v", "BUDGET",
                ev(["small"], 60, 100.0), []),
     "storm": ({}, [{"id": "fs", "write_gb_per_s": 10.0}], {"size_gb": 500}, "a", "STORM",
-              ev(["small"], 100, 200.0, 50.0), [("fs", 500.0, 50.0)]),
+              ev(["small"], 100, 200.0, 50.0, "2026-11-30T08:31:40Z"), [("fs", 500.0, 50.0)]),
 }
 
 
