@@ -93,6 +93,7 @@ class _HTTPError(Exception):
 class PlannerServer(ThreadingHTTPServer):
     """A ThreadingHTTPServer carrying the service options and metrics."""
 
+    request_queue_size = 128  # listen backlog: bursts of concurrent clients are not reset
     daemon_threads = True
     allow_reuse_address = True
 
