@@ -201,24 +201,43 @@ class GreedyPlanner:
                 return (opt[0], len(opt[1]), 0, node_id, ni, opt[1])
         return None
 
+    def _bound(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
+        """A cheap lower bound on a node's option, as a heap entry that sorts before
+        any exact option with the same cost (leftover -1, victims None); None when
+        the node cannot host the job even by evicting every allowed victim."""
+        base = self._avail(st, info, ni)
+        node_id = self.p.nodes[ni].node.id
+        if self._fits(ni, base, info):
+            return (0.0, 0, -1, node_id, ni, st.version.get(ni, 0), None)
+        if not info.rights:
+            return None
+        for v in self.by_node.get(ni, ()):  # cheapest first
+            if v not in st.victims and self.p.running[v].job.tier in info.rights:
+                return (self.p.running[v].cost, 1, -1, node_id, ni, st.version.get(ni, 0), None)
+        return None
+
     def _best_nodes(self, st: _State, info: PendingInfo, m: int) -> list[tuple]:
-        """The m best node options for a job (distinct nodes), via the class heap."""
+        """The m best node options for a job (distinct nodes), via the class heap.
+
+        Nodes enter the heap with a lower bound and are scored exactly only when
+        they reach the top (best-first search), so a job usually looks at a few
+        nodes instead of all of them."""
         key = (info.rights, info.job.gpus_per_node, info.need_nvlink, id(info.candidates))
         ch = self._heaps.get(key)
         if ch is None:
             ch = _ClassHeap(members=frozenset(info.candidates))
             for ni in info.candidates:
-                opt = self._node_option(st, info, ni)
-                if opt is not None:
-                    ch.heap.append((*opt[:5], st.version.get(ni, 0), opt[5]))
+                b = self._bound(st, info, ni)
+                if b is not None:
+                    ch.heap.append(b)
             heapq.heapify(ch.heap)
             ch.pos = len(st.log)
             self._heaps[key] = ch
         else:
             for ni in sorted(set(st.log[ch.pos:]) & ch.members):
-                opt = self._node_option(st, info, ni)
-                if opt is not None:
-                    heapq.heappush(ch.heap, (*opt[:5], st.version.get(ni, 0), opt[5]))
+                b = self._bound(st, info, ni)
+                if b is not None:
+                    heapq.heappush(ch.heap, b)
             ch.pos = len(st.log)
         chosen: list[tuple] = []
         seen: set[int] = set()
@@ -227,8 +246,10 @@ class GreedyPlanner:
             ni = e[4]
             if ni in seen or e[5] != st.version.get(ni, 0):
                 continue  # stale: the node changed and was re-scored
-            if e[6] and not (self._storm_ok(st, e[6]) and self._budget_ok(st, e[6])):
-                opt = self._node_option(st, info, ni)  # next option the limits allow
+            if e[6] is None or (e[6] and not (self._storm_ok(st, e[6])
+                                                and self._budget_ok(st, e[6]))):
+                # a bound, or an option the limits no longer allow: score it now
+                opt = self._node_option(st, info, ni)
                 if opt is not None:
                     heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
                 continue
