@@ -71,12 +71,13 @@ def _class_key(info: PendingInfo) -> tuple:
 
 class CpsatModel:
     def __init__(self, problem: Problem, *, candidate_factor: int = 0, min_candidates: int = 32,
-                 keep_nodes: frozenset[int] = frozenset()):
+                 keep_nodes: dict[str, frozenset[int]] | None = None):
         self.p = problem
         self.candidate_factor = candidate_factor  # 0: keep every possible node (exact)
         self.min_candidates = min_candidates
-        self.keep_nodes = keep_nodes
+        self.keep_nodes = keep_nodes or {}  # job id -> nodes the hint uses for it
         self.pruned = False
+        self._rmask: dict[tuple[int, frozenset[int]], int] = {}
         self.m = cp_model.CpModel()
         self.approximate = False
         self.classes: list[_Class] = []
@@ -113,10 +114,16 @@ class CpsatModel:
         self._objective_items()
 
     def _rightful_mask(self, node: int, rights: frozenset[int]) -> int:
+        """Free GPUs plus GPUs of evictable victims of the given tiers (cached)."""
+        key = (node, rights)
+        hit = self._rmask.get(key)
+        if hit is not None:
+            return hit
         m = self.p.nodes[node].free
         for vid in self._victims_on.get(node, ()):
             if self.p.running[vid].job.tier in rights:
                 m |= self._vmask[(vid, node)]
+        self._rmask[key] = m
         return m
 
     def _prune(self, c: _Class) -> None:
@@ -143,7 +150,8 @@ class CpsatModel:
             # heuristic pruning for big clusters: the nodes where one shard is cheapest
             # to host (free first, then cheapest victims by cost), plus the nodes the
             # hint uses; the plan is then no longer proven optimal
-            must = self.keep_nodes
+            must = frozenset().union(*(self.keep_nodes.get(i.job.id, frozenset())
+                                       for i in c.jobs))
             ranked = sorted(c.candidates, key=lambda ni: (ni not in must, self._score(ni, c), ni))
             c.candidates = sorted(ranked[:keep] + [ni for ni in ranked[keep:] if ni in must])
             self.pruned = True
@@ -577,7 +585,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     greedy = clean(problem, GreedyPlanner(problem).solve())
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     factor = 0 if n_pairs <= EXACT_PAIRS else 4
-    used = frozenset(ni for parts in greedy.placements.values() for ni, _m in parts)
+    used = {j: frozenset(ni for ni, _m in parts) for j, parts in greedy.placements.items()}
     model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used)
     build_s = time.perf_counter() - t0
     if not model.classes:
