@@ -186,6 +186,25 @@ def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
     """The job could fit by evicting jobs it may evict: budget, storm or outranked?"""
     job = info.job
     pol = problem.policy
+    # first what the job would need on its own (as if nothing else happened this
+    # tick), then what it would need next to this tick's plan
+    alone = _why_blocked(problem, info, Decision(), {})
+    if alone is not None:
+        return alone
+    blocked = _why_blocked(problem, info, d, loads)
+    if blocked is not None:
+        return blocked
+    return Deferred(job=job.id, reason="OUTRANKED",
+                    detail=f"{shape(job)}; the GPUs it could take went to more valuable jobs, "
+                           "or freeing them costs more than it gains")
+
+
+def _why_blocked(problem: Problem, info: PendingInfo, d: Decision,
+                 loads: dict[str, float]) -> Deferred | None:
+    """BUDGET or STORM when every way of making room breaks R13 or R11 given the
+    decision ``d`` (its placements, victims and storm loads); None otherwise."""
+    job = info.job
+    pol = problem.policy
     opts = _node_options(problem, info, d)
     need = sorted(opts, key=lambda o: (len(o[1]), sum(v.job.total_gpus for v in o[1])))
     need = need[: job.nodes]
@@ -231,6 +250,4 @@ def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
                         detail=f"{shape(job)}; its victims' checkpoints would have to flush "
                                f"{where}beyond what grace.max_s {pol.grace.max_s:.0f} s allows "
                                "(R11); retry next tick")
-    return Deferred(job=job.id, reason="OUTRANKED",
-                    detail=f"{shape(job)}; the GPUs it could take went to more valuable jobs, "
-                           "or freeing them costs more than it gains")
+    return None

@@ -799,9 +799,6 @@ BLOCKED = {
 
 
 @pytest.mark.parametrize("story", sorted(BLOCKED))
-@pytest.mark.xfail(strict=True, reason="planner bug (explain.py): a job blocked by R13/R11 "
-                   "is reported OUTRANKED when a less valuable job used the capacity it "
-                   "could not take")
 def test_blocked_job_is_not_outranked_by_a_smaller_one(story: str) -> None:
     policy, storage, ck, prefix, reason, victim, storm = BLOCKED[story]
     first, second = (f"{prefix}1", f"{prefix}2") if prefix == "v" else ("a", "b")

@@ -629,9 +629,6 @@ def test_deferral_reasons_agree_with_enumeration() -> None:
         counts
 
 
-@pytest.mark.xfail(strict=True, reason="planner bug in explain.py: a job blocked by R13 or "
-                   "R11 is reported OUTRANKED when a less valuable job used part of the "
-                   "capacity (e.g. B/370, B/494; see test_blocked_job_is_not_outranked_...)")
 def test_outranked_and_storm_agree_with_enumeration() -> None:
     """OUTRANKED only if the job could be placed alone within every rule (the capacity
     went to others); STORM only if it could not."""
