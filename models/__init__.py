@@ -2,7 +2,14 @@
 records. No solver imports: the planner, verifier, simulator and adapters build
 on these."""
 
-from models.load import InputError, check_snapshot, load_plan, load_policy, load_snapshot, read_document
+from models.load import (
+    InputError,
+    check_snapshot,
+    load_plan,
+    load_policy,
+    load_snapshot,
+    read_document,
+)
 from models.plan import (
     REASONS,
     Deferred,

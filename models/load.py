@@ -89,8 +89,8 @@ def read_document(source: str | Path) -> Any:
         try:  # neither suffix: YAML is a superset of JSON
             return yaml.safe_load(text)
         except yaml.YAMLError:
-            raise InputError([f"malformed JSON at line {exc.lineno} column {exc.colno}: "
-                              f"{exc.msg}"], str(path)) from None
+            msg = f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            raise InputError([msg], str(path)) from None
 
 
 def load_policy(source: dict[str, Any] | Policy | str | Path | None) -> Policy:

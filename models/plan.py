@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_serializer
@@ -17,9 +18,8 @@ REASONS: tuple[str, ...] = ("COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", 
 def _iso(dt: AwareDatetime | None) -> str | None:
     if dt is None:
         return None
-    from datetime import timezone
 
-    s = dt.astimezone(timezone.utc).isoformat()
+    s = dt.astimezone(UTC).isoformat()
     return s.replace("+00:00", "Z")
 
 

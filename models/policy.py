@@ -7,7 +7,7 @@ No solver imports here: the planner, the verifier and the simulator share these.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -69,7 +69,7 @@ class Window(_Record):
 
     def contains(self, now: datetime) -> bool:
         """Whether ``now`` (aware) lies inside the window (R8, section 7)."""
-        t = now.astimezone(timezone.utc)
+        t = now.astimezone(UTC)
         minute = t.hour * 60 + t.minute + t.second / 60.0
         start, end = _minutes(self.start), _minutes(self.end)
         today = DAYS[t.weekday()]

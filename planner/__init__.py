@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from models import Plan, Policy, SolverInfo, Snapshot, load_snapshot
+from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 
@@ -71,10 +71,10 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
 
 
 def _free_only(problem: Any) -> Any:
+    from dataclasses import replace
+
     from planner.greedy import GreedyPlanner
     from planner.problem import PendingInfo
-
-    from dataclasses import replace
 
     no_rights = {k: PendingInfo(v.job, v.held_until, v.guarded, frozenset(), v.candidates,
                                 v.need_nvlink) for k, v in problem.pending.items()}

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from models import (
-    Deferred,
     Eviction,
     Objective,
     Placement,

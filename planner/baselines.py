@@ -11,7 +11,7 @@ from __future__ import annotations
 from planner.greedy import GreedyPlanner
 
 
-def get_baseline(name: str):  # noqa: ANN201
+def get_baseline(name: str):
     if name == "greedy":
         return GreedyPlanner
     if name == "k8s":

@@ -537,7 +537,8 @@ def _deal(d: Decision, jobs: list[str], shards: list[tuple[int, int]]) -> None:
         d.placements.setdefault(jobs[t % len(jobs)], []).append((ni, mask))
 
 
-def _take_pool(free, freed, p, ni, rights, within) -> int:  # noqa: ANN001
+def _take_pool(free: dict[int, int], freed: dict[int, dict[str, int]], p: Problem, ni: int,
+               rights: frozenset[int], within: int) -> int:
     m = free.get(ni, 0)
     for v, fm in freed.get(ni, {}).items():
         if p.running[v].job.tier in rights:
@@ -545,7 +546,9 @@ def _take_pool(free, freed, p, ni, rights, within) -> int:  # noqa: ANN001
     return m & within
 
 
-def _pick(free, freed, p, ni, rights, isl, size, shared=None):  # noqa: ANN001, ANN202
+def _pick(free: dict[int, int], freed: dict[int, dict[str, int]], p: Problem, ni: int,
+          rights: frozenset[int], isl: int, size: int,
+          shared: dict[int, int] | None = None) -> int | None:
     """``size`` GPUs of island ``isl`` for a shard with these rights: GPUs freed by
     victims it may use, those that the fewest other shards could use first, then
     free GPUs (usable by everyone) last."""
@@ -568,7 +571,7 @@ def _pick(free, freed, p, ni, rights, isl, size, shared=None):  # noqa: ANN001, 
     return None
 
 
-def _consume(free, freed, ni, mask) -> None:  # noqa: ANN001
+def _consume(free: dict[int, int], freed: dict[int, dict[str, int]], ni: int, mask: int) -> None:
     free[ni] = free.get(ni, 0) & ~mask
     for v in freed.get(ni, {}):
         freed[ni][v] &= ~mask

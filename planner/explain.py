@@ -185,7 +185,6 @@ def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
                    loads: dict[str, float]) -> Deferred:
     """The job could fit by evicting jobs it may evict: budget, storm or outranked?"""
     job = info.job
-    pol = problem.policy
     # first what the job would need on its own (as if nothing else happened this
     # tick), then what it would need next to this tick's plan
     alone = _why_blocked(problem, info, Decision(), {})

@@ -90,9 +90,9 @@ class GreedyPlanner:
 
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
         pol = self.p.policy
-        if pol.max_evictions_per_tick is not None:
-            if len(st.victims) + len(new) > pol.max_evictions_per_tick:
-                return False
+        if (pol.max_evictions_per_tick is not None
+                and len(st.victims) + len(new) > pol.max_evictions_per_tick):
+            return False
         if pol.max_evicted_gpu_fraction is not None:
             g = st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
             if g > pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9:

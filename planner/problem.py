@@ -201,8 +201,9 @@ def build_problem(snap: Snapshot) -> Problem:
         elif cap < 0 or (flushes(j) and j.checkpoint.size_gb > cap + 1e-9):
             solo = solo_flush_s(snap, j, node_map)
             need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
-            why, rule = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
-                         f"{policy.grace.max_s:.0f} s", "R11")
+            why = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
+                   f"{policy.grace.max_s:.0f} s")
+            rule = "R11"
         running[j.id] = VictimInfo(
             job=j, parts=parts, evictable=not why, why_not=why, rule=rule,
             cost=eviction_cost(snap, j, node_map), storage=stor.id if stor else None,
@@ -249,7 +250,7 @@ def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:
 
 
 def _dur(seconds: float) -> str:
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 120:
         return f"{s} s"
     if s < 7200:
