@@ -40,6 +40,7 @@ from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
+MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
 _LIMIT = 2**60
 
@@ -84,6 +85,7 @@ class CpsatModel:
         self.evict: dict[str, cp_model.IntVar] = {}
         self.island_demand: dict[tuple[int, int], dict[frozenset, list]] = defaultdict(
             lambda: defaultdict(list))
+        self.gpu_demand: dict[tuple[int, int], list] = defaultdict(list)
         self.items: list[tuple[str, list, list[int], int, int]] = []  # objective items
         self.caps: list[tuple[cp_model.IntVar, list[str], list[int], int]] = []  # storm caps
         self._build()
@@ -108,6 +110,7 @@ class CpsatModel:
         for c in self.classes:
             self._class_vars(c)
         self._capacity()
+        self._gpu_capacity()
         self._beneficiary()
         self._storm()
         self._budgets()
@@ -192,7 +195,9 @@ class CpsatModel:
         for ni in c.candidates:
             info = self.p.nodes[ni]
             terms = []
-            if c.single_island:
+            if info.composites:  # NVLink graph is not a union of cliques: GPU level
+                self._gpu_level_vars(c, ni, terms)
+            elif c.single_island:
                 for ii, isl in enumerate(info.islands):
                     size = isl.bit_count()
                     if size < c.gpn:
@@ -202,17 +207,6 @@ class CpsatModel:
                     c.shards.setdefault(ni, []).append((ii, v))
                     terms.append(v)
                     self.island_demand[(ni, ii)][c.rights].append((c.gpn, v))
-                for ci, (cmask, idx) in enumerate(info.composites):
-                    size = cmask.bit_count()
-                    if c.gpn == size:
-                        v = m.new_bool_var(f"w[{ni},{ci}]")
-                        c.shards.setdefault(ni, []).append((("comp", ci), v))
-                        terms.append(v)
-                        for i in idx:
-                            self.island_demand[(ni, i)][c.rights].append(
-                                (info.islands[i].bit_count(), v))
-                    elif 1 < c.gpn < size :
-                        self.approximate = True  # connected sets across cliques not modelled
             else:  # topology "any": GPUs of a shard may come from several islands
                 x = m.new_int_var(0, min(info.node.gpus // c.gpn, cap_shards), f"x[{ni}]")
                 q_terms = []
@@ -251,6 +245,57 @@ class CpsatModel:
             for ni in by_group[g]:
                 m.add(c.node_total[ni] <= kg)
         m.add(sum(gvars) == c.count)
+
+    def _gpu_level_vars(self, c: _Class, ni: int, terms: list) -> None:
+        """Exact GPU-level choice on a node whose NVLink graph is not a union of
+        cliques (e.g. a hybrid cube-mesh): one Boolean per connected GPU set a shard
+        may take (R3), or per GPU for topology "any"; R1 and R7 per GPU."""
+        from planner import topology as topo
+
+        m = self.m
+        info = self.p.nodes[ni]
+        avail = self._rightful_mask(ni, c.rights)
+        if c.single_island:
+            if c.gpn == 1:
+                pats = tuple(1 << g for g in range(info.node.gpus) if avail >> g & 1)
+            else:
+                pats = topo.connected_subsets(info.node.nvlink_raw(), info.node.gpus, avail,
+                                              c.gpn, limit=MAX_PATTERNS + 1)
+                if len(pats) > MAX_PATTERNS:
+                    pats = pats[:MAX_PATTERNS]
+                    self.approximate = True
+            for pat in pats:
+                v = m.new_bool_var(f"z[{ni},{pat}]")
+                c.shards.setdefault(ni, []).append((("pat", pat), v))
+                terms.append(v)
+                for g in range(info.node.gpus):
+                    if pat >> g & 1:
+                        self.gpu_demand[(ni, g)].append(v)
+            return
+        x = m.new_int_var(0, min(avail.bit_count() // c.gpn, len(c.jobs)), f"x[{ni}]")
+        us = []
+        for g in range(info.node.gpus):
+            if avail >> g & 1:
+                u = m.new_bool_var(f"u[{ni},{g}]")
+                us.append(u)
+                c.shards.setdefault(ni, []).append((("gpu", g), u))
+                self.gpu_demand[(ni, g)].append(u)
+        m.add(sum(us) == c.gpn * x)
+        c.hintable.append(x)
+        terms.append(x)
+
+    def _gpu_capacity(self) -> None:
+        """Each GPU of a GPU-level node serves at most one shard, and only if it is
+        free or its holder is evicted (the holder's tier is in the user's rights by
+        construction of the candidate sets)."""
+        for (ni, g), vs in sorted(self.gpu_demand.items()):
+            owner = self.p.owner.get((ni, g))
+            if owner is None:
+                self.m.add(sum(vs) <= 1)
+            elif owner in self.evict:
+                self.m.add(sum(vs) <= self.evict[owner])
+            else:
+                self.m.add(sum(vs) == 0)
 
     def _capacity(self) -> None:
         """Per island: Hall's condition between demand by rights set and supply."""
@@ -402,7 +447,14 @@ class CpsatModel:
             for ni, mask in parts:
                 node_jobs[(ci, ni)] += 1
                 isl = self.p.nodes[ni].islands
-                if c.single_island:
+                if self.p.nodes[ni].composites:
+                    if c.single_island:
+                        shard_count[(ci, ni, ("pat", mask))] += 1
+                    else:
+                        for g in range(self.p.nodes[ni].node.gpus):
+                            if mask >> g & 1:
+                                shard_count[(ci, ni, ("gpu", g))] += 1
+                elif c.single_island:
                     for ii, im in enumerate(isl):
                         if mask & im == mask:
                             shard_count[(ci, ni, ii)] += 1
@@ -416,7 +468,7 @@ class CpsatModel:
                 for key, v in lst:
                     m.add_hint(v, shard_count.get((ci, ni, key), 0))
             m.add_hint(c.count, placed_by_class[ci])
-            if not c.single_island:
+            if not c.single_island:  # the shard counts x of topology-"any" classes
                 for ni in c.candidates:
                     m.add_hint(c.node_total[ni], node_jobs.get((ci, ni), 0))
             for gi, (kg, _nodes) in enumerate(c.groups):
@@ -478,13 +530,15 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
         # most rights first, preferring freed GPUs, so free GPUs remain for the others
         for rights, ci, key, val in sorted(demands[ni], key=lambda t: (-len(t[0]), t[1], repr(t[2]))):
             c = model.classes[ci]
-            if isinstance(key, tuple):  # whole composite component
-                cm = info.composites[key[1]][0]
-                avail = _take_pool(free, freed, p, ni, rights, cm)
-                if avail & cm != cm:
+            if isinstance(key, tuple):  # GPU level: the GPUs are given
+                gm = key[1] if key[0] == "pat" else 1 << key[1]
+                if _take_pool(free, freed, p, ni, rights, gm) != gm:
                     return None
-                _consume(free, freed, ni, cm)
-                per_class[ci] += [cm] * val
+                _consume(free, freed, ni, gm)
+                if key[0] == "pat":
+                    per_class[ci].append(gm)
+                else:
+                    any_gpus[ci] |= gm
                 continue
             isl = info.islands[key]
             n_gpus = val * c.gpn if c.single_island else val
