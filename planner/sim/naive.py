@@ -93,7 +93,14 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
         sub = j.submitted_at.timestamp() if j.submitted_at else 0.0
         return (j.tier, -j.priority, sub, j.id)
 
+    no_room: set[tuple] = set()  # shapes that fit no free GPUs (until an eviction frees some)
     for job in sorted(snap.pending(), key=order):
+        shape = (job.gpus_per_node, job.nodes, job.topology, job.gpu_type, job.tier,
+                 job.same_block, job.same_nvlink_domain)
+        if shape in no_room and not policy.tiers[job.tier].can_preempt:
+            deferred.append(Deferred(job=job.id, reason="OUTRANKED",
+                                     detail="no capacity, even by evicting lower tiers"))
+            continue
         cands = [n for n in snap.nodes if _node_ok(snap, n, job)]
         if not any(_fits(n, (1 << n.gpus) - 1, job) for n in cands):
             deferred.append(Deferred(job=job.id, reason="NO_FIT",
@@ -135,11 +142,14 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
             if best is None or sum(o[0] for o in pick) < sum(o[0] for o in best):
                 best = pick
         if best is None:
+            no_room.add(shape)
             deferred.append(Deferred(job=job.id, reason="OUTRANKED",
                                      detail="no capacity, even by evicting lower tiers"))
             continue
         parts = []
         new_victims = {vid for o in best for vid in o[2]}
+        if new_victims:
+            no_room.clear()
         for vid in sorted(new_victims):
             victims[vid] = set()
             for p in running[vid].placement or []:
