@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -295,17 +295,81 @@ def bound_run(snap_dict: dict[str, Any], limit: float, workers: int, seed: int,
 
 # ------------------------------------------------------------------ profile
 
-# (label, file suffix, function name): cumulative times, listed so they do not nest
-PROFILE_ROWS = [
-    ("build_problem", "planner/problem.py", "build_problem"),
-    ("greedy hint (GreedyPlanner.solve)", "planner/greedy.py", "solve"),
-    ("model build (CpsatModel)", "planner/cpsat.py", "__init__"),
-    ("hints (add_hint, all phases)", "ortools/sat/python/cp_model.py", "add_hint"),
-    ("CP-SAT solve (presolve + search)", "ortools/sat/python/cp_model.py", "solve"),
-    ("extract solution", "planner/cpsat.py", "_extract"),
-    ("assemble plan", "planner/assemble.py", "assemble"),
-    ("verify (inside plan)", "planner/verify.py", "verify"),
+# (label, module, attribute): stages of a CP-SAT plan, timed by wrappers (exclusive
+# wall time: a stage called inside another is subtracted from the outer one)
+STAGES = [
+    ("build_problem", "planner.problem", "build_problem"),
+    ("greedy hint (GreedyPlanner.solve)", "planner.greedy", "GreedyPlanner.solve"),
+    ("model build (CpsatModel)", "planner.cpsat", "CpsatModel.__init__"),
+    ("hint (add_hint calls)", "ortools.sat.python.cp_model", "CpModel.add_hint"),
+    ("CP-SAT solve (presolve + search)", "ortools.sat.python.cp_model", "CpSolver.solve"),
+    ("extract solution", "planner.cpsat", "_extract"),
+    ("assemble plan (incl. deferred explanations)", "planner.assemble", "assemble"),
+    ("verify (inside plan)", "planner.verify", "verify"),
 ]
+
+
+class _StageTimer:
+    """Wrap the STAGES callables (in every loaded planner module that imported them by
+    name), record exclusive wall time per stage, and undo everything on exit."""
+
+    def __init__(self) -> None:
+        self.excl: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self._stack: list[list[float]] = []  # [start, time in timed children]
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def _wrap(self, label: str, fn: Any) -> Any:
+        timer = self
+
+        def wrapper(*a: Any, **k: Any) -> Any:
+            frame = [time.perf_counter(), 0.0]
+            timer._stack.append(frame)
+            try:
+                return fn(*a, **k)
+            finally:
+                timer._stack.pop()
+                elapsed = time.perf_counter() - frame[0]
+                timer.excl[label] = timer.excl.get(label, 0.0) + elapsed - frame[1]
+                timer.calls[label] = timer.calls.get(label, 0) + 1
+                if timer._stack:
+                    timer._stack[-1][1] += elapsed
+
+        return wrapper
+
+    def __enter__(self) -> Self:
+        import importlib
+
+        for label, mod_name, attr in STAGES:
+            try:
+                mod = importlib.import_module(mod_name)
+            except ImportError:
+                continue
+            owner_name, _, name = attr.rpartition(".")
+            if owner_name:  # a method: patch the class, shared by every importer
+                owner = getattr(mod, owner_name, None)
+                fn = getattr(owner, name, None) if owner is not None else None
+                if fn is None:
+                    continue
+                self._undo.append((owner, name, owner.__dict__.get(name, fn)))
+                setattr(owner, name, self._wrap(label, fn))
+                continue
+            fn = getattr(mod, name, None)
+            if fn is None:
+                continue
+            w = self._wrap(label, fn)
+            for m in list(sys.modules.values()):
+                mn = getattr(m, "__name__", "") or ""
+                if (mn == mod_name or mn.startswith("planner")) and \
+                        getattr(m, name, None) is fn:
+                    self._undo.append((m, name, fn))
+                    setattr(m, name, w)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, fn in reversed(self._undo):
+            setattr(owner, name, fn)
+        self._undo.clear()
 
 
 @contextlib.contextmanager
@@ -361,47 +425,27 @@ def parse_log(text: str) -> list[dict[str, Any]]:
     return phases
 
 
-def stage_times(snap_dict: dict[str, Any]) -> dict[str, Any]:
-    """The stages of a CP-SAT plan called one by one, unprofiled (internal APIs: on
-    any error the stages measured so far are returned with the error)."""
-    out: dict[str, Any] = {}
-    try:
-        from models import SolverInfo
-        from planner.assemble import assemble, clean
-        from planner.cpsat import CpsatModel
-        from planner.greedy import GreedyPlanner
-        from planner.problem import build_problem
-
-        snap = load_snapshot(snap_dict)
-        t = time.perf_counter()
-        problem = build_problem(snap)
-        out["build_problem"] = time.perf_counter() - t
-        t = time.perf_counter()
-        greedy = clean(problem, GreedyPlanner(problem).solve())
-        out["greedy hint"] = time.perf_counter() - t
-        t = time.perf_counter()
-        model = CpsatModel(problem)
-        out["model build"] = time.perf_counter() - t
-        t = time.perf_counter()
-        model.hint(greedy)
-        out["hint"] = time.perf_counter() - t
-        t = time.perf_counter()
-        p = assemble(problem, greedy, "feasible", SolverInfo(engine="greedy", status="X"))
-        out["assemble (greedy plan)"] = time.perf_counter() - t
-        t = time.perf_counter()
-        verify(snap, p)
-        out["verify"] = time.perf_counter() - t
-    except Exception as exc:  # noqa: BLE001 - report, do not fail the benchmark
-        out["error"] = repr(exc)
-    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
-
-
 def profile_run(snap_dict: dict[str, Any], time_limit: float, workers: int,
                 seed: int) -> dict[str, Any]:
-    """One CP-SAT plan under cProfile, plus one with the solver log captured (separate
-    runs: the first's Python times are inflated by the profiler)."""
+    """Three extra CP-SAT plans: one with stage timers, one under cProfile (hot spots;
+    its Python times are inflated by the profiler), one as build_problem +
+    solve_cpsat(log=True) with the CP-SAT log captured (presolve and search)."""
     from planner.cpsat import solve_cpsat
     from planner.problem import build_problem
+
+    out: dict[str, Any] = {}
+    snap = load_snapshot(snap_dict)
+    with _StageTimer() as timer:
+        t0 = time.perf_counter()
+        p = plan(snap, time_limit_s=time_limit, workers=workers, planner="cpsat", seed=seed)
+        total = time.perf_counter() - t0
+    rows = [{"part": label, "seconds": round(timer.excl.get(label, 0.0), 4),
+             "calls": timer.calls.get(label, 0)} for label, _m, _a in STAGES]
+    rows.append({"part": "other (plan glue, objective checks, between stages)",
+                 "seconds": round(max(0.0, total - sum(timer.excl.values())), 4),
+                 "calls": None})
+    out["timed"] = {"total_s": round(total, 4), "status": p.status,
+                    "solver_status": p.solver.status, "detail": p.solver.detail, "rows": rows}
 
     snap = load_snapshot(snap_dict)
     prof = cProfile.Profile()
@@ -411,21 +455,14 @@ def profile_run(snap_dict: dict[str, Any], time_limit: float, workers: int,
     prof.disable()
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
-    rows = []
-    accounted = 0.0
-    for label, suffix, fn in PROFILE_ROWS:
-        ct = 0.0
-        calls = 0
-        for (fname, _line, func), (_cc, nc, _tt, cum, _callers) in stats.items():
-            if func == fn and fname.replace("\\", "/").endswith(suffix):
-                ct += cum
-                calls += nc
-        accounted += ct
-        rows.append({"part": label, "seconds": round(ct, 4), "calls": calls})
-    rows.append({"part": "other (plan glue, Python overhead)",
-                 "seconds": round(max(0.0, total - accounted), 4), "calls": None})
+    hot = sorted(stats.items(), key=lambda kv: -kv[1][2])[:15]
+    out["cprofile"] = {
+        "total_s": round(total, 4), "status": p.status, "solver_status": p.solver.status,
+        "top_tottime": [{"function": f"{_short(f)}:{line}({fn})", "calls": nc,
+                         "tottime_s": round(tt, 4), "cumtime_s": round(ct, 4)}
+                        for (f, line, fn), (_cc, nc, tt, ct, _callers) in hot],
+    }
 
-    # the solver log: build_problem + solve_cpsat(log=True), as plan() does
     snap = load_snapshot(snap_dict)
     t1 = time.perf_counter()
     problem = build_problem(snap)
@@ -435,15 +472,18 @@ def profile_run(snap_dict: dict[str, Any], time_limit: float, workers: int,
         lp = solve_cpsat(problem, time_limit_s=time_limit, workers=workers, seed=seed, log=True)
         ts = time.perf_counter() - t2
     log = captured[0] if captured else ""
-    return {
-        "stages": stage_times(snap_dict),
-        "profiled_total_s": round(total, 4), "profiled_status": p.status,
-        "profiled_solver_status": p.solver.status, "profiled_detail": p.solver.detail,
-        "rows": rows,
-        "logged_run": {"build_problem_s": round(tb, 4), "solve_cpsat_s": round(ts, 4),
-                       "status": lp.status, "solver_status": lp.solver.status,
-                       "detail": lp.solver.detail, "phases": parse_log(log)},
-    }
+    out["logged_run"] = {"build_problem_s": round(tb, 4), "solve_cpsat_s": round(ts, 4),
+                         "status": lp.status, "solver_status": lp.solver.status,
+                         "detail": lp.solver.detail, "phases": parse_log(log)}
+    return out
+
+
+def _short(path: str) -> str:
+    path = path.replace("\\", "/")
+    for marker in ("/site-packages/", str(REPO) + "/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
 
 
 # ------------------------------------------------------------------ markdown
@@ -507,17 +547,22 @@ def markdown(res: dict[str, Any]) -> str:
                                 for c in bd["short_runs"]) + "."]
         if inst.get("profile"):
             pr = inst["profile"]
-            out += ["", (f"Profile of one CP-SAT plan under cProfile (total "
-                    f"{pr['profiled_total_s']:.2f} s, {pr['profiled_status']}, solver "
-                    f"{pr['profiled_solver_status']}):"), "",
-                    "| part | s | share |", "|---|---:|---:|"]
-            for r in pr["rows"]:
-                share = r["seconds"] / pr["profiled_total_s"] if pr["profiled_total_s"] else 0
-                out.append(f"| {r['part']} | {r['seconds']:.3f} | {share:.0%} |")
-            if pr.get("stages"):
-                out += ["", "Stages called one by one, unprofiled: " + "; ".join(
-                    f"{k} {v:.3f} s" if isinstance(v, float) else f"{k}: {v}"
-                    for k, v in pr["stages"].items()) + "."]
+            tm = pr["timed"]
+            out += ["", (f"Where the time goes: one more CP-SAT plan with stage timers "
+                         f"(exclusive wall time; total {tm['total_s']:.3f} s, {tm['status']}, "
+                         f"solver {tm['solver_status']}):"), "",
+                    "| stage | s | share | calls |", "|---|---:|---:|---:|"]
+            for r in tm["rows"]:
+                share = r["seconds"] / tm["total_s"] if tm["total_s"] else 0
+                calls = "" if r["calls"] is None else str(r["calls"])
+                out.append(f"| {r['part']} | {r['seconds']:.3f} | {share:.0%} | {calls} |")
+            cp = pr["cprofile"]
+            out += ["", (f"Hot spots under cProfile (total {cp['total_s']:.2f} s, inflated by "
+                         "the profiler), by own time:"), "",
+                    "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
+            for h in cp["top_tottime"][:10]:
+                out.append(f"| `{h['function']}` | {h['calls']} | {h['tottime_s']:.3f} | "
+                           f"{h['cumtime_s']:.3f} |")
             lg = pr["logged_run"]
             out += ["", (f"CP-SAT log of a separate run (build_problem {lg['build_problem_s']:.3f}"
                     f" s, solve_cpsat {lg['solve_cpsat_s']:.3f} s, {lg['status']}, "
