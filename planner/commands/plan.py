@@ -43,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         write_output(text, args.out)
     if args.metrics_out:
-        from planner.sim.prom import plan_metrics
+        from planner.sim.prom import plan_metrics, write_text_atomic
 
-        write_output(plan_metrics(result), args.metrics_out)
+        write_text_atomic(plan_metrics(result, snap), args.metrics_out)
     if args.format == "json":
         if not args.out:
             write_output(text, None)

@@ -1,0 +1,58 @@
+"""`preempt-planner plan`: contract JSON on stdout, --out, --metrics-out, table
+view, and bad input (exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = str(ROOT / "instances" / "example-70b.json")
+
+
+def test_json_is_the_contract_example(capsys) -> None:  # noqa: ANN001
+    assert cli.main(["plan", EXAMPLE, "--format", "json", "--deterministic"]) == 0
+    p = json.loads(capsys.readouterr().out)
+    # section 6 of the contract: flush 52.5/4 = 13.125 s, grace max(60, 2 x 28.125) = 60 s,
+    # cost 8 x (650 + 13.125) = 5305, hold 08:00 + 60 s + 1800 s = 08:31:00
+    assert p["status"] == "optimal"
+    assert p["objective"] == {"admitted_gpus": {"1": 8, "2": 0, "3": 0}, "priority_value": 400,
+                              "eviction_cost_gpu_s": 5305.0, "evictions": 1}
+    (e,) = p["evictions"]
+    assert (e["job"], e["grace_s"], e["flush_s"], e["cost_gpu_s"]) == ("sweep-17", 60, 13.125,
+                                                                        5305.0)
+    assert e["requeue_hold_until"] == "2026-11-29T08:31:00Z"
+    assert p["placements"] == [{"job": "finetune-70b", "start_after_s": 60,
+                                "placement": [{"node": "dgx-002", "gpus": list(range(8))}]}]
+    assert p["storm"] == [{"storage": "nfs-a", "flush_gb": 52.5, "flush_s": 1.3125}]
+
+
+def test_out_and_metrics_files(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    out, prom = tmp_path / "plan.json", tmp_path / "tick.prom"
+    assert cli.main(["plan", EXAMPLE, "--deterministic", "--out", str(out),
+                     "--metrics-out", str(prom)]) == 0
+    table = capsys.readouterr().out
+    assert "sweep-17" in table and "finetune-70b" in table and "optimal" in table
+    assert json.loads(out.read_text())["objective"]["evictions"] == 1
+    assert "preempt_plan_evictions_total 1.0" in prom.read_text()
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    bad = tmp_path / "bad.json"
+    data = json.loads(Path(EXAMPLE).read_text())
+    data["jobs"][0]["placement"][0]["node"] = "dgx-404"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", str(bad), "--out", str(out)]) == 2
+    assert "jobs[0].placement[0].node: unknown node 'dgx-404'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_baseline_planners_on_the_example(capsys) -> None:  # noqa: ANN001
+    for name in ("greedy", "k8s", "slurm"):
+        assert cli.main(["plan", EXAMPLE, "--format", "json", "--planner", name]) == 0
+        p = json.loads(capsys.readouterr().out)
+        assert p["solver"]["engine"] == name
+        assert [e["job"] for e in p["evictions"]] == ["sweep-17"]
