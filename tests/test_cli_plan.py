@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = str(ROOT / "instances" / "example-70b.json")
 
 
-def test_json_is_the_contract_example(capsys) -> None:  # noqa: ANN001
+def test_json_is_the_contract_example(capsys) -> None:
     assert cli.main(["plan", EXAMPLE, "--format", "json", "--deterministic"]) == 0
     p = json.loads(capsys.readouterr().out)
     # section 6 of the contract: flush 52.5/4 = 13.125 s, grace max(60, 2 x 28.125) = 60 s,
@@ -29,7 +29,7 @@ def test_json_is_the_contract_example(capsys) -> None:  # noqa: ANN001
     assert p["storm"] == [{"storage": "nfs-a", "flush_gb": 52.5, "flush_s": 1.3125}]
 
 
-def test_out_and_metrics_files(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_out_and_metrics_files(tmp_path: Path, capsys) -> None:
     out, prom = tmp_path / "plan.json", tmp_path / "tick.prom"
     assert cli.main(["plan", EXAMPLE, "--deterministic", "--out", str(out),
                      "--metrics-out", str(prom)]) == 0
@@ -39,7 +39,7 @@ def test_out_and_metrics_files(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     assert "preempt_plan_evictions_total 1.0" in prom.read_text()
 
 
-def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.json"
     data = json.loads(Path(EXAMPLE).read_text())
     data["jobs"][0]["placement"][0]["node"] = "dgx-404"
@@ -50,7 +50,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys) -> None:  
     assert not out.exists()
 
 
-def test_baseline_planners_on_the_example(capsys) -> None:  # noqa: ANN001
+def test_baseline_planners_on_the_example(capsys) -> None:
     for name in ("greedy", "k8s", "slurm"):
         assert cli.main(["plan", EXAMPLE, "--format", "json", "--planner", name]) == 0
         p = json.loads(capsys.readouterr().out)
