@@ -42,7 +42,7 @@ from planner.problem import MB_PER_GB, PendingInfo, Problem
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
 MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
-_LIMIT = 2**60
+_LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
 @dataclass
@@ -677,7 +677,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             statuses[-1] = "EXTRACT_FAILED"
             break
         best = d
-        val = round(solver.objective_value)
+        val = int(solver.value(expr))  # exact integer (objective_value is a double)
         bound_info = (solver.objective_value, solver.best_objective_bound)
         if st == cp_model.OPTIMAL:
             model.m.add(expr == val)
