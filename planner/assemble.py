@@ -148,6 +148,7 @@ def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo) -> 
     storm = [StormLoad(storage=s, flush_gb=round(f, 9),
                        flush_s=round(f / storage[s].write_gb_per_s, 9))
              for s, f in sorted(loads.items()) if f > 0]
+    problem.__dict__.pop("_explain_cache", None)  # its answers depend on this decision
     deferred = [deferred_entry(problem, problem.pending[j], d, loads)
                 for j in sorted(problem.pending) if j not in d.placements]
     return Plan(now=now, status=status, objective=objective_of(problem, d), evictions=evictions,

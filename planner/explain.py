@@ -51,18 +51,38 @@ def _enough(problem: Problem, info: PendingInfo, hosts: list[int]) -> bool:
     return max(groups.values(), default=0) >= job.nodes
 
 
-def _avail(problem: Problem, info: PendingInfo, admit) -> dict[int, int]:
-    """Free GPUs plus GPUs of running jobs ``admit(victim_info)`` lets go, per node."""
-    out = {}
-    for i in info.candidates:
-        ni = problem.nodes[i]
-        out[i] = ni.free
-    for v in problem.running.values():
-        if admit(v):
-            for i, m in v.parts:
-                if i in out:
-                    out[i] |= m
-    return out
+def _cache(problem: Problem) -> dict:
+    """Per-problem memo: deferred jobs of one shape share their answers."""
+    return problem.__dict__.setdefault("_explain_cache", {})
+
+
+def _avail(problem: Problem, info: PendingInfo, mode: str) -> dict[int, int]:
+    """Free GPUs plus, per mode, GPUs of running jobs that could be let go, per node:
+    "free" none, "rightful" evictable jobs of tiers the job may preempt, "stormy"
+    those plus jobs protected only by the storm rule (R11)."""
+    key = ("avail", mode, info.rights)
+    memo = _cache(problem)
+    if key not in memo:
+        out = {n.idx: n.free for n in problem.nodes}
+        if mode != "free":
+            for v in problem.running.values():
+                ok = v.evictable or (mode == "stormy" and v.rule == "R11")
+                if ok and v.job.tier in info.rights:
+                    for i, m in v.parts:
+                        out[i] |= m
+        memo[key] = out
+    return memo[key]
+
+
+def _fits_with(problem: Problem, info: PendingInfo, mode: str) -> bool:
+    """Could the job be placed (all its shards) on the GPUs ``_avail`` gives?"""
+    j = info.job
+    key = ("fits", mode, info.rights, id(info.candidates), j.gpus_per_node, info.need_nvlink,
+           j.nodes, j.same_block, j.same_nvlink_domain)
+    memo = _cache(problem)
+    if key not in memo:
+        memo[key] = _enough(problem, info, _hosts(problem, info, _avail(problem, info, mode)))
+    return memo[key]
 
 
 def _no_fit_detail(problem: Problem, info: PendingInfo) -> str:
@@ -96,10 +116,16 @@ def _protectors(problem: Problem, info: PendingInfo) -> str:
     best = sorted(info.candidates,
                   key=lambda i: (-problem.nodes[i].free.bit_count(), problem.nodes[i].node.id))[:2]
     names = [problem.nodes[i].node.id for i in best]
+    memo = _cache(problem)
+    if "on_node" not in memo:  # running jobs per node, in id order
+        on_node: dict[int, list] = {}
+        for v in sorted(problem.running.values(), key=lambda v: v.job.id):
+            for i, _m in v.parts:
+                on_node.setdefault(i, []).append(v)
+        memo["on_node"] = on_node
+    near = sorted({v.job.id: v for i in best for v in memo["on_node"].get(i, ())}.items())
     blockers: list[str] = []
-    for v in sorted(problem.running.values(), key=lambda v: v.job.id):
-        if not any(i in best for i, _ in v.parts):
-            continue
+    for _id, v in near:
         if not v.evictable:
             why = f"{v.why_not} ({v.rule})"
         elif v.job.tier not in info.rights:
@@ -126,8 +152,7 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                                f"the last preemption (R9)")
     if not _enough(problem, info, info.candidates):
         return Deferred(job=job.id, reason="NO_FIT", detail=_no_fit_detail(problem, info))
-    free_only = _avail(problem, info, lambda v: False)
-    if _enough(problem, info, _hosts(problem, info, free_only)):
+    if _fits_with(problem, info, "free"):
         return Deferred(job=job.id, reason="OUTRANKED",
                         detail=f"{shape(job)}; the free capacity went to more valuable jobs")
     if info.guarded:
@@ -136,21 +161,31 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                         detail=f"{shape(job)}; preempted {fmt_duration(ago)} ago, so within the "
                                f"cascade guard of {pol.cascade_guard_s:.0f} s it may use only "
                                "free GPUs, and not enough are free (R10)")
-    rightful = _avail(problem, info, lambda v: v.evictable and v.job.tier in info.rights)
-    if _enough(problem, info, _hosts(problem, info, rightful)):
+    if _fits_with(problem, info, "rightful"):
         return _why_not_taken(problem, info, d, loads)
-    stormy = _avail(problem, info, lambda v: (v.evictable or v.rule == "R11")
-                    and v.job.tier in info.rights)
-    if _enough(problem, info, _hosts(problem, info, stormy)):
+    if _fits_with(problem, info, "stormy"):
         return Deferred(job=job.id, reason="STORM",
                         detail=f"{shape(job)}; the jobs it would evict have checkpoints too big "
                                f"to flush within grace.max_s {pol.grace.max_s:.0f} s (R11/R12)")
     return Deferred(job=job.id, reason="PROTECTED", detail=_protectors(problem, info))
 
 
+_NOTHING = Decision()  # "as if nothing else happened this tick"
+
+
 def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tuple[int, list]]:
     """Per candidate node, the fewest further allowed victims (largest first) that make
     one shard fit next to this tick's placements: (node, victims)."""
+    key = ("options", d is _NOTHING, info.rights, id(info.candidates), info.job.gpus_per_node,
+           info.need_nvlink)
+    memo = _cache(problem)
+    if key not in memo:
+        memo[key] = _node_options_uncached(problem, info, d)
+    return memo[key]
+
+
+def _node_options_uncached(problem: Problem, info: PendingInfo,
+                           d: Decision) -> list[tuple[int, list]]:
     used: dict[int, int] = {}
     for parts in d.placements.values():
         for i, m in parts:
@@ -187,7 +222,7 @@ def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
     job = info.job
     # first what the job would need on its own (as if nothing else happened this
     # tick), then what it would need next to this tick's plan
-    alone = _why_blocked(problem, info, Decision(), {})
+    alone = _why_blocked(problem, info, _NOTHING, {})
     if alone is not None:
         return alone
     blocked = _why_blocked(problem, info, d, loads)
