@@ -83,7 +83,9 @@ class SolverInfo(_Out):
     status: str
     wall_s: float = 0.0
     gap: float | None = None
-    bound: float | None = None
+    bound: float | None = Field(None, description=(
+        "proven lower bound on eviction_cost_gpu_s among plans that admit at least "
+        "what this plan admits (CP-SAT only)"))
     detail: str | None = None
 
 

@@ -653,12 +653,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     statuses = []
     best: Decision | None = None
     bound_info = None
+    cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # deterministic mode splits the budget without looking at the clock (R14)
     # (wall-clock mode keeps ~10% of the budget for extraction, assembly and checks)
     remaining = time_limit_s if deterministic else max(0.05, 0.9 * time_limit_s - build_s)
     model.hint(greedy)
     for pi, ks in enumerate(phases):
-        expr, _w = model.phase_expr(ks)
+        expr, weights = model.phase_expr(ks)
         model.m.maximize(expr)
         share = remaining / (len(phases) - pi) if pi < len(phases) - 1 else remaining
         if pi == 0 and len(phases) > 1:
@@ -679,6 +680,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         best = d
         val = int(solver.value(expr))  # exact integer (objective_value is a double)
         bound_info = (solver.objective_value, solver.best_objective_bound)
+        if model.items[ks[0]][0] == "cost":
+            # B >= W * (-cost) + (-count) with count <= n: cost >= -(B + n) / W
+            n = len(model.evict) if len(ks) > 1 else 0
+            lb = math.ceil((-solver.best_objective_bound - n) / weights[0] - 1e-9)
+            cost_bound = max(0.0, lb / COST_SCALE)
         if st == cp_model.OPTIMAL:
             model.m.add(expr == val)
         else:
@@ -707,16 +713,18 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
               and not model.approximate and not model.pruned)
     # never worse than the greedy plan (the model may not express every NVLink set)
     if objective_of(problem, greedy).key() > objective_of(problem, best).key():
-        best, proven = greedy, False
+        best, proven, cost_bound = greedy, False, None
     gap = None
     if bound_info is not None:
         obj, bnd = bound_info
         gap = 0.0 if proven else abs(bnd - obj) / max(1.0, abs(obj))
     status = "optimal" if proven else "feasible"
+    if proven:
+        cost_bound = objective_of(problem, best).eviction_cost_gpu_s
     built = "" if deterministic else f"; model built in {build_s:.3f} s"
     detail = (f"{len(phases)} phase(s): {', '.join(statuses)}{built}"
               + ("; NVLink sets across cliques not modelled" if model.approximate else "")
               + ("; candidate nodes pruned" if model.pruned else ""))
     return assemble(problem, best, status,
                     SolverInfo(engine="cp-sat", status="/".join(statuses), wall_s=wall,
-                               gap=gap, detail=detail))
+                               gap=gap, bound=cost_bound, detail=detail))
