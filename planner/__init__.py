@@ -48,7 +48,8 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
     if planner == "cpsat":
         from planner.cpsat import solve_cpsat
 
-        result = solve_cpsat(problem, time_limit_s=time_limit_s, deterministic=deterministic,
+        left = time_limit_s if deterministic else max(0.05, time_limit_s - (time.perf_counter() - t0))
+        result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
                              workers=workers, seed=seed)
         candidate = result
     else:

@@ -40,6 +40,8 @@ from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
+PRESOLVE_OFF_VARS = 2_000  # skip presolve on models this big ...
+PRESOLVE_OFF_BELOW_S = 1.5  # ... when a phase has less time than this
 MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
@@ -425,8 +427,7 @@ class CpsatModel:
 
     # -- hints ----------------------------------------------------------------------
     def hint(self, d: Decision) -> None:
-        m = self.m
-        m.clear_hints()
+        hints: list[tuple[cp_model.IntVar, int]] = []
         placed_by_class: dict[int, int] = defaultdict(int)
         node_jobs: dict[tuple[int, int], int] = defaultdict(int)  # (class, node) -> shards
         group_jobs: dict[tuple[int, int], int] = defaultdict(int)  # (class, group) -> jobs
@@ -463,24 +464,44 @@ class CpsatModel:
                         shard_count[(ci, ni, ii)] += (mask & im).bit_count()
         for ci, c in enumerate(self.classes):
             for i, a in enumerate(c.admit):
-                m.add_hint(a, i < placed_by_class[ci])
+                hints.append((a, i < placed_by_class[ci]))
             for ni, lst in c.shards.items():
                 for key, v in lst:
-                    m.add_hint(v, shard_count.get((ci, ni, key), 0))
-            m.add_hint(c.count, placed_by_class[ci])
+                    hints.append((v, shard_count.get((ci, ni, key), 0)))
+            hints.append((c.count, placed_by_class[ci]))
             if not c.single_island:  # the shard counts x of topology-"any" classes
                 for ni in c.candidates:
-                    m.add_hint(c.node_total[ni], node_jobs.get((ci, ni), 0))
+                    hints.append((c.node_total[ni], node_jobs.get((ci, ni), 0)))
             for gi, (kg, _nodes) in enumerate(c.groups):
-                m.add_hint(kg, group_jobs.get((ci, gi), 0))
+                hints.append((kg, group_jobs.get((ci, gi), 0)))
         for vid, e in self.evict.items():
-            m.add_hint(e, vid in d.victims)
+            hints.append((e, vid in d.victims))
         for cap, vids, caps, total in self.caps:
-            m.add_hint(cap, min([total] + [cv for v, cv in zip(vids, caps) if v in d.victims]))
+            hints.append((cap, min([total] + [cv for v, cv in zip(vids, caps) if v in d.victims])))
+        self.set_hints(hints)
+
+    def set_hints(self, hints: list[tuple[cp_model.IntVar, int]]) -> None:
+        """Replace the hints in bulk (per-variable add_hint is ~7x slower)."""
+        self.m.clear_hints()
+        h = self.m.proto.solution_hint
+        h.vars.extend([v.index for v, _x in hints])
+        h.values.extend([int(x) for _v, x in hints])
+
+    def decision_vars(self) -> list[cp_model.IntVar]:
+        """Every variable the hints cover (each once)."""
+        out: list[cp_model.IntVar] = []
+        for c in self.classes:
+            out += c.admit
+            for lst in c.shards.values():
+                out += [v for _k, v in lst]
+            out += [c.count, *c.hintable, *(g for g, _n in c.groups)]
+        out += list(self.evict.values())
+        out += [cap for cap, *_rest in self.caps]
+        return out
 
 
 def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
-            hint_first: bool = False) -> cp_model.CpSolver:
+            n_vars: int = 0) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
     prm = s.parameters
     prm.random_seed = seed
@@ -491,10 +512,13 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
     else:
         prm.num_workers = max(1, workers)
         prm.max_time_in_seconds = max(0.01, time_limit_s)
-    # presolve is the trap on 2 cores (see docs/benchmarks.md): keep it light
+    # presolve is the trap on 2 cores (see docs/benchmarks.md): keep it light, and on
+    # big models with a short budget skip it so that the search starts from the hint
     prm.cp_model_probing_level = 0
     prm.symmetry_level = 0
     prm.max_presolve_iterations = 1
+    if n_vars > PRESOLVE_OFF_VARS and time_limit_s < PRESOLVE_OFF_BELOW_S:
+        prm.cp_model_presolve = False
     return s
 
 
@@ -655,8 +679,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     bound_info = None
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # deterministic mode splits the budget without looking at the clock (R14)
-    # (wall-clock mode keeps ~10% of the budget for extraction, assembly and checks)
-    remaining = time_limit_s if deterministic else max(0.05, 0.9 * time_limit_s - build_s)
+    # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
+    reserve = 0.1 * time_limit_s + 0.0003 * len(problem.pending)
+    remaining = time_limit_s if deterministic else max(0.05, time_limit_s - reserve - build_s)
     model.hint(greedy)
     for pi, ks in enumerate(phases):
         expr, weights = model.phase_expr(ks)
@@ -664,7 +689,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         share = remaining / (len(phases) - pi) if pi < len(phases) - 1 else remaining
         if pi == 0 and len(phases) > 1:
             share = remaining * 0.6
-        solver = _solver(share, deterministic, workers, seed)
+        solver = _solver(share, deterministic, workers, seed, len(model.m.proto.variables))
         solver.parameters.log_search_progress = log
         ts = time.perf_counter()
         st = solver.solve(model.m)
@@ -689,20 +714,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             model.m.add(expr == val)
         else:
             model.m.add(expr >= val)
-        # hint the next phase with this solution
-        model.m.clear_hints()
-        for c in model.classes:
-            for a in c.admit:
-                model.m.add_hint(a, solver.value(a))
-            for lst in c.shards.values():
-                for _k, v in lst:
-                    model.m.add_hint(v, solver.value(v))
-            for v in [c.count, *c.hintable, *(g for g, _n in c.groups)]:
-                model.m.add_hint(v, solver.value(v))
-        for e in model.evict.values():
-            model.m.add_hint(e, solver.value(e))
-        for cap, *_rest in model.caps:
-            model.m.add_hint(cap, solver.value(cap))
+        # hint the next phase with this solution (bulk read of the response)
+        sol = solver.response_proto.solution
+        model.set_hints([(v, sol[v.index]) for v in model.decision_vars()])
     wall = time.perf_counter() - t0
     if best is None:
         return assemble(problem, greedy, "fallback",
