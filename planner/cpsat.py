@@ -40,6 +40,7 @@ from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
+FIRST_PHASE_SHARE = 0.6  # of the budget for admissions; the rest minimises cost
 PRESOLVE_OFF_VARS = 2_000  # skip presolve on models this big ...
 PRESOLVE_OFF_BELOW_S = 1.5  # ... when a phase has less time than this
 MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
@@ -688,7 +689,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         model.m.maximize(expr)
         share = remaining / (len(phases) - pi) if pi < len(phases) - 1 else remaining
         if pi == 0 and len(phases) > 1:
-            share = remaining * 0.6
+            share = remaining * FIRST_PHASE_SHARE
         solver = _solver(share, deterministic, workers, seed, len(model.m.proto.variables))
         solver.parameters.log_search_progress = log
         ts = time.perf_counter()
