@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from planner import topology as topo
-from planner.assemble import Decision
 from planner.greedy import GreedyPlanner, _State
 from planner.problem import PendingInfo
 
@@ -171,18 +170,6 @@ class PerNodeBaseline(GreedyPlanner):
         for vid in st.freed.get(ni, {}):
             st.freed[ni][vid] &= ~mask
         return mask
-
-    def solve(self) -> Decision:
-        st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
-        d = Decision()
-        for info in self.queue():
-            if not info.candidates:
-                continue
-            parts = self.place(st, info)
-            if parts is not None:
-                d.placements[info.job.id] = parts
-        d.victims = set(st.victims)
-        return d
 
 
 class K8sPlanner(PerNodeBaseline):

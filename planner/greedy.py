@@ -296,10 +296,14 @@ class GreedyPlanner:
         self._evict(st, new)
         return [(o[2], self._take(st, info, o[2])) for o in chosen]
 
+    def queue(self) -> list[PendingInfo]:
+        """The order in which pending jobs are placed (subclasses change it)."""
+        return job_order(self.p)
+
     def solve(self) -> Decision:
         st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
-        for info in job_order(self.p):
+        for info in self.queue():
             if not info.candidates:
                 continue
             parts = self.place(st, info)
