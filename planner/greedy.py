@@ -47,13 +47,25 @@ def job_order(problem: Problem) -> list[PendingInfo]:
                   key=lambda p: (p.job.tier, -p.job.total_gpus, -p.job.priority, p.job.id))
 
 
+SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
+
+
 class GreedyPlanner:
     """Greedy minimum-cost placement, one job at a time."""
 
     name = "greedy"
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, *, spare_lower: bool = False):
         self.p = problem
+        # spare_lower: a job prefers victims whose GPUs no less important pending job
+        # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
+        # tier-2 jobs need); a variant whose plan is kept when it is better
+        self.contested: dict[int, frozenset[int]] = {}
+        if spare_lower:
+            for t in {i.job.tier for i in problem.pending.values()}:
+                self.contested[t] = frozenset().union(
+                    *(i.rights for i in problem.pending.values()
+                      if i.job.tier > t and i.held_until is None))
         # evictable victims per node, cheapest first
         self.by_node: dict[int, list[str]] = {}
         for vid, v in sorted(problem.running.items()):
@@ -125,25 +137,33 @@ class GreedyPlanner:
             total |= masks[v]
         if not self._fits(ni, total, info):
             return []
+        contested = self.contested.get(info.job.tier, frozenset())
+
+        def weight(v: str) -> float:
+            vi = self.p.running[v]
+            return vi.cost + (SPARE_PENALTY * vi.job.total_gpus if vi.job.tier in contested
+                              else 0.0)
+
+        if contested:
+            cands.sort(key=lambda v: (weight(v), v))
         options: list[tuple[float, int, list[str]]] = []
         for v in cands:  # single victims
             if self._fits(ni, base | masks[v], info):
-                options.append((self.p.running[v].cost, 1, [v]))
+                options.append((weight(v), 1, [v]))
         acc, chosen = base, []
         for v in cands:  # cheapest-first augmentation
             acc |= masks[v]
             chosen.append(v)
             if self._fits(ni, acc, info):
                 # drop victims that are not needed, most expensive first
-                for w in sorted(chosen, key=lambda w: -self.p.running[w].cost):
+                for w in sorted(chosen, key=lambda w: -weight(w)):
                     rest = base
                     for x in chosen:
                         if x != w:
                             rest |= masks[x]
                     if len(chosen) > 1 and self._fits(ni, rest, info):
                         chosen.remove(w)
-                options.append((sum(self.p.running[w].cost for w in chosen), len(chosen),
-                                list(chosen)))
+                options.append((sum(weight(w) for w in chosen), len(chosen), list(chosen)))
                 break
         options.sort(key=lambda o: (o[0], o[1], o[2]))
         return options
