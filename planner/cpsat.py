@@ -688,7 +688,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # deterministic mode splits the budget without looking at the clock (R14)
     # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
-    reserve = 0.1 * time_limit_s + 0.0003 * len(problem.pending)
+    reserve = 0.1 * time_limit_s + 0.0005 * len(problem.pending)
     remaining = time_limit_s if deterministic else max(0.05, time_limit_s - reserve - build_s)
     model.hint(greedy)
     for pi, ks in enumerate(phases):
