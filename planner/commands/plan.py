@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rich.console import Console
 from rich.table import Table
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.out:
             write_output(text, None)
     else:
-        render(snap, result, Console())
+        # a pipe or a log gets wide lines rather than truncated ids
+        render(snap, result, Console() if sys.stdout.isatty() else Console(width=160))
     return 0
 
 
