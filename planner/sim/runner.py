@@ -4,7 +4,6 @@ worker processes share)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,27 +11,14 @@ from models import InputError, load_policy
 from planner.sim.cluster import load_cluster
 from planner.sim.engine import SimConfig, SimResult, Simulator
 from planner.sim.metrics import compute_metrics
-from planner.sim.traces import load_trace, slice_trace
+from planner.sim.traces import _epoch, load_trace, slice_trace
 
 __all__ = ["RunSpec", "parse_time", "prepare", "run_spec"]
 
 
 def parse_time(text: str | float | None) -> float | None:
     """Epoch seconds from a number or an ISO-8601 time (UTC when no zone is given)."""
-    if text is None or text == "":
-        return None
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        pass
-    try:
-        dt = datetime.fromisoformat(str(text))
-    except ValueError:
-        raise InputError([f"--start: {text!r} is neither epoch seconds nor an ISO-8601 time"]) \
-            from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+    return _epoch(text, "--start")
 
 
 @dataclass
