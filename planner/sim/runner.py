@@ -11,14 +11,14 @@ from models import InputError, load_policy
 from planner.sim.cluster import load_cluster
 from planner.sim.engine import SimConfig, SimResult, Simulator
 from planner.sim.metrics import compute_metrics
-from planner.sim.traces import _epoch, load_trace, slice_trace
+from planner.sim.traces import load_trace, parse_epoch, slice_trace
 
 __all__ = ["RunSpec", "parse_time", "prepare", "run_spec"]
 
 
 def parse_time(text: str | float | None) -> float | None:
     """Epoch seconds from a number or an ISO-8601 time (UTC when no zone is given)."""
-    return _epoch(text, "--start")
+    return parse_epoch(text, "--start")
 
 
 @dataclass

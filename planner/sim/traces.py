@@ -170,7 +170,7 @@ def team_tier(team: str, seed: int) -> int:
 # ------------------------------------------------------------------ loaders
 
 
-def _epoch(text: str | float | None, what: str) -> float | None:
+def parse_epoch(text: str | float | None, what: str) -> float | None:
     if text is None or text == "":
         return None
     if isinstance(text, (int, float)):
@@ -230,15 +230,15 @@ def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
     fractional GPU (``gpu_milli`` < 1000) counts as a whole one; the run time is
     ``deletion - scheduled``. ``time_scale`` < 1 compresses the arrival times."""
     path = resolve_trace_path(path)
-    base = _epoch(epoch, "epoch") or 0.0
+    base = parse_epoch(epoch, "epoch") or 0.0
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     jobs = []
     for r in rows:
         try:
             gpus = int(r["num_gpu"] or 0)
-            sched = _epoch(r.get("scheduled_time"), "scheduled_time")
-            dele = _epoch(r.get("deletion_time"), "deletion_time")
+            sched = parse_epoch(r.get("scheduled_time"), "scheduled_time")
+            dele = parse_epoch(r.get("deletion_time"), "deletion_time")
             created = float(r["creation_time"])
         except (ValueError, KeyError) as exc:
             raise InputError([f"pod {r.get('name')!r}: {exc}"], str(path)) from None
@@ -282,7 +282,7 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
         if missing or unknown:
             continue
         try:
-            d["submit"] = _epoch(d["submit"], f"line {n}: submit")
+            d["submit"] = parse_epoch(d["submit"], f"line {n}: submit")
             job = TraceJob(**d)
         except (TypeError, InputError) as exc:
             errors.append(f"line {n}: {exc}")
