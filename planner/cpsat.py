@@ -672,6 +672,16 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         plain = clean(problem, GreedyPlanner(problem).solve())
         if objective_of(problem, plain).key() > objective_of(problem, greedy).key():
             greedy = plain
+    greedy_s = time.perf_counter() - t0
+    reserve = 0.1 * time_limit_s + 0.0005 * len(problem.pending)
+    if not deterministic and time_limit_s - reserve - greedy_s < 1.5 * greedy_s + 0.05:
+        # the model would take about as long to build as the greedy plan did: no time
+        # is left to solve it, so return the greedy plan at once
+        return assemble(problem, greedy, "fallback",
+                        SolverInfo(engine="cp-sat", status="SKIPPED",
+                                   wall_s=time.perf_counter() - t0,
+                                   detail="no time left to build and solve the model after "
+                                          "the greedy plan; greedy plan returned"))
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     factor = 0 if n_pairs <= EXACT_PAIRS else 4
     used = {j: frozenset(ni for ni, _m in parts) for j, parts in greedy.placements.items()}
@@ -688,7 +698,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # deterministic mode splits the budget without looking at the clock (R14)
     # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
-    reserve = 0.1 * time_limit_s + 0.0005 * len(problem.pending)
     remaining = time_limit_s if deterministic else max(0.05, time_limit_s - reserve - build_s)
     model.hint(greedy)
     for pi, ks in enumerate(phases):

@@ -48,6 +48,7 @@ def job_order(problem: Problem) -> list[PendingInfo]:
 
 
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
+SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
 
 
 class GreedyPlanner:
@@ -61,11 +62,14 @@ class GreedyPlanner:
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
         # tier-2 jobs need); a variant whose plan is kept when it is better
         self.contested: dict[int, frozenset[int]] = {}
+        self.free_penalty: dict[int, float] = {}  # tier -> weight per free GPU taken
         if spare_lower:
             for t in {i.job.tier for i in problem.pending.values()}:
-                self.contested[t] = frozenset().union(
-                    *(i.rights for i in problem.pending.values()
-                      if i.job.tier > t and i.held_until is None))
+                lower = [i for i in problem.pending.values()
+                         if i.job.tier > t and i.held_until is None]
+                self.contested[t] = frozenset().union(*(i.rights for i in lower))
+                if lower and SPARE_FREE:
+                    self.free_penalty[t] = SPARE_PENALTY  # free GPUs serve every tier
         # evictable victims per node, cheapest first
         self.by_node: dict[int, list[str]] = {}
         for vid, v in sorted(problem.running.items()):
@@ -214,7 +218,8 @@ class GreedyPlanner:
         base = self._avail(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self._fits(ni, base, info):
-            return (0.0, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
+            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
+            return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
         if info.rights:
             opt = self._eviction_option(st, info, ni, base)
             if opt is not None:
@@ -228,7 +233,8 @@ class GreedyPlanner:
         base = self._avail(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self._fits(ni, base, info):
-            return (0.0, 0, -1, node_id, ni, st.version.get(ni, 0), None)
+            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
+            return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
         if not info.rights:
             return None
         for v in self.by_node.get(ni, ()):  # cheapest first

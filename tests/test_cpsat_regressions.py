@@ -55,3 +55,35 @@ def test_spare_lower_greedy_leaves_tier3_victims_to_pending_tier2() -> None:
     assert p.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0}
     assert sorted((e.job, e.preemptors[0]) for e in p.evictions) == [
         ("run-t2", "new-t1"), ("run-t3", "new-t2")]
+
+
+def test_spare_lower_greedy_leaves_free_gpus_to_lower_tiers() -> None:
+    # Node a is free (8 GPUs); node b holds an evictable tier-2 job (8 x 50 = 400
+    # GPU-s). Pending: one tier-1 and one tier-2 8-GPU job. Taking the free node for
+    # tier 1 (cost 0) leaves tier 2 nothing (it may not evict tier 2). Sparing free
+    # GPUs for the lower tier admits both: tier 1 evicts the tier-2 job on b (400),
+    # tier 2 takes the free node a.
+    from models import load_snapshot
+    from planner.assemble import clean, objective_of
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+
+    data = {"version": 1, "now": "2026-11-29T08:00:00Z",
+            "nodes": [{"id": "a", "gpus": 8}, {"id": "b", "gpus": 8}],
+            "jobs": [
+                {"id": "run-t2", "tier": 2, "state": "running", "gpus_per_node": 8,
+                 "started_at": "2026-11-29T00:00:00Z", "checkpoint": {"restore_s": 50},
+                 "placement": [{"node": "b", "gpus": list(range(8))}]},
+                {"id": "new-t1", "tier": 1, "state": "pending", "gpus_per_node": 8},
+                {"id": "new-t2", "tier": 2, "state": "pending", "gpus_per_node": 8}]}
+    pr = build_problem(load_snapshot(data))
+    plain = objective_of(pr, clean(pr, GreedyPlanner(pr).solve()))
+    spare = objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
+    assert plain.admitted_gpus == {"1": 8, "2": 0, "3": 0}
+    assert spare.admitted_gpus == {"1": 8, "2": 8, "3": 0}
+    assert spare.eviction_cost_gpu_s == 400.0
+    p = plan(data, deterministic=True)
+    assert p.status == "optimal"
+    assert p.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0}
+    placed = {pl.job: pl.placement[0].node for pl in p.placements}
+    assert placed == {"new-t1": "b", "new-t2": "a"}
