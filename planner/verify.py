@@ -245,30 +245,22 @@ class _Checker:
                 self.add("PLAN", e.job, f"evictions[{i}]: job {e.job!r} is evicted twice")
             seen.add(e.job)
         listed: dict[str, str] = {}
-        for i, p in enumerate(plan.placements):
-            where = f"placements[{i}]"
-            job = self.jobs.get(p.job)
-            if job is None:
-                self.add("PLAN", p.job, f"{where}: unknown job {p.job!r}")
-            elif job.state != "pending":
-                self.add("PLAN", p.job, f"{where}: job {p.job!r} is already running; only "
-                                        "pending jobs are placed")
-            elif p.job in listed:
-                self.add("PLAN", p.job, f"{where}: job {p.job!r} is listed twice (also "
-                                        f"{listed[p.job]})")
-            listed.setdefault(p.job, where)
+        running_msg = {"placements": "is already running; only pending jobs are placed",
+                       "deferred": "is running; only pending jobs are deferred"}
+        for kind, entries in (("placements", plan.placements), ("deferred", plan.deferred)):
+            for i, entry in enumerate(entries):
+                where = f"{kind}[{i}]"
+                job = self.jobs.get(entry.job)
+                if job is None:
+                    self.add("PLAN", entry.job, f"{where}: unknown job {entry.job!r}")
+                elif job.state != "pending":
+                    self.add("PLAN", entry.job, f"{where}: job {entry.job!r} {running_msg[kind]}")
+                elif entry.job in listed:
+                    self.add("PLAN", entry.job, f"{where}: job {entry.job!r} is listed twice "
+                                                f"(also {listed[entry.job]})")
+                listed.setdefault(entry.job, where)
         for i, d in enumerate(plan.deferred):
             where = f"deferred[{i}]"
-            job = self.jobs.get(d.job)
-            if job is None:
-                self.add("PLAN", d.job, f"{where}: unknown job {d.job!r}")
-            elif job.state != "pending":
-                self.add("PLAN", d.job, f"{where}: job {d.job!r} is running; only pending jobs "
-                                        "are deferred")
-            elif d.job in listed:
-                self.add("PLAN", d.job, f"{where}: job {d.job!r} is listed twice (also "
-                                        f"{listed[d.job]})")
-            listed.setdefault(d.job, where)
             if d.reason not in REASONS:
                 self.add("PLAN", d.job, f"{where}: reason {d.reason!r} is not one of "
                                         f"{', '.join(REASONS)}")
