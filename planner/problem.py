@@ -217,6 +217,12 @@ def build_problem(snap: Snapshot) -> Problem:
             total += ni.node.gpus
     pending: dict[str, PendingInfo] = {}
     hosts: dict[tuple, list[int]] = {}  # shared by jobs of the same shape (read-only)
+    # node_can_host only looks at a node's kind: decide once per kind, not per node
+    kinds: dict[tuple, list[int]] = {}
+    for ni in nodes:
+        n = ni.node
+        kinds.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
+                          n.nvlink_domain is None, ni.layout), []).append(ni.idx)
     for j in sorted(snap.pending(), key=lambda j: j.id):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
@@ -226,7 +232,8 @@ def build_problem(snap: Snapshot) -> Problem:
         info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv)
         key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
         if key not in hosts:
-            hosts[key] = [ni.idx for ni in nodes if node_can_host(ni, j, policy)]
+            hosts[key] = sorted(i for members in kinds.values()
+                                if node_can_host(nodes[members[0]], j, policy) for i in members)
         info.candidates = hosts[key]
         pending[j.id] = info
     return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total)
