@@ -45,7 +45,14 @@ PRESOLVE_OFF_VARS = 2_000  # skip presolve on models this big ...
 PRESOLVE_OFF_BELOW_S = 1.5  # ... when a phase has less time than this
 MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
+STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
+MIN_SOLVE_S = 0.05  # least solver time worth building the model for
+STORM_VARIANT_SHARE = 0.3  # run that variant only if the first greedy took less of the budget
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
+
+
+class BuildTimeout(Exception):
+    """The model could not be built before the deadline."""
 
 
 @dataclass
@@ -62,7 +69,7 @@ class _Class:
     admit: list[cp_model.IntVar] = field(default_factory=list)
     count: cp_model.IntVar | None = None
     shards: dict[int, list] = field(default_factory=dict)  # node -> [(island idx|comp, var)]
-    node_total: dict[int, cp_model.LinearExpr] = field(default_factory=dict)
+    node_total: dict[int, list[cp_model.IntVar]] = field(default_factory=dict)  # shards per node
     groups: list[tuple[cp_model.IntVar, list[int]]] = field(default_factory=list)
     hintable: list[cp_model.IntVar] = field(default_factory=list)  # other decision vars
 
@@ -75,8 +82,10 @@ def _class_key(info: PendingInfo) -> tuple:
 
 class CpsatModel:
     def __init__(self, problem: Problem, *, candidate_factor: int = 0, min_candidates: int = 32,
-                 keep_nodes: dict[str, frozenset[int]] | None = None):
+                 keep_nodes: dict[str, frozenset[int]] | None = None,
+                 deadline: float | None = None):
         self.p = problem
+        self.deadline = deadline  # time.perf_counter() value; past it, BuildTimeout
         self.candidate_factor = candidate_factor  # 0: keep every possible node (exact)
         self.min_candidates = min_candidates
         self.keep_nodes = keep_nodes or {}  # job id -> nodes the hint uses for it
@@ -109,15 +118,22 @@ class CpsatModel:
             self._prune(c)
             if c.candidates:
                 self.classes.append(c)
+            self._check_time()
         self._victim_vars()
         for c in self.classes:
             self._class_vars(c)
+            self._check_time()
         self._capacity()
+        self._check_time()
         self._gpu_capacity()
         self._beneficiary()
         self._storm()
         self._budgets()
         self._objective_items()
+
+    def _check_time(self) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise BuildTimeout
 
     def _rightful_mask(self, node: int, rights: frozenset[int]) -> int:
         """Free GPUs plus GPUs of evictable victims of the given tiers (cached)."""
@@ -193,7 +209,7 @@ class CpsatModel:
         for i in range(n_jobs - 1):
             m.add_implication(c.admit[i + 1], c.admit[i])
         c.count = m.new_int_var(0, n_jobs, f"k[{c.key}]")
-        m.add(c.count == sum(c.admit))
+        m.add(_sum(c.admit) == c.count)
         cap_shards = n_jobs
         for ni in c.candidates:
             info = self.p.nodes[ni]
@@ -218,21 +234,22 @@ class CpsatModel:
                     q_terms.append(q)
                     c.shards.setdefault(ni, []).append((ii, q))
                     self.island_demand[(ni, ii)][c.rights].append((1, q))
-                m.add(sum(q_terms) == c.gpn * x)
-                c.node_total[ni] = x
+                m.add(_wsum([*q_terms, x], [1] * len(q_terms) + [-c.gpn]) == 0)
+                c.node_total[ni] = [x]
                 c.hintable.append(x)
                 continue
             if terms:
-                c.node_total[ni] = sum(terms) if len(terms) > 1 else terms[0]
+                c.node_total[ni] = terms
         c.candidates = [ni for ni in c.candidates if ni in c.node_total]
-        total = [c.node_total[ni] for ni in c.candidates]
+        total = [v for ni in c.candidates for v in c.node_total[ni]]
         if c.nodes == 1:
-            m.add(sum(total) == c.count)
+            m.add(_wsum([*total, c.count], [1] * len(total) + [-1]) == 0)
             return
         if not any(c.group_by):
-            m.add(sum(total) == c.nodes * c.count)
+            m.add(_wsum([*total, c.count], [1] * len(total) + [-c.nodes]) == 0)
             for ni in c.candidates:
-                m.add(c.node_total[ni] <= c.count)
+                vs = c.node_total[ni]
+                m.add(_wsum([*vs, c.count], [1] * len(vs) + [-1]) <= 0)
             return
         by_group: dict[tuple, list[int]] = defaultdict(list)
         for ni in c.candidates:
@@ -244,10 +261,12 @@ class CpsatModel:
             kg = m.new_int_var(0, n_jobs, f"kg[{gi}]")
             gvars.append(kg)
             c.groups.append((kg, by_group[g]))
-            m.add(sum(c.node_total[ni] for ni in by_group[g]) == c.nodes * kg)
+            vs = [v for ni in by_group[g] for v in c.node_total[ni]]
+            m.add(_wsum([*vs, kg], [1] * len(vs) + [-c.nodes]) == 0)
             for ni in by_group[g]:
-                m.add(c.node_total[ni] <= kg)
-        m.add(sum(gvars) == c.count)
+                vs = c.node_total[ni]
+                m.add(_wsum([*vs, kg], [1] * len(vs) + [-1]) <= 0)
+        m.add(_sum(gvars) == c.count)
 
     def _gpu_level_vars(self, c: _Class, ni: int, terms: list) -> None:
         """Exact GPU-level choice on a node whose NVLink graph is not a union of
@@ -283,7 +302,7 @@ class CpsatModel:
                 us.append(u)
                 c.shards.setdefault(ni, []).append((("gpu", g), u))
                 self.gpu_demand[(ni, g)].append(u)
-        m.add(sum(us) == c.gpn * x)
+        m.add(_wsum([*us, x], [1] * len(us) + [-c.gpn]) == 0)
         c.hintable.append(x)
         terms.append(x)
 
@@ -294,11 +313,11 @@ class CpsatModel:
         for (ni, g), vs in sorted(self.gpu_demand.items()):
             owner = self.p.owner.get((ni, g))
             if owner is None:
-                self.m.add(sum(vs) <= 1)
+                self.m.add(_sum(vs) <= 1)
             elif owner in self.evict:
-                self.m.add(sum(vs) <= self.evict[owner])
+                self.m.add(_wsum([*vs, self.evict[owner]], [1] * len(vs) + [-1]) <= 0)
             else:
-                self.m.add(sum(vs) == 0)
+                self.m.add(_sum(vs) == 0)
 
     def _capacity(self) -> None:
         """Per island: Hall's condition between demand by rights set and supply."""
@@ -316,10 +335,13 @@ class CpsatModel:
             rights_sets = sorted(by_rights, key=lambda r: sorted(r))
             for r in range(1, len(rights_sets) + 1):
                 for subset in itertools.combinations(rights_sets, r):
-                    demand = [w * v for rs in subset for w, v in by_rights[rs]]
-                    tiers = set().union(*subset)
-                    sup = [g * e for t in sorted(tiers) for g, e in supply.get(t, ())]
-                    self.m.add(sum(demand) <= free + sum(sup))
+                    vs = [v for rs in subset for _w, v in by_rights[rs]]
+                    cs = [w for rs in subset for w, _v in by_rights[rs]]
+                    for t in sorted(set().union(*subset)):
+                        for g, e in supply.get(t, ()):
+                            vs.append(e)
+                            cs.append(-g)
+                    self.m.add(_wsum(vs, cs) <= free)
 
     def _beneficiary(self) -> None:
         """R7: every victim has a placed job that may take its GPUs on one of its nodes."""
@@ -328,10 +350,11 @@ class CpsatModel:
             for ni in c.candidates:
                 for vid in self._victims_on.get(ni, ()):
                     if vid in self.evict and self.p.running[vid].job.tier in c.rights:
-                        users[vid].append(c.node_total[ni])
+                        users[vid].extend(c.node_total[ni])
         for vid, e in self.evict.items():
             if users[vid]:
-                self.m.add(sum(users[vid]) >= e)
+                us = users[vid]
+                self.m.add(_wsum([*us, e], [1] * len(us) + [-1]) >= 0)
             else:
                 self.m.add(e == 0)
 
@@ -350,7 +373,7 @@ class CpsatModel:
                 continue
             cap = self.m.new_int_var(0, total, f"cap[{s}]")
             self.caps.append((cap, vids, caps, total))
-            self.m.add(sum(sz * self.evict[v] for sz, v in zip(sizes, vids)) <= cap)
+            self.m.add(_wsum([*(self.evict[v] for v in vids), cap], [*sizes, -1]) <= 0)
             for v, cv in zip(vids, caps):
                 if cv < total:
                     self.m.add(cap <= max(cv, 0)).only_enforce_if(self.evict[v])
@@ -359,10 +382,11 @@ class CpsatModel:
         pol = self.p.policy
         es = list(self.evict.items())
         if pol.max_evictions_per_tick is not None:
-            self.m.add(sum(e for _, e in es) <= pol.max_evictions_per_tick)
+            self.m.add(_sum([e for _, e in es]) <= pol.max_evictions_per_tick)
         if pol.max_evicted_gpu_fraction is not None:
             limit = math.floor(pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9)
-            self.m.add(sum(self.p.running[v].job.total_gpus * e for v, e in es) <= limit)
+            self.m.add(_wsum([e for _, e in es], [self.p.running[v].job.total_gpus for v, _ in es])
+                       <= limit)
 
     def _objective_items(self) -> None:
         """Items of the lexicographic objective as (name, vars, coefs, lo, hi), maximised."""
@@ -472,7 +496,7 @@ class CpsatModel:
             hints.append((c.count, placed_by_class[ci]))
             if not c.single_island:  # the shard counts x of topology-"any" classes
                 for ni in c.candidates:
-                    hints.append((c.node_total[ni], node_jobs.get((ci, ni), 0)))
+                    hints.append((c.node_total[ni][0], node_jobs.get((ci, ni), 0)))
             for gi, (kg, _nodes) in enumerate(c.groups):
                 hints.append((kg, group_jobs.get((ci, gi), 0)))
         for vid, e in self.evict.items():
@@ -499,6 +523,14 @@ class CpsatModel:
         out += list(self.evict.values())
         out += [cap for cap, *_rest in self.caps]
         return out
+
+
+def _sum(vs: list) -> cp_model.LinearExpr:
+    return cp_model.LinearExpr.sum(vs)
+
+
+def _wsum(vs: list, cs: list[int]) -> cp_model.LinearExpr:
+    return cp_model.LinearExpr.weighted_sum(vs, cs)
 
 
 def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
@@ -661,31 +693,54 @@ _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
            cp_model.UNKNOWN: "UNKNOWN"}
 
 
+def _reserve(problem: Problem, time_limit_s: float) -> float:
+    """Time kept for extraction, assembly, explanations and the verifier: they grow
+    with pending jobs x nodes (measured: 0.08 s at 500 x 1,024, 1.3 s at 2,000 x
+    4,096 on the benchmark machine), with a margin."""
+    return 0.05 * time_limit_s + 0.01 + 2e-7 * len(problem.pending) * len(problem.nodes)
+
+
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
                 workers: int = 2, seed: int = 0, log: bool = False) -> Plan:
     t0 = time.perf_counter()
     # hint and fallback: the greedy variant that spares capacity less important pending
     # jobs need (usually admits more); deterministic mode also runs the plain greedy
     # and keeps the better, so the result is never worse than either
-    greedy = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
+    spare = GreedyPlanner(problem, spare_lower=True)
+    greedy = clean(problem, spare.solve())
+    first_s = time.perf_counter() - t0
+    variants = []
     if deterministic:
-        plain = clean(problem, GreedyPlanner(problem).solve())
-        if objective_of(problem, plain).key() > objective_of(problem, greedy).key():
-            greedy = plain
-    greedy_s = time.perf_counter() - t0
-    reserve = 0.1 * time_limit_s + 0.0005 * len(problem.pending)
-    if not deterministic and time_limit_s - reserve - greedy_s < 1.5 * greedy_s + 0.05:
-        # the model would take about as long to build as the greedy plan did: no time
-        # is left to solve it, so return the greedy plan at once
+        variants.append(GreedyPlanner(problem))
+    if spare.storm_rejected and (deterministic or
+                                 time.perf_counter() - t0 < STORM_VARIANT_SHARE * time_limit_s):
+        # the storage limit refused victims: also try spending the storm budget on
+        # victims with small checkpoints (often admits more, see docs/planner.md)
+        variants.append(GreedyPlanner(problem, spare_lower=True, storm_price=STORM_PRICE))
+    for g in variants:
+        other = clean(problem, g.solve())
+        if objective_of(problem, other).key() > objective_of(problem, greedy).key():
+            greedy = other
+    reserve = _reserve(problem, time_limit_s)
+
+    def skipped(why: str) -> Plan:
         return assemble(problem, greedy, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
-                                   detail="no time left to build and solve the model after "
-                                          "the greedy plan; greedy plan returned"))
+                                   detail=f"{why}; greedy plan returned"))
+
+    # the model must be built and solved for at least MIN_SOLVE_S within the budget
+    deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
+    if deadline is not None and time.perf_counter() + first_s + 0.01 > deadline:
+        # the model takes longer to build than the greedy plan did: no time is left
+        return skipped("no time left to build and solve the model after the greedy plan")
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     factor = 0 if n_pairs <= EXACT_PAIRS else 4
     used = {j: frozenset(ni for ni, _m in parts) for j, parts in greedy.placements.items()}
-    model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used)
+    try:
+        model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used, deadline=deadline)
+    except BuildTimeout:
+        return skipped("the model could not be built in time")
     build_s = time.perf_counter() - t0
     if not model.classes:
         return assemble(problem, greedy, "optimal" if not model.approximate else "feasible",
@@ -698,20 +753,26 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # deterministic mode splits the budget without looking at the clock (R14)
     # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
-    remaining = time_limit_s if deterministic else max(0.05, time_limit_s - reserve - build_s)
+    remaining = time_limit_s if deterministic else time_limit_s - reserve - build_s
+    # each solve also pays for loading the model and extracting the solution
+    overhead = 0.0 if deterministic else 0.01 + 2e-6 * len(model.m.proto.variables)
     model.hint(greedy)
     for pi, ks in enumerate(phases):
+        if pi and not deterministic and remaining < overhead + MIN_SOLVE_S / 2:
+            statuses.append("SKIPPED")  # no time for the later phases: keep the last plan
+            break
         expr, weights = model.phase_expr(ks)
         model.m.maximize(expr)
         share = remaining / (len(phases) - pi) if pi < len(phases) - 1 else remaining
         if pi == 0 and len(phases) > 1:
             share = remaining * FIRST_PHASE_SHARE
+        share = share if deterministic else max(0.01, share - overhead)
         solver = _solver(share, deterministic, workers, seed, len(model.m.proto.variables))
         solver.parameters.log_search_progress = log
         ts = time.perf_counter()
         st = solver.solve(model.m)
-        used = share if deterministic else time.perf_counter() - ts
-        remaining = max(0.05, remaining - used)
+        used = share if deterministic else time.perf_counter() - ts + overhead
+        remaining = max(0.0, remaining - used)
         statuses.append(_STATUS.get(st, str(st)))
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break

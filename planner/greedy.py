@@ -56,8 +56,14 @@ class GreedyPlanner:
 
     name = "greedy"
 
-    def __init__(self, problem: Problem, *, spare_lower: bool = False):
+    def __init__(self, problem: Problem, *, spare_lower: bool = False,
+                 storm_price: float = 0.0):
         self.p = problem
+        # storm_price: weight per GB a victim flushes (R11/R12), so that where the
+        # storage limit binds the storm budget goes to victims that free GPUs with
+        # small checkpoints; a variant whose plan is kept when it is better
+        self.storm_price = storm_price
+        self.storm_rejected = False  # did the storm limit ever refuse an option?
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
         # tier-2 jobs need); a variant whose plan is kept when it is better
@@ -84,13 +90,19 @@ class GreedyPlanner:
     # -- availability ---------------------------------------------------------------
     def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
         m = st.free.get(ni, 0)
-        for vid, fm in st.freed.get(ni, {}).items():
-            if self.p.running[vid].job.tier in info.rights:
-                m |= fm
+        freed = st.freed.get(ni)
+        if freed:
+            running, rights = self.p.running, info.rights
+            for vid, fm in freed.items():
+                if running[vid].job.tier in rights:
+                    m |= fm
         return m
 
     def _fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
-        return self.p.nodes[ni].fits(avail, info.job.gpus_per_node, info.need_nvlink)
+        gpn = info.job.gpus_per_node
+        if avail.bit_count() < gpn:
+            return False
+        return not info.need_nvlink or topo.layout_fits(self.p.nodes[ni].layout, avail, gpn, True)
 
     def _storm_ok(self, st: _State, new: list[str]) -> bool:
         """R11/R12: every flushing victim's need stays <= max_s under the new loads."""
@@ -102,7 +114,10 @@ class GreedyPlanner:
                 s = vi.storage
                 loads[s] = loads.get(s, st.loads.get(s, 0.0)) + vi.flush_gb
                 caps[s] = min(caps.get(s, st.min_cap.get(s, float("inf"))), vi.storm_cap_gb)
-        return all(loads[s] <= caps[s] + 1e-9 for s in loads)
+        ok = all(loads[s] <= caps[s] + 1e-9 for s in loads)
+        if not ok:
+            self.storm_rejected = True
+        return ok
 
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
         pol = self.p.policy
@@ -142,13 +157,14 @@ class GreedyPlanner:
         if not self._fits(ni, total, info):
             return []
         contested = self.contested.get(info.job.tier, frozenset())
+        price = self.storm_price
 
         def weight(v: str) -> float:
             vi = self.p.running[v]
-            return vi.cost + (SPARE_PENALTY * vi.job.total_gpus if vi.job.tier in contested
-                              else 0.0)
+            return (vi.cost + (SPARE_PENALTY * vi.job.total_gpus if vi.job.tier in contested
+                               else 0.0) + (price * vi.flush_gb if vi.flushing else 0.0))
 
-        if contested:
+        if contested or price:
             cands.sort(key=lambda v: (weight(v), v))
         options: list[tuple[float, int, list[str]]] = []
         for v in cands:  # single victims

@@ -87,3 +87,74 @@ def test_spare_lower_greedy_leaves_free_gpus_to_lower_tiers() -> None:
     assert p.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0}
     placed = {pl.job: pl.placement[0].node for pl in p.placements}
     assert placed == {"new-t1": "b", "new-t2": "a"}
+
+
+def test_storm_priced_greedy_keeps_storm_budget_for_a_second_job() -> None:
+    # Storage fs writes 1 GB/s; grace max 180 s, safety 2, no barrier or cleanup:
+    # need = 2 x F / 1 <= 180 allows F <= 90 GB. Tier-3 victims with a signal, one per
+    # node: v1 80 GB (restore 10: cost 8 x (10 + 80) = 720), v2 60 GB (8 x (40 + 60) =
+    # 800), v3 30 GB (8 x (80 + 30) = 880). Two tier-1 8-GPU jobs a (priority 20) and
+    # b (10). Cost first, a takes v1 (F = 80) and b fits with neither v2 (140) nor v3
+    # (110). Pricing each flushed GB (1e4 GPU-s/GB) makes a take v3 (F = 30), and b
+    # then takes v2 (F = 90 <= 90). The only pair within 90 GB is {v2, v3}: optimal
+    # is both jobs (16 tier-1 GPUs) for 800 + 880 = 1680 GPU-s, flush 90 s.
+    from models import load_snapshot
+    from planner.assemble import clean, objective_of
+    from planner.cpsat import STORM_PRICE
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+
+    def victim(jid: str, node: str, size: float, restore: float) -> dict:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": 8,
+                "started_at": "2026-11-29T00:00:00Z",
+                "checkpoint": {"size_gb": size, "restore_s": restore, "signal": "SIGTERM"},
+                "placement": [{"node": node, "gpus": list(range(8))}]}
+
+    data = {"version": 1, "now": "2026-11-29T08:00:00Z",
+            "storage": [{"id": "fs", "write_gb_per_s": 1.0}],
+            "nodes": [{"id": n, "gpus": 8, "storage": "fs"} for n in ("n1", "n2", "n3")],
+            "jobs": [victim("v1", "n1", 80, 10), victim("v2", "n2", 60, 40),
+                     victim("v3", "n3", 30, 80),
+                     {"id": "a", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "priority": 20},
+                     {"id": "b", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "priority": 10}],
+            "policy": {"grace": {"min_s": 60, "max_s": 180, "safety": 2}}}
+    pr = build_problem(load_snapshot(data))
+    first = GreedyPlanner(pr, spare_lower=True)
+    cost_first = clean(pr, first.solve())
+    assert first.storm_rejected
+    assert cost_first.victims == {"v1"}
+    assert objective_of(pr, cost_first).admitted_gpus == {"1": 8, "2": 0, "3": 0}
+    priced = clean(pr, GreedyPlanner(pr, spare_lower=True, storm_price=STORM_PRICE).solve())
+    assert priced.victims == {"v2", "v3"}
+    assert objective_of(pr, priced).eviction_cost_gpu_s == 1680.0
+    p = plan(data, deterministic=True)
+    assert p.status == "optimal"
+    assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 0}
+    assert p.objective.eviction_cost_gpu_s == 1680.0
+    assert sorted(e.job for e in p.evictions) == ["v2", "v3"]
+    assert [(s.storage, s.flush_gb, s.flush_s) for s in p.storm] == [("fs", 90.0, 90.0)]
+    assert {e.grace_s for e in p.evictions} == {180.0}
+
+
+def test_plan_restores_the_garbage_collector_setting() -> None:
+    # plan() pauses the cyclic garbage collector while it works and restores the
+    # caller's setting, enabled or not, even when it raises
+    import gc
+
+    import pytest
+
+    data = generate(nodes=4, pending=2, seed=1)
+    assert gc.isenabled()
+    plan(data, time_limit_s=0.5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan(data, time_limit_s=0.5)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError, match="unknown planner"):
+        plan(data, planner="nope")
+    assert gc.isenabled()
