@@ -46,6 +46,7 @@ PRESOLVE_OFF_BELOW_S = 1.5  # ... when a phase has less time than this
 MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
 STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
+VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
 STORM_VARIANT_SHARE = 0.3  # run that variant only if the first greedy took less of the budget
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
@@ -217,15 +218,17 @@ class CpsatModel:
             if info.composites:  # NVLink graph is not a union of cliques: GPU level
                 self._gpu_level_vars(c, ni, terms)
             elif c.single_island:
+                rm = self._rightful_mask(ni, c.rights)
                 for ii, isl in enumerate(info.islands):
-                    size = isl.bit_count()
-                    if size < c.gpn:
+                    ub = min((rm & isl).bit_count() // c.gpn, cap_shards)
+                    if ub == 0:
                         continue
-                    ub = min(size // c.gpn, cap_shards)
                     v = m.new_int_var(0, ub, f"y[{c.key[0]},{ni},{ii}]")
                     c.shards.setdefault(ni, []).append((ii, v))
                     terms.append(v)
                     self.island_demand[(ni, ii)][c.rights].append((c.gpn, v))
+                    if VICTIM_CUTS:
+                        self._victim_cuts(ni, c, rm & isl, ub, v)
             else:  # topology "any": GPUs of a shard may come from several islands
                 x = m.new_int_var(0, min(info.node.gpus // c.gpn, cap_shards), f"x[{ni}]")
                 q_terms = []
@@ -267,6 +270,23 @@ class CpsatModel:
                 vs = c.node_total[ni]
                 m.add(_wsum([*vs, kg], [1] * len(vs) + [-1]) <= 0)
         m.add(_sum(gvars) == c.count)
+
+    def _victim_cuts(self, ni: int, c: _Class, avail: int, ub: int, y: cp_model.IntVar) -> None:
+        """Without victim u only k shards of c fit in these GPUs, so y <= k + (ub - k) e_u.
+        Valid alone (other classes only take capacity away) and much tighter than the
+        capacity rows in the LP, which otherwise places a fraction of a shard on GPUs
+        of cheap victims."""
+        for vid in self._victims_on.get(ni, ()):
+            vm = self._vmask[(vid, ni)] & avail
+            if not vm:
+                continue
+            k = (avail & ~vm).bit_count() // c.gpn
+            if k < ub:
+                e = self.evict[vid]
+                if k == 0:
+                    self.m.add(_wsum([y, e], [1, -ub]) <= 0)
+                else:
+                    self.m.add(_wsum([y, e], [1, -(ub - k)]) <= k)
 
     def _gpu_level_vars(self, c: _Class, ni: int, terms: list) -> None:
         """Exact GPU-level choice on a node whose NVLink graph is not a union of
@@ -545,6 +565,11 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
     else:
         prm.num_workers = max(1, workers)
         prm.max_time_in_seconds = max(0.01, time_limit_s)
+        if 2 <= workers <= 4:
+            # with few workers the default portfolio has no LP-heavy worker; max_lp
+            # (full linearization) proves the 256-node benchmark optimal about twice
+            # as fast at the same plan quality (docs/benchmarks.md)
+            prm.subsolvers.extend(["max_lp", "default_lp"])
     # presolve is the trap on 2 cores (see docs/benchmarks.md): keep it light, and on
     # big models with a short budget skip it so that the search starts from the hint
     prm.cp_model_probing_level = 0
@@ -789,7 +814,12 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             lb = math.ceil((-solver.best_objective_bound - n) / weights[0] - 1e-9)
             cost_bound = max(0.0, lb / COST_SCALE)
         if st == cp_model.OPTIMAL:
-            model.m.add(expr == val)
+            # each item at its optimal value: equivalent to expr == val, and much
+            # tighter in the LP relaxation of the next phase than one weighted row
+            for k in ks:
+                _n, v, c, _lo, _hi = model.items[k]
+                item = cp_model.LinearExpr.weighted_sum(v, c)
+                model.m.add(item == int(solver.value(item)))
         else:
             model.m.add(expr >= val)
         # hint the next phase with this solution (bulk read of the response)
