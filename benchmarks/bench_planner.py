@@ -122,6 +122,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default %(default)s)")
     ap.add_argument("--bound", action="store_true",
                     help="also solve the --bound-size instance for --bound-limit seconds")
+    ap.add_argument("--prove", action="store_true",
+                    help="also time how long CP-SAT takes to prove the --prove-size instance "
+                         "optimal (--prove-runs runs with a --prove-limit s budget)")
+    ap.add_argument("--prove-size", type=int, default=256)
+    ap.add_argument("--prove-runs", type=int, default=3)
+    ap.add_argument("--prove-limit", type=float, default=30.0)
     ap.add_argument("--bound-size", type=int, default=1024)
     ap.add_argument("--bound-limit", type=float, default=60.0)
     ap.add_argument("--profile", action="store_true",
@@ -262,7 +268,9 @@ def bound_run(snap_dict: dict[str, Any], limit: float, workers: int, seed: int,
 
     snap = load_snapshot(snap_dict)
     t0 = time.perf_counter()
-    p = solve_cpsat(build_problem(snap), time_limit_s=limit, workers=workers, seed=seed)
+    # the reference keeps every candidate node (no heuristic pruning)
+    p = solve_cpsat(build_problem(snap), time_limit_s=limit, workers=workers, seed=seed,
+                    prune=False)
     wall = time.perf_counter() - t0
     ref = _objective(snap, p)
     ref_cost = ref["eviction_cost_gpu_s"]
@@ -614,6 +622,15 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
                               f"proven optimal in {optimal}/{len(rr)} runs, optimal within "
                               f"0.3 s in {both}/{len(rr)}",
                     "met": both == len(rr)})
+        if "prove" in i:
+            ps = i["prove"]["summary"]
+            n_opt = sum(r["plan_status"] == "optimal" for r in i["prove"]["runs"])
+            out.append({"target": "(progress) 256/100: time to prove optimal, any budget",
+                        "result": f"median {ps['median_wall_s']:.2f} s (min {ps['min_wall_s']:.2f},"
+                                  f" max {ps['max_wall_s']:.2f}) with time_limit_s "
+                                  f"{i['prove']['time_limit_s']:g}; proven optimal in "
+                                  f"{n_opt}/{len(i['prove']['runs'])} runs",
+                        "met": None})
     i = by.get(1024)
     if i and "cpsat" in i["summary"] and i["pending"] == 500:
         s = i["summary"]["cpsat"]
@@ -666,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(plan_runs[n] * len(args.planners) for n, _p in args.sizes)
     total += int(args.bound and any(n == args.bound_size for n, _ in args.sizes))
     total += len(args.sizes) if args.profile else 0
+    total += args.prove_runs if args.prove and any(n == args.prove_size for n, _ in args.sizes) \
+        else 0
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=False) as prog:
         task = prog.add_task("warm-up", total=total)
@@ -712,6 +731,16 @@ def main(argv: list[str] | None = None) -> int:
                 inst["bound"] = bound_run(snap_dict, args.bound_limit, args.workers, args.seed,
                                           inst["results"]["cpsat"])
                 prog.advance(task)
+            if args.prove and nodes == args.prove_size:
+                pr = []
+                for k in range(args.prove_runs):
+                    prog.update(task, description=f"{nodes} nodes: time to prove optimal "
+                                                  f"{k + 1}/{args.prove_runs}")
+                    pr.append(run_once(snap_dict, "cpsat", args.prove_limit, args.workers,
+                                       args.seed + k))
+                    prog.advance(task)
+                inst["prove"] = {"time_limit_s": args.prove_limit, "runs": pr,
+                                 "summary": summarise(pr)}
             if args.profile:
                 prog.update(task, description=f"{nodes} nodes: profile")
                 inst["profile"] = profile_run(snap_dict, tl, args.workers, args.seed)

@@ -726,7 +726,10 @@ def _reserve(problem: Problem, time_limit_s: float) -> float:
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
-                workers: int = 2, seed: int = 0, log: bool = False) -> Plan:
+                workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True) -> Plan:
+    """Plan with CP-SAT. ``prune=False`` keeps every candidate node however big the
+    cluster (for reference solves with long budgets; the default prunes above
+    EXACT_PAIRS job x node pairs, and the plan is then at most ``feasible``)."""
     t0 = time.perf_counter()
     # hint and fallback: the greedy variant that spares capacity less important pending
     # jobs need (usually admits more); deterministic mode also runs the plain greedy
@@ -742,8 +745,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
         variants.append(GreedyPlanner(problem, spare_lower=True, storm_price=STORM_PRICE))
+    plans = [greedy]
     for g in variants:
         other = clean(problem, g.solve())
+        plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
             greedy = other
     reserve = _reserve(problem, time_limit_s)
@@ -760,8 +765,12 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # the model takes longer to build than the greedy plan did: no time is left
         return skipped("no time left to build and solve the model after the greedy plan")
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
-    factor = 0 if n_pairs <= EXACT_PAIRS else 4
-    used = {j: frozenset(ni for ni, _m in parts) for j, parts in greedy.placements.items()}
+    factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
+    # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
+    used: dict[str, frozenset[int]] = {}
+    for d in plans:
+        for j, parts in d.placements.items():
+            used[j] = used.get(j, frozenset()) | {ni for ni, _m in parts}
     try:
         model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used, deadline=deadline)
     except BuildTimeout:
