@@ -720,9 +720,10 @@ _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
 
 def _reserve(problem: Problem, time_limit_s: float) -> float:
     """Time kept for extraction, assembly, explanations and the verifier: they grow
-    with pending jobs x nodes (measured: 0.08 s at 500 x 1,024, 1.3 s at 2,000 x
-    4,096 on the benchmark machine), with a margin."""
-    return 0.05 * time_limit_s + 0.01 + 2e-7 * len(problem.pending) * len(problem.nodes)
+    with pending jobs x nodes (measured with the garbage collector paused: 0.06-0.08 s
+    at 500 x 1,024, 0.45-0.65 s at 2,000 x 4,096 on the benchmark machine), with a
+    margin."""
+    return 0.05 * time_limit_s + 0.01 + 1.5e-7 * len(problem.pending) * len(problem.nodes)
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
@@ -761,8 +762,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
 
     # the model must be built and solved for at least MIN_SOLVE_S within the budget
     deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
-    if deadline is not None and time.perf_counter() + first_s + 0.01 > deadline:
-        # the model takes longer to build than the greedy plan did: no time is left
+    if deadline is not None and time.perf_counter() + 2 * first_s + 0.01 > deadline:
+        # building the model takes 2-4 times as long as the first greedy plan (256 to
+        # 4,096 nodes on the benchmark machine): no time is left
         return skipped("no time left to build and solve the model after the greedy plan")
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
