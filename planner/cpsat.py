@@ -745,7 +745,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                                  time.perf_counter() - t0 < STORM_VARIANT_SHARE * time_limit_s):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
-        variants.append(GreedyPlanner(problem, spare_lower=True, storm_price=STORM_PRICE))
+        # (priced only on the storage targets where the limit refused a victim)
+        variants.append(GreedyPlanner(problem, spare_lower=True, storm_price=STORM_PRICE,
+                                      priced=frozenset(spare.full_storages)))
     plans = [greedy]
     for g in variants:
         other = clean(problem, g.solve())
@@ -762,9 +764,12 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
 
     # the model must be built and solved for at least MIN_SOLVE_S within the budget
     deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
-    if deadline is not None and time.perf_counter() + 2 * first_s + 0.01 > deadline:
+    build_est = 2 * first_s + 0.01
+    if deadline is not None and (time.perf_counter() + build_est + max(0.0, build_est - MIN_SOLVE_S)
+                                 > deadline):
         # building the model takes 2-4 times as long as the first greedy plan (256 to
-        # 4,096 nodes on the benchmark machine): no time is left
+        # 4,096 nodes on the benchmark machine), and a solve shorter than the build
+        # rarely improves on the greedy plan: not worth it
         return skipped("no time left to build and solve the model after the greedy plan")
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4

@@ -57,13 +57,15 @@ class GreedyPlanner:
     name = "greedy"
 
     def __init__(self, problem: Problem, *, spare_lower: bool = False,
-                 storm_price: float = 0.0):
+                 storm_price: float = 0.0, priced: frozenset[str] | None = None):
         self.p = problem
         # storm_price: weight per GB a victim flushes (R11/R12), so that where the
         # storage limit binds the storm budget goes to victims that free GPUs with
         # small checkpoints; a variant whose plan is kept when it is better
         self.storm_price = storm_price
         self.storm_rejected = False  # did the storm limit ever refuse an option?
+        self.full_storages: set[str] = set()  # storages where it did
+        self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
         # tier-2 jobs need); a variant whose plan is kept when it is better
@@ -114,9 +116,11 @@ class GreedyPlanner:
                 s = vi.storage
                 loads[s] = loads.get(s, st.loads.get(s, 0.0)) + vi.flush_gb
                 caps[s] = min(caps.get(s, st.min_cap.get(s, float("inf"))), vi.storm_cap_gb)
-        ok = all(loads[s] <= caps[s] + 1e-9 for s in loads)
-        if not ok:
+        full = {s for s in loads if loads[s] > caps[s] + 1e-9}
+        if full:
             self.storm_rejected = True
+            self.full_storages |= full
+        ok = not full
         return ok
 
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
@@ -162,7 +166,8 @@ class GreedyPlanner:
         def weight(v: str) -> float:
             vi = self.p.running[v]
             return (vi.cost + (SPARE_PENALTY * vi.job.total_gpus if vi.job.tier in contested
-                               else 0.0) + (price * vi.flush_gb if vi.flushing else 0.0))
+                               else 0.0) + (price * vi.flush_gb if vi.flushing and (
+                        self.priced is None or vi.storage in self.priced) else 0.0))
 
         if contested or price:
             cands.sort(key=lambda v: (weight(v), v))

@@ -92,50 +92,64 @@ def test_spare_lower_greedy_leaves_free_gpus_to_lower_tiers() -> None:
 def test_storm_priced_greedy_keeps_storm_budget_for_a_second_job() -> None:
     # Storage fs writes 1 GB/s; grace max 180 s, safety 2, no barrier or cleanup:
     # need = 2 x F / 1 <= 180 allows F <= 90 GB. Tier-3 victims with a signal, one per
-    # node: v1 80 GB (restore 10: cost 8 x (10 + 80) = 720), v2 60 GB (8 x (40 + 60) =
-    # 800), v3 30 GB (8 x (80 + 30) = 880). Two tier-1 8-GPU jobs a (priority 20) and
-    # b (10). Cost first, a takes v1 (F = 80) and b fits with neither v2 (140) nor v3
-    # (110). Pricing each flushed GB (1e4 GPU-s/GB) makes a take v3 (F = 30), and b
-    # then takes v2 (F = 90 <= 90). The only pair within 90 GB is {v2, v3}: optimal
-    # is both jobs (16 tier-1 GPUs) for 800 + 880 = 1680 GPU-s, flush 90 s.
+    # 8-GPU node: v1 80 GB (restore 10: cost 8 x (10 + 80) = 720), v2 60 GB (8 x (40 +
+    # 60) = 800), v3 30 GB (8 x (80 + 30) = 880). Tier-1 jobs a (8 GPUs, priority 20)
+    # and b (8, priority 10). Cost first, a takes v1 (F = 80) and b fits with neither
+    # v2 (140) nor v3 (110). Pricing each GB flushed to fs (1e4 GPU-s/GB) makes a take
+    # v3 (F = 30), and b then takes v2 (F = 90 <= 90). The only pair within 90 GB is
+    # {v2, v3}.
+    # Tier-1 job c (4 GPUs, priority 5) fits only on the 4-GPU nodes n4 and n5 of
+    # storage fs2 (100 GB/s, never full: F <= 9,000 GB): w1 500 GB (cost 4 x (10 + 5)
+    # = 60) or w2 10 GB (4 x (100 + 0.1) = 400.4). Only fs, where the limit refused a
+    # victim, is priced, so c still takes the cheap w1; pricing fs2 too would take w2.
+    # Optimal: all three jobs (20 tier-1 GPUs) for 800 + 880 + 60 = 1,740 GPU-s; fs
+    # flushes 90 GB in 90 s (grace 2 x 90 = 180), fs2 500 GB in 5 s (grace min 60).
     from models import load_snapshot
     from planner.assemble import clean, objective_of
     from planner.cpsat import STORM_PRICE
     from planner.greedy import GreedyPlanner
     from planner.problem import build_problem
 
-    def victim(jid: str, node: str, size: float, restore: float) -> dict:
-        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": 8,
+    def victim(jid: str, node: str, gpus: int, size: float, restore: float) -> dict:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": gpus,
                 "started_at": "2026-11-29T00:00:00Z",
                 "checkpoint": {"size_gb": size, "restore_s": restore, "signal": "SIGTERM"},
-                "placement": [{"node": node, "gpus": list(range(8))}]}
+                "placement": [{"node": node, "gpus": list(range(gpus))}]}
+
+    def pending(jid: str, gpus: int, priority: int) -> dict:
+        return {"id": jid, "tier": 1, "state": "pending", "gpus_per_node": gpus,
+                "priority": priority}
 
     data = {"version": 1, "now": "2026-11-29T08:00:00Z",
-            "storage": [{"id": "fs", "write_gb_per_s": 1.0}],
-            "nodes": [{"id": n, "gpus": 8, "storage": "fs"} for n in ("n1", "n2", "n3")],
-            "jobs": [victim("v1", "n1", 80, 10), victim("v2", "n2", 60, 40),
-                     victim("v3", "n3", 30, 80),
-                     {"id": "a", "tier": 1, "state": "pending", "gpus_per_node": 8,
-                      "priority": 20},
-                     {"id": "b", "tier": 1, "state": "pending", "gpus_per_node": 8,
-                      "priority": 10}],
+            "storage": [{"id": "fs", "write_gb_per_s": 1.0},
+                        {"id": "fs2", "write_gb_per_s": 100.0}],
+            "nodes": [{"id": n, "gpus": 8, "storage": "fs"} for n in ("n1", "n2", "n3")]
+            + [{"id": n, "gpus": 4, "storage": "fs2"} for n in ("n4", "n5")],
+            "jobs": [victim("v1", "n1", 8, 80, 10), victim("v2", "n2", 8, 60, 40),
+                     victim("v3", "n3", 8, 30, 80), victim("w1", "n4", 4, 500, 10),
+                     victim("w2", "n5", 4, 10, 100),
+                     pending("a", 8, 20), pending("b", 8, 10), pending("c", 4, 5)],
             "policy": {"grace": {"min_s": 60, "max_s": 180, "safety": 2}}}
     pr = build_problem(load_snapshot(data))
     first = GreedyPlanner(pr, spare_lower=True)
     cost_first = clean(pr, first.solve())
-    assert first.storm_rejected
-    assert cost_first.victims == {"v1"}
-    assert objective_of(pr, cost_first).admitted_gpus == {"1": 8, "2": 0, "3": 0}
-    priced = clean(pr, GreedyPlanner(pr, spare_lower=True, storm_price=STORM_PRICE).solve())
-    assert priced.victims == {"v2", "v3"}
-    assert objective_of(pr, priced).eviction_cost_gpu_s == 1680.0
+    assert first.storm_rejected and first.full_storages == {"fs"}
+    assert cost_first.victims == {"v1", "w1"}
+    assert objective_of(pr, cost_first).admitted_gpus == {"1": 12, "2": 0, "3": 0}
+    priced = clean(pr, GreedyPlanner(pr, spare_lower=True, storm_price=STORM_PRICE,
+                                     priced=frozenset({"fs"})).solve())
+    assert priced.victims == {"v2", "v3", "w1"}
+    assert objective_of(pr, priced).eviction_cost_gpu_s == 1740.0
+    everywhere = clean(pr, GreedyPlanner(pr, spare_lower=True, storm_price=STORM_PRICE).solve())
+    assert everywhere.victims == {"v2", "v3", "w2"}
     p = plan(data, deterministic=True)
     assert p.status == "optimal"
-    assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 0}
-    assert p.objective.eviction_cost_gpu_s == 1680.0
-    assert sorted(e.job for e in p.evictions) == ["v2", "v3"]
-    assert [(s.storage, s.flush_gb, s.flush_s) for s in p.storm] == [("fs", 90.0, 90.0)]
-    assert {e.grace_s for e in p.evictions} == {180.0}
+    assert p.objective.admitted_gpus == {"1": 20, "2": 0, "3": 0}
+    assert p.objective.eviction_cost_gpu_s == 1740.0
+    assert sorted(e.job for e in p.evictions) == ["v2", "v3", "w1"]
+    assert [(s.storage, s.flush_gb, s.flush_s) for s in p.storm] == [
+        ("fs", 90.0, 90.0), ("fs2", 500.0, 5.0)]
+    assert {e.job: e.grace_s for e in p.evictions} == {"v2": 180.0, "v3": 180.0, "w1": 60.0}
 
 
 def test_plan_restores_the_garbage_collector_setting() -> None:
