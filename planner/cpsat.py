@@ -48,7 +48,6 @@ EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing 
 STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
 VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
-STORM_VARIANT_SHARE = 0.3  # run that variant only if the first greedy took less of the budget
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -741,8 +740,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     variants = []
     if deterministic:
         variants.append(GreedyPlanner(problem))
-    if spare.storm_rejected and (deterministic or
-                                 time.perf_counter() - t0 < STORM_VARIANT_SHARE * time_limit_s):
+    reserve = _reserve(problem, time_limit_s)
+    fits = time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
+    if spare.storm_rejected and (deterministic or fits):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
         # (priced only on the storage targets where the limit refused a victim)
@@ -754,7 +754,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
             greedy = other
-    reserve = _reserve(problem, time_limit_s)
 
     def skipped(why: str) -> Plan:
         return assemble(problem, greedy, "fallback",
