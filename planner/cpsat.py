@@ -722,7 +722,7 @@ def _reserve(problem: Problem, time_limit_s: float) -> float:
     with pending jobs x nodes (measured with the garbage collector paused: 0.06-0.08 s
     at 500 x 1,024, 0.45-0.65 s at 2,000 x 4,096 on the benchmark machine), with a
     margin."""
-    return 0.05 * time_limit_s + 0.01 + 1.5e-7 * len(problem.pending) * len(problem.nodes)
+    return 0.05 * time_limit_s + 0.02 + 1.5e-7 * len(problem.pending) * len(problem.nodes)
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
@@ -763,14 +763,15 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
 
     # the model must be built and solved for at least MIN_SOLVE_S within the budget
     deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
-    build_est = 2 * first_s + 0.01
-    if deadline is not None and (time.perf_counter() + build_est + max(0.0, build_est - MIN_SOLVE_S)
-                                 > deadline):
-        # building the model takes 2-4 times as long as the first greedy plan (256 to
-        # 4,096 nodes on the benchmark machine), and a solve shorter than the build
-        # rarely improves on the greedy plan: not worth it
-        return skipped("no time left to build and solve the model after the greedy plan")
     n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
+    # building the model takes 2-6 times as long as the first greedy plan, or about
+    # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
+    # nodes on the benchmark machine); a solve shorter than the build (or than
+    # 2 x MIN_SOLVE_S) rarely improves on the greedy plan: then it is not worth it
+    build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
+    if deadline is not None and (time.perf_counter() + build_est
+                                 + max(build_est, 2 * MIN_SOLVE_S) > deadline + MIN_SOLVE_S):
+        return skipped("no time left to build and solve the model after the greedy plan")
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
     # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
     used: dict[str, frozenset[int]] = {}
@@ -795,7 +796,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
     remaining = time_limit_s if deterministic else time_limit_s - reserve - build_s
     # each solve also pays for loading the model and extracting the solution
-    overhead = 0.0 if deterministic else 0.01 + 2e-6 * len(model.m.proto.variables)
+    # (measured: the solve ends 10-30 ms after its limit, extraction takes ~2 us/var)
+    overhead = 0.0 if deterministic else 0.02 + 4e-6 * len(model.m.proto.variables)
     model.hint(greedy)
     for pi, ks in enumerate(phases):
         if pi and not deterministic and remaining < overhead + MIN_SOLVE_S / 2:
