@@ -770,7 +770,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # 2 x MIN_SOLVE_S) rarely improves on the greedy plan: then it is not worth it
     build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
     if deadline is not None and (time.perf_counter() + build_est
-                                 + max(build_est, 2 * MIN_SOLVE_S) > deadline + MIN_SOLVE_S):
+                                 + max(build_est, 2 * MIN_SOLVE_S) > deadline + MIN_SOLVE_S / 2):
         return skipped("no time left to build and solve the model after the greedy plan")
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
     # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
