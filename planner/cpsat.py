@@ -771,7 +771,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
     if deadline is not None and (time.perf_counter() + build_est
                                  + max(build_est, 2 * MIN_SOLVE_S) > deadline + MIN_SOLVE_S / 2):
-        return skipped("no time left to build and solve the model after the greedy plan")
+        more = (time.perf_counter() - t0 + build_est + max(build_est, 2 * MIN_SOLVE_S)
+                + reserve + MIN_SOLVE_S - time_limit_s)
+        return skipped("no time left to build and solve the model after the greedy plan "
+                       f"(about {max(more, 0.1):.1f} s more would let CP-SAT run)")
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
     # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
     used: dict[str, frozenset[int]] = {}

@@ -172,3 +172,25 @@ def test_plan_restores_the_garbage_collector_setting() -> None:
     with pytest.raises(ValueError, match="unknown planner"):
         plan(data, planner="nope")
     assert gc.isenabled()
+
+
+def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
+    # A budget too short to build and solve the model: the planner returns the spare
+    # greedy plan (status fallback, solver status SKIPPED), says how much more time
+    # CP-SAT would need, and the plan is valid. A 1 ms budget is below any floor, so
+    # this does not depend on the machine's speed.
+    from models import load_snapshot
+    from planner.assemble import clean, objective_of
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+
+    data = generate(nodes=32, pending=12, seed=3)
+    p = plan(data, time_limit_s=0.001)
+    assert p.status == "fallback"
+    assert p.solver.status == "SKIPPED"
+    assert "would let CP-SAT run" in p.solver.detail
+    snap = load_snapshot(data)
+    assert verify(snap, p) == []
+    pr = build_problem(snap)
+    spare = objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
+    assert p.objective == spare
