@@ -148,6 +148,18 @@ class GreedyPlanner:
                 return cost, vs
         return None
 
+    def _weight(self, v: str, contested: frozenset[int]) -> float:
+        """What evicting v counts for a job whose tier's contested tiers are given:
+        its cost, plus the spare penalty and the storm price of the variants."""
+        vi = self.p.running[v]
+        w = vi.cost
+        if vi.job.tier in contested:
+            w += SPARE_PENALTY * vi.job.total_gpus
+        if self.storm_price and vi.flushing and (self.priced is None
+                                                 or vi.storage in self.priced):
+            w += self.storm_price * vi.flush_gb
+        return w
+
     def _options(self, st: _State, info: PendingInfo, ni: int,
                  base: int) -> list[tuple[float, int, list[str]]]:
         cands = [v for v in self.by_node.get(ni, ())
@@ -161,15 +173,11 @@ class GreedyPlanner:
         if not self._fits(ni, total, info):
             return []
         contested = self.contested.get(info.job.tier, frozenset())
-        price = self.storm_price
 
         def weight(v: str) -> float:
-            vi = self.p.running[v]
-            return (vi.cost + (SPARE_PENALTY * vi.job.total_gpus if vi.job.tier in contested
-                               else 0.0) + (price * vi.flush_gb if vi.flushing and (
-                        self.priced is None or vi.storage in self.priced) else 0.0))
+            return self._weight(v, contested)
 
-        if contested or price:
+        if contested or self.storm_price:
             cands.sort(key=lambda v: (weight(v), v))
         options: list[tuple[float, int, list[str]]] = []
         for v in cands:  # single victims
@@ -258,10 +266,20 @@ class GreedyPlanner:
             return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
         if not info.rights:
             return None
-        for v in self.by_node.get(ni, ()):  # cheapest first
-            if v not in st.victims and self.p.running[v].job.tier in info.rights:
-                return (self.p.running[v].cost, 1, -1, node_id, ni, st.version.get(ni, 0), None)
-        return None
+        contested = self.contested.get(info.job.tier, frozenset())
+        if not (contested or self.storm_price):
+            for v in self.by_node.get(ni, ()):  # cheapest first
+                if v not in st.victims and self.p.running[v].job.tier in info.rights:
+                    return (self.p.running[v].cost, 1, -1, node_id, ni,
+                            st.version.get(ni, 0), None)
+            return None
+        # every option evicts at least one allowed victim: the least weight of one is a
+        # bound (much tighter than the least cost once the variants' penalties count)
+        ws = [self._weight(v, contested) for v in self.by_node.get(ni, ())
+              if v not in st.victims and self.p.running[v].job.tier in info.rights]
+        if not ws:
+            return None
+        return (min(ws), 1, -1, node_id, ni, st.version.get(ni, 0), None)
 
     def _best_nodes(self, st: _State, info: PendingInfo, m: int) -> list[tuple]:
         """The m best node options for a job (distinct nodes), via the class heap.
