@@ -49,7 +49,7 @@ from datetime import datetime
 
 from planner import topology as topo
 from planner.greedy import GreedyPlanner, _State
-from planner.problem import PendingInfo
+from planner.problem import PendingInfo, Problem
 
 
 def _ts(t: datetime | None) -> float:
@@ -63,14 +63,24 @@ class NodeOption:
 
     ni: int
     victims: tuple[str, ...]
-    mask: int  # GPUs the shard would use (free, already freed, or freed by victims)
+    mask: int | None  # GPUs the shard would use; None: not chosen yet (see avail)
     leftover: int  # GPUs available to the job on the node that it leaves unused
+    avail: int = 0  # GPUs available to the job (free, freed, or freed by victims)
 
 
 class PerNodeBaseline(GreedyPlanner):
     """Shared skeleton: one job at a time, victims chosen node by node."""
 
     name = "per-node"
+
+    def __init__(self, problem: Problem):
+        super().__init__(problem)
+        # a victim's GPUs on each of its nodes (a job's first part on a node wins, as
+        # in the per-call lookup this replaces)
+        self._vmask: dict[tuple[str, int], int] = {}
+        for vid, v in problem.running.items():
+            for ni, m in v.parts:
+                self._vmask.setdefault((vid, ni), m)
 
     # -- hooks ----------------------------------------------------------------------
     def queue(self) -> list[PendingInfo]:
@@ -94,15 +104,15 @@ class PerNodeBaseline(GreedyPlanner):
     def option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
         """The job's option on node ``ni``: available GPUs if it fits, else victims."""
         base = self._avail(st, info, ni)
-        if self._fits(ni, base, info):
-            return self._option(info, ni, base, ())
+        if self._fits(ni, base, info):  # GPUs chosen only if this node is picked
+            return NodeOption(ni, (), None, base.bit_count() - info.job.gpus_per_node, base)
         if not info.rights:
             return None
         cands = [v for v in self.by_node.get(ni, ())
                  if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not cands:
             return None
-        masks = {v: next(m for i, m in self.p.running[v].parts if i == ni) for v in cands}
+        masks = {v: self._vmask[(v, ni)] for v in cands}
         victims = self.victims_on_node(info, ni, base, cands, masks)
         if not victims:
             return None
@@ -112,15 +122,23 @@ class PerNodeBaseline(GreedyPlanner):
         opt = self._option(info, ni, avail, tuple(victims))
         # keep only victims whose GPUs the shard really uses (R7: no idle eviction)
         used = tuple(v for v in opt.victims if masks[v] & opt.mask)
-        return opt if used == opt.victims else NodeOption(ni, used, opt.mask, opt.leftover)
+        return opt if used == opt.victims else NodeOption(ni, used, opt.mask, opt.leftover,
+                                                          opt.avail)
 
     def _option(self, info: PendingInfo, ni: int, avail: int,
                 victims: tuple[str, ...]) -> NodeOption:
-        node = self.p.nodes[ni].node
-        mask = topo.best_fit(node.nvlink_raw(), node.gpus, avail, info.job.gpus_per_node,
-                             info.need_nvlink)
+        mask = self._gpus(info, ni, avail)
+        return NodeOption(ni, victims, mask, avail.bit_count() - info.job.gpus_per_node, avail)
+
+    def _gpus(self, info: PendingInfo, ni: int, avail: int) -> int:
+        """The GPUs ``topology.best_fit`` picks for one shard among ``avail``."""
+        mask = topo.layout_best_fit(self.p.nodes[ni].layout, avail, info.job.gpus_per_node,
+                                    info.need_nvlink)
         assert mask is not None
-        return NodeOption(ni, victims, mask, avail.bit_count() - info.job.gpus_per_node)
+        return mask
+
+    def _mask(self, info: PendingInfo, o: NodeOption) -> int:
+        return o.mask if o.mask is not None else self._gpus(info, o.ni, o.avail)
 
     def option_key(self, o: NodeOption) -> tuple:
         return (len(o.victims), self.victims_key(o.victims), o.leftover,
@@ -138,7 +156,7 @@ class PerNodeBaseline(GreedyPlanner):
             for o in options:
                 if self._allowed(st, list(o.victims)):
                     self._evict(st, list(o.victims))
-                    return [(o.ni, self._commit(st, o.ni, o.mask))]
+                    return [(o.ni, self._commit(st, o.ni, self._mask(info, o)))]
             return None
         groups: dict[tuple, list[NodeOption]] = {}
         for o in options:
@@ -163,7 +181,7 @@ class PerNodeBaseline(GreedyPlanner):
             return None
         _score, chosen, new = best
         self._evict(st, new)
-        return [(o.ni, self._commit(st, o.ni, o.mask)) for o in chosen]
+        return [(o.ni, self._commit(st, o.ni, self._mask(info, o))) for o in chosen]
 
     def _commit(self, st: _State, ni: int, mask: int) -> int:
         st.free[ni] = st.free.get(ni, 0) & ~mask
@@ -178,10 +196,17 @@ class K8sPlanner(PerNodeBaseline):
 
     name = "k8s"
 
+    def __init__(self, problem: Problem):
+        super().__init__(problem)
+        self._importance: dict[str, tuple] = {}
+
     def importance(self, v: str) -> tuple:
         """Most important first: lower tier, higher priority, older start, id."""
-        job = self.p.running[v].job
-        return (job.tier, -job.priority, _ts(job.started_at), v)
+        key = self._importance.get(v)
+        if key is None:
+            job = self.p.running[v].job
+            key = self._importance[v] = (job.tier, -job.priority, _ts(job.started_at), v)
+        return key
 
     def victims_on_node(self, info: PendingInfo, ni: int, base: int,
                         cands: list[str], masks: dict[str, int]) -> list[str] | None:
