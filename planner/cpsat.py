@@ -47,6 +47,7 @@ MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink 
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
 STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
 VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
+ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
@@ -553,7 +554,7 @@ def _wsum(vs: list, cs: list[int]) -> cp_model.LinearExpr:
 
 
 def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
-            n_vars: int = 0) -> cp_model.CpSolver:
+            n_vars: int = 0, presolve: bool = True) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
     prm = s.parameters
     prm.random_seed = seed
@@ -574,7 +575,7 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
     prm.cp_model_probing_level = 0
     prm.symmetry_level = 0
     prm.max_presolve_iterations = 1
-    if n_vars > PRESOLVE_OFF_VARS and time_limit_s < PRESOLVE_OFF_BELOW_S:
+    if not presolve or (n_vars > PRESOLVE_OFF_VARS and time_limit_s < PRESOLVE_OFF_BELOW_S):
         prm.cp_model_presolve = False
     return s
 
@@ -812,7 +813,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if pi == 0 and len(phases) > 1:
             share = remaining * FIRST_PHASE_SHARE
         share = share if deterministic else max(0.01, share - overhead)
-        solver = _solver(share, deterministic, workers, seed, len(model.m.proto.variables))
+        solver = _solver(share, deterministic, workers, seed, len(model.m.proto.variables),
+                         presolve=ADMISSION_PRESOLVE or model.items[ks[0]][0] == "cost")
         solver.parameters.log_search_progress = log
         ts = time.perf_counter()
         st = solver.solve(model.m)
