@@ -858,8 +858,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # never worse than the greedy plan (the model may not express every NVLink set)
     if objective_of(problem, greedy).key() > objective_of(problem, best).key():
         best, proven, cost_bound = greedy, False, None
-    gap = None
-    if bound_info is not None:
+    gap = None  # relative gap of the last phase, reported only when every phase ran
+    if bound_info is not None and len(statuses) == len(phases) and "SKIPPED" not in statuses:
         obj, bnd = bound_info
         gap = 0.0 if proven else abs(bnd - obj) / max(1.0, abs(obj))
     status = "optimal" if proven else "feasible"
