@@ -73,15 +73,6 @@ class PerNodeBaseline(GreedyPlanner):
 
     name = "per-node"
 
-    def __init__(self, problem: Problem):
-        super().__init__(problem)
-        # a victim's GPUs on each of its nodes (a job's first part on a node wins, as
-        # in the per-call lookup this replaces)
-        self._vmask: dict[tuple[str, int], int] = {}
-        for vid, v in problem.running.items():
-            for ni, m in v.parts:
-                self._vmask.setdefault((vid, ni), m)
-
     # -- hooks ----------------------------------------------------------------------
     def queue(self) -> list[PendingInfo]:
         """Pending jobs in scheduling order (jobs in backoff, R9, left out)."""
@@ -112,7 +103,7 @@ class PerNodeBaseline(GreedyPlanner):
                  if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not cands:
             return None
-        masks = {v: self._vmask[(v, ni)] for v in cands}
+        masks = {v: self.vmask[(v, ni)] for v in cands}
         victims = self.victims_on_node(info, ni, base, cands, masks)
         if not victims:
             return None

@@ -282,11 +282,7 @@ class CpsatModel:
                 continue
             k = (avail & ~vm).bit_count() // c.gpn
             if k < ub:
-                e = self.evict[vid]
-                if k == 0:
-                    self.m.add(_wsum([y, e], [1, -ub]) <= 0)
-                else:
-                    self.m.add(_wsum([y, e], [1, -(ub - k)]) <= k)
+                self.m.add(_wsum([y, self.evict[vid]], [1, -(ub - k)]) <= k)
 
     def _gpu_level_vars(self, c: _Class, ni: int, terms: list) -> None:
         """Exact GPU-level choice on a node whose NVLink graph is not a union of
@@ -770,12 +766,12 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # nodes on the benchmark machine); a solve shorter than the build (or than
     # 2 x MIN_SOLVE_S) rarely improves on the greedy plan: then it is not worth it
     build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
-    if deadline is not None and (time.perf_counter() + build_est
-                                 + max(build_est, 2 * MIN_SOLVE_S) > deadline + MIN_SOLVE_S / 2):
-        more = (time.perf_counter() - t0 + build_est + max(build_est, 2 * MIN_SOLVE_S)
-                + reserve + MIN_SOLVE_S - time_limit_s)
+    short = None if deadline is None else (time.perf_counter() + build_est
+                                           + max(build_est, 2 * MIN_SOLVE_S)
+                                           - deadline - MIN_SOLVE_S / 2)
+    if short is not None and short > 0:
         return skipped("no time left to build and solve the model after the greedy plan "
-                       f"(about {max(more, 0.1):.1f} s more would let CP-SAT run)")
+                       f"(about {max(short, 0.1):.1f} s more would let CP-SAT run)")
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
     # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
     used: dict[str, frozenset[int]] = {}
@@ -840,7 +836,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             # tighter in the LP relaxation of the next phase than one weighted row
             for k in ks:
                 _n, v, c, _lo, _hi = model.items[k]
-                item = cp_model.LinearExpr.weighted_sum(v, c)
+                item = _wsum(v, c)
                 model.m.add(item == int(solver.value(item)))
         else:
             model.m.add(expr >= val)

@@ -80,10 +80,12 @@ class GreedyPlanner:
                     self.free_penalty[t] = SPARE_PENALTY  # free GPUs serve every tier
         # evictable victims per node, cheapest first
         self.by_node: dict[int, list[str]] = {}
+        self.vmask: dict[tuple[str, int], int] = {}  # (victim, node) -> its GPUs there
         for vid, v in sorted(problem.running.items()):
             if v.evictable:
-                for ni, _m in v.parts:
+                for ni, m in v.parts:
                     self.by_node.setdefault(ni, []).append(vid)
+                    self.vmask.setdefault((vid, ni), m)
         for ni in self.by_node:
             self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
         self._cache: dict[tuple, tuple[int, list]] = {}
@@ -101,10 +103,8 @@ class GreedyPlanner:
         return m
 
     def _fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
-        gpn = info.job.gpus_per_node
-        if avail.bit_count() < gpn:
-            return False
-        return not info.need_nvlink or topo.layout_fits(self.p.nodes[ni].layout, avail, gpn, True)
+        return topo.layout_fits(self.p.nodes[ni].layout, avail, info.job.gpus_per_node,
+                                info.need_nvlink)
 
     def _storm_ok(self, st: _State, new: list[str]) -> bool:
         """R11/R12: every flushing victim's need stays <= max_s under the new loads."""
@@ -120,8 +120,7 @@ class GreedyPlanner:
         if full:
             self.storm_rejected = True
             self.full_storages |= full
-        ok = not full
-        return ok
+        return not full
 
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
         pol = self.p.policy
@@ -166,7 +165,7 @@ class GreedyPlanner:
                  if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not cands:
             return []
-        masks = {v: next(m for i, m in self.p.running[v].parts if i == ni) for v in cands}
+        masks = {v: self.vmask[(v, ni)] for v in cands}
         total = base
         for v in cands:
             total |= masks[v]
@@ -266,15 +265,9 @@ class GreedyPlanner:
             return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
         if not info.rights:
             return None
-        contested = self.contested.get(info.job.tier, frozenset())
-        if not (contested or self.storm_price):
-            for v in self.by_node.get(ni, ()):  # cheapest first
-                if v not in st.victims and self.p.running[v].job.tier in info.rights:
-                    return (self.p.running[v].cost, 1, -1, node_id, ni,
-                            st.version.get(ni, 0), None)
-            return None
         # every option evicts at least one allowed victim: the least weight of one is a
-        # bound (much tighter than the least cost once the variants' penalties count)
+        # bound (the least cost, plus the variants' penalties when they count)
+        contested = self.contested.get(info.job.tier, frozenset())
         ws = [self._weight(v, contested) for v in self.by_node.get(ni, ())
               if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not ws:
