@@ -36,7 +36,7 @@ from prometheus_client.exposition import generate_latest
 
 from models import InputError, load_plan, load_snapshot
 
-__all__ = ["PlannerServer", "ServiceMetrics", "make_server", "serve"]
+__all__ = ["PlannerServer", "ServiceMetrics", "make_server", "run_until_interrupted", "serve"]
 
 log = logging.getLogger("preempt_planner.service")
 
@@ -127,7 +127,11 @@ def make_server(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> Plann
 
 def serve(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    server = make_server(host, port, **opts)
+    run_until_interrupted(make_server(host, port, **opts))
+
+
+def run_until_interrupted(server: PlannerServer) -> None:
+    """Serve requests until Ctrl-C, then close the socket."""
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -31,24 +31,22 @@ def _share(text: str) -> float:
     return x
 
 
-def _positive(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if x < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return x
+def _int_at_least(minimum: int, complaint: str) -> Any:
+    """An argparse type: an integer of at least ``minimum``, else ``complaint``."""
+    def parse(text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if x < minimum:
+            raise argparse.ArgumentTypeError(f"{text} {complaint}")
+        return x
+
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"{text} must not be negative")
-    return x
+_positive = _int_at_least(1, "must be at least 1")
+_count = _int_at_least(0, "must not be negative")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from planner import PLANNERS
-    from planner.service import make_server
+    from planner.service import make_server, run_until_interrupted
 
     if args.planner not in PLANNERS:
         err_console.print(f"[bold red]error:[/] unknown planner {args.planner!r} "
@@ -50,10 +50,5 @@ def run(args: argparse.Namespace) -> int:
                          max_concurrent=args.max_concurrent, quiet=args.quiet)
     err_console.print(f"preempt-planner serving on {server.url} "
                       "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    run_until_interrupted(server)
     return 0
