@@ -90,6 +90,9 @@ class GreedyPlanner:
             self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
         self._cache: dict[tuple, tuple[int, list]] = {}
         self._heaps: dict[tuple, _ClassHeap] = {}
+        # the snapshot's state, shared by every job shape (see _first_bounds)
+        self._free_fits: dict[tuple[int, bool], dict[int, bool]] = {}
+        self._least_weight: dict[tuple, dict[int, float]] = {}
 
     # -- availability ---------------------------------------------------------------
     def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
@@ -274,6 +277,43 @@ class GreedyPlanner:
             return None
         return (min(ws), 1, -1, node_id, ni, st.version.get(ni, 0), None)
 
+    def _first_bounds(self, st: _State, info: PendingInfo) -> list[tuple]:
+        """``_bound`` for every candidate node of a job shape: nodes nothing has
+        changed yet (version 0) are answered from tables of the snapshot's state
+        shared by every shape, the others one by one."""
+        gpn, need = info.job.gpus_per_node, info.need_nvlink
+        w_free = self.free_penalty.get(info.job.tier, 0.0) * gpn
+        contested = self.contested.get(info.job.tier, frozenset())
+        fits_key = (gpn, need)
+        fits = self._free_fits.get(fits_key)
+        if fits is None:
+            fits = self._free_fits[fits_key] = {}
+        wkey = (info.rights, contested)
+        least = self._least_weight.get(wkey)
+        if least is None:
+            least = self._least_weight[wkey] = {}
+            for ni, vids in self.by_node.items():
+                ws = [self._weight(v, contested) for v in vids
+                      if self.p.running[v].job.tier in info.rights]
+                if ws:
+                    least[ni] = min(ws)
+        out = []
+        version, nodes = st.version, self.p.nodes
+        for ni in info.candidates:
+            if version.get(ni, 0):
+                b = self._bound(st, info, ni)
+                if b is not None:
+                    out.append(b)
+                continue
+            ok = fits.get(ni)
+            if ok is None:
+                ok = fits[ni] = topo.layout_fits(nodes[ni].layout, nodes[ni].free, gpn, need)
+            if ok:
+                out.append((w_free, 0, -1, nodes[ni].node.id, ni, 0, None))
+            elif info.rights and ni in least:
+                out.append((least[ni], 1, -1, nodes[ni].node.id, ni, 0, None))
+        return out
+
     def _best_nodes(self, st: _State, info: PendingInfo, m: int) -> list[tuple]:
         """The m best node options for a job (distinct nodes), via the class heap.
 
@@ -283,11 +323,7 @@ class GreedyPlanner:
         key = (info.rights, info.job.gpus_per_node, info.need_nvlink, id(info.candidates))
         ch = self._heaps.get(key)
         if ch is None:
-            ch = _ClassHeap(members=frozenset(info.candidates))
-            for ni in info.candidates:
-                b = self._bound(st, info, ni)
-                if b is not None:
-                    ch.heap.append(b)
+            ch = _ClassHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
             heapq.heapify(ch.heap)
             ch.pos = len(st.log)
             self._heaps[key] = ch

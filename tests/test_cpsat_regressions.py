@@ -194,3 +194,31 @@ def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     pr = build_problem(snap)
     spare = objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
     assert p.objective == spare
+
+
+def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
+    """The greedy heap's first bounds come from tables of the snapshot's state shared
+    by every job shape; they must equal ``_bound`` node by node, for every variant
+    (a shortcut that drifted from ``_bound`` would silently change greedy plans)."""
+    from models import load_snapshot
+    from planner.greedy import GreedyPlanner, _State, job_order
+    from planner.problem import build_problem
+
+    problem = build_problem(load_snapshot(generate(nodes=48, pending=30, seed=5,
+                                                   multinode_share=0.2)))
+    shapes = 0
+    for kw in ({}, {"spare_lower": True}, {"spare_lower": True, "storm_price": 1e4}):
+        g = GreedyPlanner(problem, **kw)
+        st = _State(free={n.idx: n.free for n in problem.nodes if n.free})
+        order = job_order(problem)
+        for k, info in enumerate(order):
+            # compare in the state the greedy is in when it meets the job (some nodes
+            # changed already), then place the job as the greedy would
+            for later in order[k:]:
+                want = [b for ni in later.candidates
+                        if (b := g._bound(st, later, ni)) is not None]
+                assert g._first_bounds(st, later) == want, (k, later.job.id)
+                shapes += bool(want)
+            g.place(st, info)
+        assert st.victims and st.version  # the comparison saw evicted and changed nodes
+    assert shapes >= 1000
