@@ -30,8 +30,9 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
     A pure function of its inputs: ``policy`` (when given) replaces the snapshot's
     policy; ``deterministic`` uses one worker, a deterministic time budget and a
     fixed seed (R14). The returned plan always passes the verifier (R1-R13): if
-    the solver finds nothing in time the greedy plan is returned (``fallback``),
-    and if even that were invalid, a plan that evicts nothing.
+    the solver finds nothing in time the greedy plan is returned (``fallback``);
+    if a CP-SAT plan ever failed verification, the greedy plan, and if even that
+    were invalid, a plan that evicts nothing.
     """
     if planner not in PLANNERS:
         raise ValueError(f"unknown planner {planner!r} (choose from {', '.join(PLANNERS)})")
@@ -80,6 +81,18 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
                              SolverInfo(engine=planner, status="HEURISTIC"))
     if _valid(snap, candidate):
         return finish(candidate)
+    if planner == "cpsat":  # the better greedy plan (CP-SAT's own fallback) comes next
+        from planner.assemble import clean, objective_of
+        from planner.greedy import GreedyPlanner
+
+        best = max((clean(problem, GreedyPlanner(problem, spare_lower=s).solve())
+                    for s in (True, False)), key=lambda d: objective_of(problem, d).key())
+        greedy = assemble(problem, best, "fallback",
+                          SolverInfo(engine="greedy", status="FALLBACK",
+                                     detail="cpsat plan failed verification; greedy plan "
+                                     "returned"))
+        if _valid(snap, greedy):
+            return finish(greedy)
     # never return a plan that breaks a rule: evict nothing, place on free GPUs only
     safe = assemble(problem, _free_only(problem), "fallback",
                     SolverInfo(engine="safe", status="FALLBACK",

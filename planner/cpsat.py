@@ -49,6 +49,7 @@ STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
 VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
 ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
+LNS_MIN_S = 0.2  # least time left for neighbourhood rounds when the whole model is skipped
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -714,91 +715,33 @@ _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
            cp_model.UNKNOWN: "UNKNOWN"}
 
 
-def _reserve(problem: Problem, time_limit_s: float) -> float:
-    """Time kept for extraction, assembly, explanations and the verifier: they grow
-    with pending jobs x nodes (measured with the garbage collector paused: 0.06-0.08 s
-    at 500 x 1,024, 0.45-0.65 s at 2,000 x 4,096 on the benchmark machine), with a
-    margin."""
-    return 0.05 * time_limit_s + 0.02 + 1.5e-7 * len(problem.pending) * len(problem.nodes)
+@dataclass
+class PhaseResult:
+    """What the lexicographic phases gave: the last extracted decision (None if no
+    phase gave one), the status of each phase run (``SKIPPED`` when no time was
+    left for it), the last phase's (objective, bound) and the proven lower bound
+    on eviction cost in GPU-s (None unless a cost phase ran)."""
+
+    phases: list[list[int]]
+    statuses: list[str]
+    best: Decision | None
+    bound_info: tuple[float, float] | None
+    cost_bound: float | None
 
 
-def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
-                workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True) -> Plan:
-    """Plan with CP-SAT. ``prune=False`` keeps every candidate node however big the
-    cluster (for reference solves with long budgets; the default prunes above
-    EXACT_PAIRS job x node pairs, and the plan is then at most ``feasible``)."""
-    t0 = time.perf_counter()
-    # hint and fallback: the greedy variant that spares capacity less important pending
-    # jobs need (usually admits more); deterministic mode also runs the plain greedy
-    # and keeps the better, so the result is never worse than either
-    spare = GreedyPlanner(problem, spare_lower=True)
-    greedy = clean(problem, spare.solve())
-    first_s = time.perf_counter() - t0
-    variants = []
-    if deterministic:
-        variants.append(GreedyPlanner(problem))
-    reserve = _reserve(problem, time_limit_s)
-    fits = time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
-    if spare.storm_rejected and (deterministic or fits):
-        # the storage limit refused victims: also try spending the storm budget on
-        # victims with small checkpoints (often admits more, see docs/planner.md)
-        # (priced only on the storage targets where the limit refused a victim)
-        variants.append(GreedyPlanner(problem, spare_lower=True, storm_price=STORM_PRICE,
-                                      priced=frozenset(spare.full_storages)))
-    plans = [greedy]
-    for g in variants:
-        other = clean(problem, g.solve())
-        plans.append(other)
-        if objective_of(problem, other).key() > objective_of(problem, greedy).key():
-            greedy = other
-
-    def skipped(why: str) -> Plan:
-        return assemble(problem, greedy, "fallback",
-                        SolverInfo(engine="cp-sat", status="SKIPPED",
-                                   wall_s=time.perf_counter() - t0,
-                                   detail=f"{why}; greedy plan returned"))
-
-    # the model must be built and solved for at least MIN_SOLVE_S within the budget
-    deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
-    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
-    # building the model takes 2-6 times as long as the first greedy plan, or about
-    # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
-    # nodes on the benchmark machine); a solve shorter than the build (or than
-    # 2 x MIN_SOLVE_S) rarely improves on the greedy plan: then it is not worth it
-    build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
-    short = None if deadline is None else (time.perf_counter() + build_est
-                                           + max(build_est, 2 * MIN_SOLVE_S)
-                                           - deadline - MIN_SOLVE_S / 2)
-    if short is not None and short > 0:
-        return skipped("no time left to build and solve the model after the greedy plan "
-                       f"(about {max(short, 0.1):.1f} s more would let CP-SAT run)")
-    factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
-    # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
-    used: dict[str, frozenset[int]] = {}
-    for d in plans:
-        for j, parts in d.placements.items():
-            used[j] = used.get(j, frozenset()) | {ni for ni, _m in parts}
-    try:
-        model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used, deadline=deadline)
-    except BuildTimeout:
-        return skipped("the model could not be built in time")
-    build_s = time.perf_counter() - t0
-    if not model.classes:
-        return assemble(problem, greedy, "optimal" if not model.approximate else "feasible",
-                        SolverInfo(engine="cp-sat", status="OPTIMAL", gap=0.0,
-                                   detail="nothing to place"))
+def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, deterministic: bool,
+               workers: int, seed: int, log: bool = False) -> PhaseResult:
+    """Solve the model's phases in order from the hint, within ``remaining`` seconds
+    (a deterministic budget in deterministic mode)."""
     phases = model.phases()
     statuses = []
     best: Decision | None = None
     bound_info = None
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
-    # deterministic mode splits the budget without looking at the clock (R14)
-    # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
-    remaining = time_limit_s if deterministic else time_limit_s - reserve - build_s
     # each solve also pays for loading the model and extracting the solution
     # (measured: the solve ends 10-30 ms after its limit, extraction takes ~2 us/var)
     overhead = 0.0 if deterministic else 0.02 + 4e-6 * len(model.m.proto.variables)
-    model.hint(greedy)
+    model.hint(hint)
     for pi, ks in enumerate(phases):
         if pi and not deterministic and remaining < overhead + MIN_SOLVE_S / 2:
             statuses.append("SKIPPED")  # no time for the later phases: keep the last plan
@@ -843,6 +786,105 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # hint the next phase with this solution (bulk read of the response)
         sol = solver.response_proto.solution
         model.set_hints([(v, sol[v.index]) for v in model.decision_vars()])
+    return PhaseResult(phases, statuses, best, bound_info, cost_bound)
+
+
+def _reserve(problem: Problem, time_limit_s: float) -> float:
+    """Time kept for extraction, assembly, explanations and the verifier: they grow
+    with pending jobs x nodes (measured with the garbage collector paused: 0.06-0.08 s
+    at 500 x 1,024, 0.45-0.65 s at 2,000 x 4,096 on the benchmark machine), with a
+    margin."""
+    return 0.05 * time_limit_s + 0.02 + 1.5e-7 * len(problem.pending) * len(problem.nodes)
+
+
+def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
+                workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True) -> Plan:
+    """Plan with CP-SAT. ``prune=False`` keeps every candidate node however big the
+    cluster (for reference solves with long budgets; the default prunes above
+    EXACT_PAIRS job x node pairs, and the plan is then at most ``feasible``)."""
+    t0 = time.perf_counter()
+    # hint and fallback: the greedy variant that spares capacity less important pending
+    # jobs need (usually admits more); deterministic mode also runs the plain greedy
+    # and keeps the better, so the result is never worse than either
+    spare = GreedyPlanner(problem, spare_lower=True)
+    greedy = clean(problem, spare.solve())
+    first_s = time.perf_counter() - t0
+    variants = []
+    if deterministic:
+        variants.append(GreedyPlanner(problem))
+    reserve = _reserve(problem, time_limit_s)
+    fits = time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
+    if spare.storm_rejected and (deterministic or fits):
+        # the storage limit refused victims: also try spending the storm budget on
+        # victims with small checkpoints (often admits more, see docs/planner.md)
+        # (priced only on the storage targets where the limit refused a victim)
+        variants.append(GreedyPlanner(problem, spare_lower=True, storm_price=STORM_PRICE,
+                                      priced=frozenset(spare.full_storages)))
+    plans = [greedy]
+    for g in variants:
+        other = clean(problem, g.solve())
+        plans.append(other)
+        if objective_of(problem, other).key() > objective_of(problem, greedy).key():
+            greedy = other
+
+    def skipped(why: str) -> Plan:
+        # the whole model does not fit in the budget: improve the greedy plan one
+        # neighbourhood at a time with what is left (planner/lns.py)
+        left = t0 + time_limit_s - reserve - time.perf_counter()
+        if not deterministic and left >= LNS_MIN_S:
+            from planner.lns import improve
+
+            res = improve(problem, greedy, t0 + time_limit_s - reserve, workers=workers,
+                          seed=seed)
+            if res.improved:
+                return assemble(problem, res.decision, "feasible",
+                                SolverInfo(engine="cp-sat", status="LNS",
+                                           wall_s=time.perf_counter() - t0,
+                                           detail=f"{why}; the greedy plan was improved in "
+                                           f"{res.improved} of {res.rounds} neighbourhood "
+                                           "rounds"))
+            why += f"; {res.rounds} neighbourhood round(s) found nothing better"
+        return assemble(problem, greedy, "fallback",
+                        SolverInfo(engine="cp-sat", status="SKIPPED",
+                                   wall_s=time.perf_counter() - t0,
+                                   detail=f"{why}; greedy plan returned"))
+
+    # the model must be built and solved for at least MIN_SOLVE_S within the budget
+    deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
+    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
+    # building the model takes 2-6 times as long as the first greedy plan, or about
+    # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
+    # nodes on the benchmark machine); a solve shorter than the build (or than
+    # 2 x MIN_SOLVE_S) rarely improves on the greedy plan: then it is not worth it
+    build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
+    short = None if deadline is None else (time.perf_counter() + build_est
+                                           + max(build_est, 2 * MIN_SOLVE_S)
+                                           - deadline - MIN_SOLVE_S / 2)
+    if short is not None and short > 0:
+        return skipped("no time left to build and solve the model after the greedy plan "
+                       f"(about {max(short, 0.1):.1f} s more would let CP-SAT run)")
+    factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
+    # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
+    used: dict[str, frozenset[int]] = {}
+    for d in plans:
+        for j, parts in d.placements.items():
+            used[j] = used.get(j, frozenset()) | {ni for ni, _m in parts}
+    try:
+        model = CpsatModel(problem, candidate_factor=factor, keep_nodes=used, deadline=deadline)
+    except BuildTimeout:
+        return skipped("the model could not be built in time")
+    build_s = time.perf_counter() - t0
+    if not model.classes:
+        return assemble(problem, greedy, "optimal" if not model.approximate else "feasible",
+                        SolverInfo(engine="cp-sat", status="OPTIMAL", gap=0.0,
+                                   detail="nothing to place"))
+    # deterministic mode splits the budget without looking at the clock (R14)
+    # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
+    remaining = time_limit_s if deterministic else time_limit_s - reserve - build_s
+    res = run_phases(model, greedy, remaining, deterministic=deterministic, workers=workers,
+                     seed=seed, log=log)
+    phases, statuses, best = res.phases, res.statuses, res.best
+    bound_info, cost_bound = res.bound_info, res.cost_bound
     wall = time.perf_counter() - t0
     if best is None:
         return assemble(problem, greedy, "fallback",

@@ -251,24 +251,34 @@ def test_fallback_when_solver_is_infeasible(monkeypatch: pytest.MonkeyPatch) -> 
     assert verify(load_snapshot(data), p) == []
 
 
-def test_safe_plan_when_candidate_fails_verification(monkeypatch: pytest.MonkeyPatch) -> None:
-    # If the chosen plan ever failed verification, plan() returns one that evicts
-    # nothing (placing only on free GPUs), and that plan is valid.
+@pytest.mark.parametrize("failing", [1, 2])
+def test_safe_plan_when_candidate_fails_verification(monkeypatch: pytest.MonkeyPatch,
+                                                     failing: int) -> None:
+    # If the CP-SAT plan ever failed verification, plan() returns the greedy plan
+    # (engine greedy, status fallback); if that failed too, one that evicts nothing
+    # (placing only on free GPUs). Either is valid.
     data = _busy_snapshot()
     snap = load_snapshot(data)
     calls: list[int] = []
     real = planner_pkg._valid
 
-    def first_fails(s: Any, p: Any) -> bool:
+    def first_fail(s: Any, p: Any) -> bool:
         calls.append(1)
-        return False if len(calls) == 1 else real(s, p)
+        return False if len(calls) <= failing else real(s, p)
 
-    monkeypatch.setattr(planner_pkg, "_valid", first_fails)
+    monkeypatch.setattr(planner_pkg, "_valid", first_fail)
     p = plan(data, deterministic=True)
-    assert p.status == "fallback" and p.solver.engine == "safe"
-    assert p.evictions == []
     assert verify(snap, p) == []
-    assert all(q.start_after_s == 0 for q in p.placements)
+    assert p.status == "fallback"
+    if failing == 1:
+        greedy = plan(data, planner="greedy")
+        assert p.solver.engine == "greedy" and "failed verification" in p.solver.detail
+        assert p.evictions  # the busy snapshot needs evictions, and the greedy plan makes them
+        assert objective_of(snap, p).key() >= objective_of(snap, greedy).key()
+    else:
+        assert p.solver.engine == "safe"
+        assert p.evictions == []
+        assert all(q.start_after_s == 0 for q in p.placements)
 
 
 # ---------------------------------------------------------------- random sweep
