@@ -50,6 +50,11 @@ VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts
 ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
 LNS_MIN_S = 0.2  # least time left for neighbourhood rounds when the whole model is skipped
+# least solve time, per (job, candidate node) pair up to EXACT_PAIRS, for which the
+# whole model is built rather than neighbourhoods (planner/lns.py): shorter solves of
+# the whole model rarely beat LNS (0.61 s at 256 nodes / 100 jobs, 2.4 s at 1,024 /
+# 500 on the benchmark machine; docs/benchmarks.md)
+FULL_SOLVE_PER_PAIR_S = 4e-5
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -855,14 +860,17 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # building the model takes 2-6 times as long as the first greedy plan, or about
     # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
     # nodes on the benchmark machine); a solve shorter than the build (or than
-    # 2 x MIN_SOLVE_S) rarely improves on the greedy plan: then it is not worth it
+    # 2 x MIN_SOLVE_S, or than FULL_SOLVE_PER_PAIR_S per pair) rarely improves on the
+    # greedy plan as much as LNS does: then the neighbourhoods get the time
     build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
+    full_solve = FULL_SOLVE_PER_PAIR_S * min(n_pairs, EXACT_PAIRS)
     short = None if deadline is None else (time.perf_counter() + build_est
-                                           + max(build_est, 2 * MIN_SOLVE_S)
+                                           + max(build_est, 2 * MIN_SOLVE_S, full_solve)
                                            - deadline - MIN_SOLVE_S / 2)
     if short is not None and short > 0:
         return skipped("no time left to build and solve the model after the greedy plan "
-                       f"(about {max(short, 0.1):.1f} s more would let CP-SAT run)")
+                       f"(about {max(short, 0.1):.1f} s more would let CP-SAT solve the "
+                       "whole model)")
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
     # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
     used: dict[str, frozenset[int]] = {}

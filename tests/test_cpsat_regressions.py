@@ -188,7 +188,7 @@ def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     p = plan(data, time_limit_s=0.001)
     assert p.status == "fallback"
     assert p.solver.status == "SKIPPED"
-    assert "would let CP-SAT run" in p.solver.detail
+    assert "would let CP-SAT solve the whole model" in p.solver.detail
     snap = load_snapshot(data)
     assert verify(snap, p) == []
     pr = build_problem(snap)
