@@ -35,6 +35,7 @@ from planner.problem import Problem
 
 NEIGHBOURHOOD_NODES = 128  # nodes re-solved per round
 ROUND_S = 0.3  # CP-SAT time per round (less when less is left)
+ROUND_MARGIN_S = 0.03  # kept after a round's solve for reading and merging its result
 
 
 @dataclass
@@ -184,9 +185,12 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
             break
         if not model.classes:
             continue
-        left = deadline - time.perf_counter()
-        res = run_phases(model, again, min(ROUND_S, left), deterministic=False,
-                         workers=workers, seed=seed + rounds)
+        # the solve ends a little after its limit, then the solution is read back
+        budget = min(ROUND_S, deadline - time.perf_counter() - ROUND_MARGIN_S)
+        if budget < MIN_SOLVE_S:
+            break
+        res = run_phases(model, again, budget, deterministic=False, workers=workers,
+                         seed=seed + rounds)
         rounds += 1
         if res.best is None:
             continue
