@@ -101,6 +101,22 @@ def test_sub_problem_budget_used_up_by_what_stays() -> None:
     assert sub.policy.max_evicted_gpu_fraction == pytest.approx(1 / 16)
 
 
+def test_neighbourhoods_follow_storage_targets_and_blocks() -> None:
+    # Seven up nodes and one down node: fs-a holds blocks b1 (n1, n2) and b2 (n3, n4,
+    # n5), fs-b holds b3 (n6, n7) and the down n8. With neighbourhoods of 4 nodes the
+    # groups hold at most 2: b1 = [n1, n2]; b2 does not fit in one, so it is cut into
+    # [n3, n4] and [n5]; fs-b starts a new group [n6, n7] (n8 is not usable). Each
+    # neighbourhood joins a group and the next, the last wrapping to the first.
+    nodes = [{"id": f"n{i}", "gpus": 8, "storage": "fs-a" if i <= 5 else "fs-b",
+              "block": "b1" if i <= 2 else "b2" if i <= 5 else "b3"} for i in range(1, 9)]
+    nodes[7]["state"] = "down"
+    storage = [{"id": "fs-a", "write_gb_per_s": 10.0}, {"id": "fs-b", "write_gb_per_s": 10.0}]
+    problem = build_problem(load_snapshot(_snap(nodes, [], storage=storage)))
+    got = [sorted(problem.nodes[i].node.id for i in a) for a in neighbourhoods(problem, 4)]
+    assert got == [["n1", "n2", "n3", "n4"], ["n3", "n4", "n5"], ["n5", "n6", "n7"],
+                   ["n1", "n2", "n6", "n7"]]
+
+
 def test_improve_moves_a_job_to_a_cheaper_victim_in_the_next_group() -> None:
     # Four nodes, one tier-3 victim each: restore 100, 400, 200, 300 s, so costs
     # 800, 3200, 1600 and 2400 GPU-s. Two tier-1 8-GPU jobs; the plan to improve puts
