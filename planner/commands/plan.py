@@ -20,12 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["table", "json"], default="table",
                    help="table (default) or the contract's plan JSON on stdout")
     p.add_argument("--time-limit", type=float, default=1.0, metavar="S",
-                   help="solver time budget in seconds (default 1.0)")
+                   help="time budget in seconds for the whole call (default 1.0); when "
+                        "the whole CP-SAT model does not fit, the greedy plan is improved "
+                        "one neighbourhood of nodes at a time (solver status LNS)")
     p.add_argument("--deterministic", action="store_true",
                    help="one worker, deterministic time budget, fixed seed (R14)")
     p.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
     p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
-    p.add_argument("--planner", choices=["cpsat", "greedy", "k8s", "slurm"], default="cpsat")
+    p.add_argument("--planner", choices=["cpsat", "greedy", "k8s", "slurm"], default="cpsat",
+                   help="cpsat (default), or a baseline: greedy, Kubernetes-style (k8s), "
+                        "Slurm-style (slurm)")
     p.add_argument("--out", help="write the plan JSON to FILE (atomically)")
     p.add_argument("--metrics-out", metavar="FILE",
                    help="also write Prometheus metrics of this tick to FILE")
