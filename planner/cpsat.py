@@ -49,7 +49,7 @@ STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
 VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
 ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
-LNS_MIN_S = 0.2  # least time left for neighbourhood rounds when the whole model is skipped
+LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole model is skipped
 # least solve time, per (job, candidate node) pair up to EXACT_PAIRS, for which the
 # whole model is built rather than neighbourhoods (planner/lns.py): shorter solves of
 # the whole model rarely beat LNS (0.61 s at 256 nodes / 100 jobs, 2.4 s at 1,024 /
