@@ -837,12 +837,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
         # neighbourhood at a time with what is left (planner/lns.py)
-        left = t0 + time_limit_s - reserve - time.perf_counter()
-        if not deterministic and left >= LNS_MIN_S:
+        lns_deadline = t0 + time_limit_s - reserve
+        if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
 
-            res = improve(problem, greedy, t0 + time_limit_s - reserve, workers=workers,
-                          seed=seed)
+            res = improve(problem, greedy, lns_deadline, workers=workers, seed=seed)
             if res.improved:
                 return assemble(problem, res.decision, "feasible",
                                 SolverInfo(engine="cp-sat", status="LNS",

@@ -95,8 +95,11 @@ def sub_problem(problem: Problem, d: Decision,
     todo = list(keep_jobs) + list(keep_victims)
     while todo:  # closure: what stays keeps its victims and the victims' beneficiaries
         x = todo.pop()
-        for y in (uses.get(x, ()) if x in keep_jobs else pre.get(x, ())):
-            group = keep_victims if x in keep_jobs else keep_jobs
+        if x in keep_jobs:
+            linked, group = uses.get(x, ()), keep_victims
+        else:
+            linked, group = pre.get(x, ()), keep_jobs
+        for y in linked:
             if y not in group:
                 group.add(y)
                 todo.append(y)
@@ -179,9 +182,8 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
         if cut is None:
             continue
         sub, stay, again = cut
-        t = time.perf_counter()
         try:
-            model = CpsatModel(sub, deadline=t + left / 2)
+            model = CpsatModel(sub, deadline=time.perf_counter() + left / 2)
         except BuildTimeout:
             break
         if not model.classes:
