@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner import plan
 from planner.generate import generate
 from planner.verify import verify
+
+
+def _greedy_objectives(data: dict[str, Any]) -> tuple[Any, Any]:
+    """Objectives of the plain and the spare_lower greedy plans of a snapshot."""
+    from models import load_snapshot
+    from planner.assemble import clean, objective_of
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+
+    pr = build_problem(load_snapshot(data))
+    return tuple(objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=s).solve()))
+                 for s in (False, True))
 
 
 def test_phase_weights_do_not_overflow_model_invalid() -> None:
@@ -27,11 +41,6 @@ def test_spare_lower_greedy_leaves_tier3_victims_to_pending_tier2() -> None:
     # Plain greedy lets tier 1 take the cheap tier-3 node b; tier 2 (which may only
     # evict tier 3) then finds nothing. Sparing b for tier 2 admits both:
     # tier 1 evicts the tier-2 job on a (800), tier 2 evicts the tier-3 job on b (80).
-    from models import load_snapshot
-    from planner.assemble import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
-
     def job(jid: str, tier: int, node: str | None, restore: float) -> dict:
         j = {"id": jid, "tier": tier, "gpus_per_node": 8,
              "checkpoint": {"restore_s": restore}}
@@ -44,9 +53,7 @@ def test_spare_lower_greedy_leaves_tier3_victims_to_pending_tier2() -> None:
             "nodes": [{"id": "a", "gpus": 8}, {"id": "b", "gpus": 8}],
             "jobs": [job("run-t2", 2, "a", 100), job("run-t3", 3, "b", 10),
                      job("new-t1", 1, None, 0), job("new-t2", 2, None, 0)]}
-    pr = build_problem(load_snapshot(data))
-    plain = objective_of(pr, clean(pr, GreedyPlanner(pr).solve()))
-    spare = objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
+    plain, spare = _greedy_objectives(data)
     assert plain.admitted_gpus == {"1": 8, "2": 0, "3": 0}
     assert spare.admitted_gpus == {"1": 8, "2": 8, "3": 0}
     assert spare.eviction_cost_gpu_s == 880.0
@@ -63,11 +70,6 @@ def test_spare_lower_greedy_leaves_free_gpus_to_lower_tiers() -> None:
     # tier 1 (cost 0) leaves tier 2 nothing (it may not evict tier 2). Sparing free
     # GPUs for the lower tier admits both: tier 1 evicts the tier-2 job on b (400),
     # tier 2 takes the free node a.
-    from models import load_snapshot
-    from planner.assemble import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
-
     data = {"version": 1, "now": "2026-11-29T08:00:00Z",
             "nodes": [{"id": "a", "gpus": 8}, {"id": "b", "gpus": 8}],
             "jobs": [
@@ -76,9 +78,7 @@ def test_spare_lower_greedy_leaves_free_gpus_to_lower_tiers() -> None:
                  "placement": [{"node": "b", "gpus": list(range(8))}]},
                 {"id": "new-t1", "tier": 1, "state": "pending", "gpus_per_node": 8},
                 {"id": "new-t2", "tier": 2, "state": "pending", "gpus_per_node": 8}]}
-    pr = build_problem(load_snapshot(data))
-    plain = objective_of(pr, clean(pr, GreedyPlanner(pr).solve()))
-    spare = objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
+    plain, spare = _greedy_objectives(data)
     assert plain.admitted_gpus == {"1": 8, "2": 0, "3": 0}
     assert spare.admitted_gpus == {"1": 8, "2": 8, "3": 0}
     assert spare.eviction_cost_gpu_s == 400.0
@@ -180,20 +180,14 @@ def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     # CP-SAT would need, and the plan is valid. A 1 ms budget is below any floor, so
     # this does not depend on the machine's speed.
     from models import load_snapshot
-    from planner.assemble import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
 
     data = generate(nodes=32, pending=12, seed=3)
     p = plan(data, time_limit_s=0.001)
     assert p.status == "fallback"
     assert p.solver.status == "SKIPPED"
     assert "would let CP-SAT solve the whole model" in p.solver.detail
-    snap = load_snapshot(data)
-    assert verify(snap, p) == []
-    pr = build_problem(snap)
-    spare = objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
-    assert p.objective == spare
+    assert verify(load_snapshot(data), p) == []
+    assert p.objective == _greedy_objectives(data)[1]
 
 
 def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
