@@ -21,7 +21,8 @@ R4/R1 node filters, R5/R6/R8/R9 by pruning, R7 as above plus "every victim has a
 beneficiary", R10 as an empty rights set, R11/R12 as a per-storage load cap,
 R13 as two linear budgets. The lexicographic objective is solved in phases;
 consecutive items are merged into one weighted phase while the weights fit in
-64 bits. The greedy plan is the hint and the fallback.
+64 bits. The greedy plan, repacked (planner/repack.py), is the hint and the
+fallback.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
+from planner.repack import repack
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
 FIRST_PHASE_SHARE = 0.6  # of the budget for admissions; the rest minimises cost
@@ -833,6 +835,15 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
             greedy = other
+    # the greedy plan takes big jobs first: give their GPUs to more important deferred
+    # jobs where that raises the priority value (planner/repack.py; a few ms). The
+    # repacked plan is the fallback and the whole model's hint; LNS starts from the
+    # plain one (its neighbourhoods found fewer tier-2 GPUs from the repacked plan at
+    # 4,096 nodes) and its result is repacked in turn
+    packed, swaps = repack(problem, greedy, None if deterministic else t0 + time_limit_s - reserve)
+    if swaps:
+        plans.append(packed)
+    repacked = f" after {swaps} repacking swap(s)" if swaps else ""
 
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
@@ -842,18 +853,23 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             from planner.lns import improve
 
             res = improve(problem, greedy, lns_deadline, workers=workers, seed=seed)
-            if res.improved:
-                return assemble(problem, res.decision, "feasible",
+            d, more = repack(problem, res.decision)
+            better = objective_of(problem, d).key() > objective_of(problem, packed).key()
+            if res.improved and better:
+                return assemble(problem, d, "feasible",
                                 SolverInfo(engine="cp-sat", status="LNS",
                                            wall_s=time.perf_counter() - t0,
-                                           detail=f"{why}; the greedy plan was improved in "
-                                           f"{res.improved} of {res.rounds} neighbourhood "
-                                           "rounds"))
-            why += f"; {res.rounds} neighbourhood round(s) found nothing better"
-        return assemble(problem, greedy, "fallback",
+                                           detail=f"{why}; the greedy plan was improved "
+                                           f"in {res.improved} of {res.rounds} neighbourhood "
+                                           "rounds"
+                                           + (f", then by {more} repacking swap(s)"
+                                              if more else "")))
+            why += (f"; {res.rounds} neighbourhood round(s) found nothing better"
+                    + (" than repacking" if res.improved else ""))
+        return assemble(problem, packed, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
-                                   detail=f"{why}; greedy plan returned"))
+                                   detail=f"{why}; greedy plan returned{repacked}"))
 
     # the model must be built and solved for at least MIN_SOLVE_S within the budget
     deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
@@ -884,27 +900,30 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         return skipped("the model could not be built in time")
     build_s = time.perf_counter() - t0
     if not model.classes:
-        return assemble(problem, greedy, "optimal" if not model.approximate else "feasible",
+        return assemble(problem, packed, "optimal" if not model.approximate else "feasible",
                         SolverInfo(engine="cp-sat", status="OPTIMAL", gap=0.0,
                                    detail="nothing to place"))
     # deterministic mode splits the budget without looking at the clock (R14)
     # (wall-clock mode keeps some of the budget for extraction, assembly and checks)
     remaining = time_limit_s if deterministic else time_limit_s - reserve - build_s
-    res = run_phases(model, greedy, remaining, deterministic=deterministic, workers=workers,
+    res = run_phases(model, packed, remaining, deterministic=deterministic, workers=workers,
                      seed=seed, log=log)
     phases, statuses, best = res.phases, res.statuses, res.best
     bound_info, cost_bound = res.bound_info, res.cost_bound
     wall = time.perf_counter() - t0
     if best is None:
-        return assemble(problem, greedy, "fallback",
+        return assemble(problem, packed, "fallback",
                         SolverInfo(engine="cp-sat", status=statuses[-1] if statuses else "NONE",
                                    wall_s=wall, detail="solver gave no solution in time; greedy "
                                    "plan returned"))
     proven = (len(statuses) == len(phases) and all(s == "OPTIMAL" for s in statuses)
               and not model.approximate and not model.pruned)
     # never worse than the greedy plan (the model may not express every NVLink set)
-    if objective_of(problem, greedy).key() > objective_of(problem, best).key():
-        best, proven, cost_bound = greedy, False, None
+    if objective_of(problem, packed).key() > objective_of(problem, best).key():
+        best, proven, cost_bound = packed, False, None
+    more = 0
+    if not proven:  # an unproven admission may still leave a repacking swap
+        best, more = repack(problem, best)
     gap = None  # relative gap of the last phase, reported only when every phase ran
     if bound_info is not None and len(statuses) == len(phases) and "SKIPPED" not in statuses:
         obj, bnd = bound_info
@@ -915,7 +934,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     built = "" if deterministic else f"; model built in {build_s:.3f} s"
     detail = (f"{len(phases)} phase(s): {', '.join(statuses)}{built}"
               + ("; NVLink sets across cliques not modelled" if model.approximate else "")
-              + ("; candidate nodes pruned" if model.pruned else ""))
+              + ("; candidate nodes pruned" if model.pruned else "")
+              + (f"; then {more} repacking swap(s)" if more else ""))
     return assemble(problem, best, status,
                     SolverInfo(engine="cp-sat", status="/".join(statuses), wall_s=wall,
                                gap=gap, bound=cost_bound, detail=detail))

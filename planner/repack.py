@@ -1,0 +1,147 @@
+"""Repacking: give an admitted job's GPUs to more important deferred jobs.
+
+The greedy planner takes the jobs of a tier largest first, so that big gangs
+find room. The price is paid in objective item 3 (priority): an 8-node gang of
+priority 11 may hold 64 GPUs that eight single-node jobs of priority 13 to 79
+could use, and then those jobs wait.
+
+:func:`repack` improves a plan in that respect without touching anything else.
+For each placed job ``K``, least important first, it tries to fill exactly the
+GPUs ``K`` holds with deferred jobs of the same tier and higher priority (best
+fit, most important first). The swap is made only when every GPU of ``K`` is
+used again and the priority value grows. Then:
+
+* every tier's admitted GPUs stay the same (item 1-2), the priority value grows
+  (item 3), and the victims, hence the eviction cost, the storm loads (R11/R12)
+  and the budgets (R13), do not change (items 4-5);
+* each victim whose GPUs ``K`` used now serves the new jobs, which may take them:
+  a GPU held by a victim is only given to a job whose tier may preempt the
+  victim's (R7), so a job under the cascade guard (R10) gets free GPUs only;
+* each new job runs on its own candidate nodes (R1, R4, pools), with connected
+  GPUs when it needs NVLink (R3), and gangs on distinct nodes of one block or
+  NVLink domain when they ask for it (R2); jobs under cooldown (R9) stay
+  deferred.
+
+The plan is therefore lexicographically better and as valid as before
+(``plan()`` still verifies it). The pass is cheap: it only looks at nodes the
+swapped job holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from planner import topology as topo
+from planner.assemble import Decision
+from planner.problem import PendingInfo, Problem
+
+
+def repack(problem: Problem, d: Decision, deadline: float | None = None) -> tuple[Decision, int]:
+    """A copy of ``d`` in which placed jobs have given their GPUs to more important
+    deferred jobs of their tier where that raises the priority value, and the
+    number of such swaps. Stops early at ``deadline`` (``time.perf_counter()``)."""
+    placements = dict(d.placements)
+    deferred: dict[int, list[PendingInfo]] = defaultdict(list)
+    for j, info in sorted(problem.pending.items()):
+        if j not in placements and info.held_until is None and info.candidates:
+            deferred[info.job.tier].append(info)
+    for infos in deferred.values():
+        infos.sort(key=lambda i: (-i.job.priority, -i.job.total_gpus, i.job.id))
+    hosts: dict[int, frozenset[int]] = {}  # id(candidates) -> node set (shared lists)
+    swaps = 0
+    order = sorted(placements, key=lambda j: (problem.pending[j].job.priority,
+                                              -problem.pending[j].job.total_gpus, j))
+    for k in order:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        kinfo = problem.pending[k]
+        kjob = kinfo.job
+        queue = [i for i in deferred.get(kjob.tier, ())
+                 if i.job.priority > kjob.priority and i.job.total_gpus <= kjob.total_gpus]
+        if not queue:
+            continue
+        fill = _fill(problem, d.victims, dict(placements[k]), queue, hosts)
+        if fill is None:
+            continue
+        gain = sum(i.job.priority * i.job.total_gpus for i, _p in fill) \
+            - kjob.priority * kjob.total_gpus
+        if gain <= 0:
+            continue
+        del placements[k]
+        for i, parts in fill:
+            placements[i.job.id] = parts
+        taken = {id(i) for i, _p in fill}
+        deferred[kjob.tier] = [i for i in deferred[kjob.tier] if id(i) not in taken]
+        deferred[kjob.tier].append(kinfo)
+        deferred[kjob.tier].sort(key=lambda i: (-i.job.priority, -i.job.total_gpus, i.job.id))
+        swaps += 1
+    return Decision(set(d.victims), placements), swaps
+
+
+def _fill(problem: Problem, victims: set[str], rem: dict[int, int], queue: list[PendingInfo],
+          hosts: dict[int, frozenset[int]]) -> list[tuple[PendingInfo, list[tuple[int, int]]]] | None:
+    """Place jobs of ``queue`` (in order) on exactly the GPUs ``rem`` (node -> mask);
+    the placements when every GPU is used, else None."""
+    need = sum(m.bit_count() for m in rem.values())
+    out: list[tuple[PendingInfo, list[tuple[int, int]]]] = []
+    for info in queue:
+        job = info.job
+        if job.total_gpus > need:
+            continue
+        nodes = hosts.get(id(info.candidates))
+        if nodes is None:
+            nodes = hosts[id(info.candidates)] = frozenset(info.candidates)
+        fits = []  # (leftover, node, mask)
+        for ni in sorted(rem):
+            if ni not in nodes:
+                continue
+            usable = _usable(problem, victims, info, ni, rem[ni])
+            mask = topo.layout_best_fit(problem.nodes[ni].layout, usable, job.gpus_per_node,
+                                        info.need_nvlink)
+            if mask is not None:
+                fits.append((usable.bit_count() - job.gpus_per_node, ni, mask))
+        chosen = _choose(problem, info, sorted(fits))
+        if chosen is None:
+            continue
+        for _left, ni, mask in chosen:
+            rem[ni] &= ~mask
+        out.append((info, [(ni, mask) for _left, ni, mask in sorted(chosen, key=lambda f: f[1])]))
+        need -= job.total_gpus
+        if need == 0:
+            return out
+    return None
+
+
+def _usable(problem: Problem, victims: set[str], info: PendingInfo, ni: int, mask: int) -> int:
+    """The GPUs of ``mask`` on node ``ni`` the job may take: free ones, and those of
+    victims whose tier its own tier may preempt (R7, R10)."""
+    out = 0
+    m = mask
+    while m:
+        low = m & -m
+        owner = problem.owner.get((ni, low.bit_length() - 1))
+        if owner is None or (owner in victims and problem.running[owner].job.tier in info.rights):
+            out |= low
+        m ^= low
+    return out
+
+
+def _choose(problem: Problem, info: PendingInfo, fits: list[tuple[int, int, int]]
+            ) -> list[tuple[int, int, int]] | None:
+    """``job.nodes`` distinct nodes among ``fits`` (best fit first), inside one block
+    or NVLink domain when the gang asks for it (R2); None if there are not enough."""
+    job = info.job
+    if len(fits) < job.nodes:
+        return None
+    if job.nodes == 1 or not (job.same_block or job.same_nvlink_domain):
+        return fits[:job.nodes]
+    groups: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
+    for f in fits:
+        node = problem.nodes[f[1]].node
+        groups[(node.block if job.same_block else None,
+                node.nvlink_domain if job.same_nvlink_domain else None)].append(f)
+    for key in sorted(groups, key=repr):
+        if len(groups[key]) >= job.nodes:
+            return groups[key][:job.nodes]
+    return None
