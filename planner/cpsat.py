@@ -840,7 +840,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # repacked plan is the fallback and the whole model's hint; LNS starts from the
     # plain one (its neighbourhoods found fewer tier-2 GPUs from the repacked plan at
     # 4,096 nodes) and its result is repacked in turn
+    tr = time.perf_counter()
     packed, swaps = repack(problem, greedy, None if deterministic else t0 + time_limit_s - reserve)
+    repack_s = time.perf_counter() - tr  # LNS keeps as much for repacking its result
     if swaps:
         plans.append(packed)
     repacked = f" after {swaps} repacking swap(s)" if swaps else ""
@@ -848,7 +850,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
         # neighbourhood at a time with what is left (planner/lns.py)
-        lns_deadline = t0 + time_limit_s - reserve
+        lns_deadline = t0 + time_limit_s - reserve - 1.5 * repack_s
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
 

@@ -9,6 +9,8 @@ more valuable jobs (OUTRANKED).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from models import Deferred
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem, fmt_duration
@@ -29,26 +31,22 @@ def shape(job) -> str:
     return f"needs {s}" + (f" ({', '.join(extra)})" if extra else "")
 
 
-def _hosts(problem: Problem, info: PendingInfo, avail: dict[int, int]) -> list[int]:
+def _enough(problem: Problem, info: PendingInfo, hosts: Iterable[int]) -> bool:
+    """Do ``hosts`` hold the job's shards (distinct nodes, in one block or NVLink
+    domain when it asks for that)? Stops at the first node that makes enough."""
     job = info.job
-    n = problem.nodes
-    return [i for i in info.candidates
-            if n[i].fits(avail.get(i, 0), job.gpus_per_node, info.need_nvlink)]
-
-
-def _enough(problem: Problem, info: PendingInfo, hosts: list[int]) -> bool:
-    job = info.job
-    if job.nodes == 1:
-        return bool(hosts)
-    if not (job.same_block or job.same_nvlink_domain):
-        return len(hosts) >= job.nodes
+    grouped = job.nodes > 1 and (job.same_block or job.same_nvlink_domain)
     groups: dict[tuple, int] = {}
     for i in hosts:
-        node = problem.nodes[i].node
-        key = (node.block if job.same_block else None,
-               node.nvlink_domain if job.same_nvlink_domain else None)
+        key = None
+        if grouped:
+            node = problem.nodes[i].node
+            key = (node.block if job.same_block else None,
+                   node.nvlink_domain if job.same_nvlink_domain else None)
         groups[key] = groups.get(key, 0) + 1
-    return max(groups.values(), default=0) >= job.nodes
+        if groups[key] >= job.nodes:
+            return True
+    return False
 
 
 def _cache(problem: Problem) -> dict:
@@ -81,7 +79,10 @@ def _fits_with(problem: Problem, info: PendingInfo, mode: str) -> bool:
            j.nodes, j.same_block, j.same_nvlink_domain)
     memo = _cache(problem)
     if key not in memo:
-        memo[key] = _enough(problem, info, _hosts(problem, info, _avail(problem, info, mode)))
+        avail = _avail(problem, info, mode)
+        n, gpn, nvlink = problem.nodes, j.gpus_per_node, info.need_nvlink
+        memo[key] = _enough(problem, info, (i for i in info.candidates
+                                            if n[i].fits(avail.get(i, 0), gpn, nvlink)))
     return memo[key]
 
 
