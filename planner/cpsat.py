@@ -21,7 +21,7 @@ R4/R1 node filters, R5/R6/R8/R9 by pruning, R7 as above plus "every victim has a
 beneficiary", R10 as an empty rights set, R11/R12 as a per-storage load cap,
 R13 as two linear budgets. The lexicographic objective is solved in phases;
 consecutive items are merged into one weighted phase while the weights fit in
-64 bits. The greedy plan, repacked (planner/repack.py), is the hint and the
+64 bits. The greedy plan, polished (planner/repack.py), is the hint and the
 fallback.
 """
 
@@ -39,7 +39,7 @@ from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
-from planner.repack import repack
+from planner.repack import polish
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
 FIRST_PHASE_SHARE = 0.6  # of the budget for admissions; the rest minimises cost
@@ -835,27 +835,29 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
             greedy = other
-    # the greedy plan takes big jobs first: give their GPUs to more important deferred
-    # jobs where that raises the priority value (planner/repack.py; a few ms). The
-    # repacked plan is the fallback and the whole model's hint; LNS starts from the
+    # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
+    # give their GPUs to more important deferred jobs where that raises the priority
+    # value; then move jobs to GPUs left idle where that spares their victims. The
+    # polished plan is the fallback and the whole model's hint; LNS starts from the
     # plain one (its neighbourhoods found fewer tier-2 GPUs from the repacked plan at
-    # 4,096 nodes) and its result is repacked in turn
+    # 4,096 nodes) and its result is polished in turn
     tr = time.perf_counter()
-    packed, swaps = repack(problem, greedy, None if deterministic else t0 + time_limit_s - reserve)
-    repack_s = time.perf_counter() - tr  # LNS keeps as much for repacking its result
-    if swaps:
+    packed, polished = polish(problem, greedy,
+                              None if deterministic else t0 + time_limit_s - reserve)
+    polish_s = time.perf_counter() - tr  # LNS keeps as much for polishing its result
+    if polished:
         plans.append(packed)
-    repacked = f" after {swaps} repacking swap(s)" if swaps else ""
+    repacked = f" after {polished}" if polished else ""
 
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
         # neighbourhood at a time with what is left (planner/lns.py)
-        lns_deadline = t0 + time_limit_s - reserve - 1.5 * repack_s
+        lns_deadline = t0 + time_limit_s - reserve - 1.5 * polish_s
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
 
             res = improve(problem, greedy, lns_deadline, workers=workers, seed=seed)
-            d, more = repack(problem, res.decision)
+            d, more = polish(problem, res.decision)
             better = objective_of(problem, d).key() > objective_of(problem, packed).key()
             if res.improved and better:
                 return assemble(problem, d, "feasible",
@@ -864,10 +866,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                                            detail=f"{why}; the greedy plan was improved "
                                            f"in {res.improved} of {res.rounds} neighbourhood "
                                            "rounds"
-                                           + (f", then by {more} repacking swap(s)"
-                                              if more else "")))
+                                           + (f", then by {more}" if more else "")))
             why += (f"; {res.rounds} neighbourhood round(s) found nothing better"
-                    + (" than repacking" if res.improved else ""))
+                    + (" than polishing" if res.improved else ""))
         return assemble(problem, packed, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
@@ -923,13 +924,16 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # never worse than the greedy plan (the model may not express every NVLink set)
     if objective_of(problem, packed).key() > objective_of(problem, best).key():
         best, proven, cost_bound = packed, False, None
-    more = 0
-    if not proven:  # an unproven admission may still leave a repacking swap
-        best, more = repack(problem, best)
+    more = ""
+    if not proven:  # an unproven plan may still leave a swap or a move (planner/repack.py)
+        best, more = polish(problem, best)
     gap = None  # relative gap of the last phase, reported only when every phase ran
     if bound_info is not None and len(statuses) == len(phases) and "SKIPPED" not in statuses:
         obj, bnd = bound_info
         gap = 0.0 if proven else abs(bnd - obj) / max(1.0, abs(obj))
+        if more and cost_bound is not None:  # the polished plan's cost against the bound
+            cost = objective_of(problem, best).eviction_cost_gpu_s
+            gap = max(0.0, cost - cost_bound) / max(1.0, cost)
     status = "optimal" if proven else "feasible"
     if proven:
         cost_bound = objective_of(problem, best).eviction_cost_gpu_s
@@ -937,7 +941,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     detail = (f"{len(phases)} phase(s): {', '.join(statuses)}{built}"
               + ("; NVLink sets across cliques not modelled" if model.approximate else "")
               + ("; candidate nodes pruned" if model.pruned else "")
-              + (f"; then {more} repacking swap(s)" if more else ""))
+              + (f"; then {more}" if more else ""))
     return assemble(problem, best, status,
                     SolverInfo(engine="cp-sat", status="/".join(statuses), wall_s=wall,
                                gap=gap, bound=cost_bound, detail=detail))

@@ -176,10 +176,15 @@ def test_plan_restores_the_garbage_collector_setting() -> None:
 
 def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     # A budget too short to build and solve the model: the planner returns the spare
-    # greedy plan (status fallback, solver status SKIPPED), says how much more time
-    # CP-SAT would need, and the plan is valid. A 1 ms budget is below any floor, so
-    # this does not depend on the machine's speed.
+    # greedy plan, polished (planner/repack.py), with status fallback and solver
+    # status SKIPPED; it says how much more time CP-SAT would need, and the plan is
+    # valid. A 1 ms budget is below any floor, so this does not depend on the
+    # machine's speed.
     from models import load_snapshot
+    from planner.assemble import clean, objective_of
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+    from planner.repack import polish
 
     data = generate(nodes=32, pending=12, seed=3)
     p = plan(data, time_limit_s=0.001)
@@ -187,7 +192,12 @@ def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     assert p.solver.status == "SKIPPED"
     assert "would let CP-SAT solve the whole model" in p.solver.detail
     assert verify(load_snapshot(data), p) == []
-    assert p.objective == _greedy_objectives(data)[1]
+    pr = build_problem(load_snapshot(data))
+    polished, said = polish(pr, clean(pr, GreedyPlanner(pr, spare_lower=True).solve()))
+    assert p.objective == objective_of(pr, polished)
+    assert p.solver.detail.endswith(f"greedy plan returned after {said}" if said
+                                    else "greedy plan returned")
+    assert p.objective.key() >= _greedy_objectives(data)[1].key()
 
 
 def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:

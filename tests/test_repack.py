@@ -1,6 +1,10 @@
-"""Repacking (planner/repack.py): a placed job's GPUs go to more important
-deferred jobs of its tier only when they use every one of those GPUs, may take
-them (R7, R10, R3, R2), and raise the priority value; victims never change.
+"""Polishing (planner/repack.py).
+
+Repacking: a placed job's GPUs go to more important deferred jobs of its tier
+only when they use every one of those GPUs, may take them (R7, R10, R3, R2), and
+raise the priority value; victims never change. Relocation: a single-node job
+moves to GPUs the plan leaves idle when that spares victims only it uses, and
+only to GPUs it may take.
 
 Conventions as in test_planner_cases.py: 8-GPU NVSwitch nodes unless stated,
 Monday 2026-11-30 08:00Z, running jobs started at 04:00 (past every tier's min
@@ -13,10 +17,10 @@ from typing import Any
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import assemble, clean, objective_of
+from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
-from planner.repack import repack
+from planner.repack import relocate, repack
 from planner.verify import verify
 
 NOW = "2026-11-30T08:00:00Z"
@@ -142,3 +146,76 @@ def test_the_cpsat_fallback_plan_is_repacked() -> None:
     assert p.solver.detail.endswith("greedy plan returned after 1 repacking swap(s)")
     assert sorted(x.job for x in p.placements) == ["a", "b"]
     assert p.objective.priority_value == 400
+
+
+def _running(jid: str, tier: int, node: str, gpus: list[int], restore: float) -> dict[str, Any]:
+    return {"id": jid, "tier": tier, "state": "running", "gpus_per_node": len(gpus),
+            "nodes": 1, "started_at": OLD, "checkpoint": {"restore_s": restore},
+            "placement": [{"node": node, "gpus": gpus}]}
+
+
+def _relocated(snap: dict[str, Any], d: Decision) -> tuple[Any, Any, int]:
+    s = load_snapshot(snap)
+    problem = build_problem(s)
+    after, moves = relocate(problem, d)
+    p = assemble(problem, after, "feasible", SolverInfo(engine="test", status="TEST"))
+    assert verify(s, p) == []
+    return problem, after, moves
+
+
+def test_a_job_moves_to_free_gpus_and_its_victim_keeps_running() -> None:
+    # n1 is held by tier-3 v1 (8 GPUs, restore 100 s: cost 8 x 100 = 800 GPU-s).
+    # n2 has GPUs 0-3 free (4-7 held by tier-1 r, not preemptible). The plan puts
+    # tier-2 j (4 GPUs) on v1's GPUs 0-3. Moving j to n2's free GPUs spares v1:
+    # cost 800 -> 0, evictions 1 -> 0, j still placed.
+    snap = _snap([_node("n1"), _node("n2")],
+                 [_running("v1", 3, "n1", list(range(8)), 100),
+                  _running("r", 1, "n2", [4, 5, 6, 7], 100), _job("j", 10, gpus=4)])
+    problem = build_problem(load_snapshot(snap))
+    n1, n2 = problem.node_index["n1"], problem.node_index["n2"]
+    problem, after, moves = _relocated(snap, Decision({"v1"}, {"j": [(n1, 0x0F)]}))
+    assert moves == 1
+    assert after.victims == set() and after.placements == {"j": [(n2, 0x0F)]}
+    assert objective_of(problem, after).eviction_cost_gpu_s == 0
+
+
+def test_a_victim_two_jobs_use_stays() -> None:
+    # j1 and j2 (tier 2, 4 GPUs each) share tier-3 v1's GPUs on n1; n2 has 4 free
+    # GPUs. Moving one of them would not spare v1 (the other still needs it), so
+    # nothing moves.
+    snap = _snap([_node("n1"), _node("n2")],
+                 [_running("v1", 3, "n1", list(range(8)), 100),
+                  _running("r", 1, "n2", [4, 5, 6, 7], 100),
+                  _job("j1", 10, gpus=4), _job("j2", 10, gpus=4)])
+    problem = build_problem(load_snapshot(snap))
+    n1 = problem.node_index["n1"]
+    d = Decision({"v1"}, {"j1": [(n1, 0x0F)], "j2": [(n1, 0xF0)]})
+    _problem, after, moves = _relocated(snap, d)
+    assert moves == 0 and after.victims == {"v1"} and after.placements == d.placements
+
+
+def test_idle_gpus_of_a_victim_go_only_to_jobs_that_may_preempt_it() -> None:
+    # n1: tier-3 v1 (8 GPUs, cost 800). n2: tier-2 w (8 GPUs, restore 50 s: cost
+    # 400). The plan: tier-2 j on v1's GPUs 0-3, tier-1 k on w's GPUs 0-3; v1's GPUs
+    # 4-7 and w's GPUs 4-7 are idle. Largest saving first: j (800) may not take w's
+    # idle GPUs (tier 2 may preempt tier 3 only), so it stays. k (400) may take
+    # v1's idle GPUs 4-7 (tier 1 may preempt tier 3): it moves there and w keeps
+    # running. Cost 1,200 -> 800, evictions 2 -> 1.
+    # With j in tier 1 instead, j (800) moves first, to w's GPUs 4-7; v1 keeps
+    # running. w now serves j too, so moving k would spare nothing: cost 1,200 -> 400.
+    nodes = [_node("n1"), _node("n2")]
+    for j_tier, victims, j_at, k_at, cost in ((2, {"v1"}, ("n1", 0x0F), ("n1", 0xF0), 800),
+                                              (1, {"w"}, ("n2", 0xF0), ("n2", 0x0F), 400)):
+        k = dict(_job("k", 10, gpus=4), tier=1)
+        j = dict(_job("j", 10, gpus=4), tier=j_tier)
+        snap = _snap(nodes, [_running("v1", 3, "n1", list(range(8)), 100),
+                             _running("w", 2, "n2", list(range(8)), 50), j, k])
+        problem = build_problem(load_snapshot(snap))
+        ix = problem.node_index
+        d = Decision({"v1", "w"}, {"j": [(ix["n1"], 0x0F)], "k": [(ix["n2"], 0x0F)]})
+        problem, after, moves = _relocated(snap, d)
+        assert moves == 1
+        assert after.victims == victims
+        assert after.placements == {"j": [(ix[j_at[0]], j_at[1])],
+                                    "k": [(ix[k_at[0]], k_at[1])]}
+        assert objective_of(problem, after).eviction_cost_gpu_s == cost
