@@ -156,15 +156,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def instance_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options shared with bench_proof_floor.py: which snapshot, how many runs,
+    the limit per solve, the JSON output."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--pending", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per solve")
-    ap.add_argument("--mip", default="SCIP,CBC", help="pywraplp MIP engines (default %(default)s)")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = instance_arguments(__doc__)
+    ap.add_argument("--mip", default="SCIP,CBC", help="pywraplp MIP engines (default %(default)s)")
     args = ap.parse_args(argv)
     args.mip = [e for e in args.mip.split(",") if e]
     res = run(args)

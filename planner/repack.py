@@ -35,6 +35,7 @@ from collections import defaultdict
 from planner import topology as topo
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem
+from planner.topology import mask_to_list as _bits
 
 
 def repack(problem: Problem, d: Decision, deadline: float | None = None) -> tuple[Decision, int]:
@@ -273,15 +274,6 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
         refresh({ni})
         moves += 1
     return Decision(victims, placements), moves
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
 
 
 def polish(problem: Problem, d: Decision, deadline: float | None = None) -> tuple[Decision, str]:
