@@ -1,12 +1,13 @@
-"""Repacking: give an admitted job's GPUs to more important deferred jobs.
+"""Polishing a plan: repacking and relocation (docs/planner.md section 2a).
 
-The greedy planner takes the jobs of a tier largest first, so that big gangs
-find room. The price is paid in objective item 3 (priority): an 8-node gang of
-priority 11 may hold 64 GPUs that eight single-node jobs of priority 13 to 79
-could use, and then those jobs wait.
+Two cheap passes that make a plan lexicographically better without changing how
+many GPUs each tier gets; :func:`polish` runs both, repacking first.
 
-:func:`repack` improves a plan in that respect without touching anything else.
-For each placed job ``K``, least important first, it tries to fill exactly the
+**Repacking.** The greedy planner takes the jobs of a tier largest first, so
+that big gangs find room. The price is paid in objective item 3 (priority): an
+8-node gang of priority 11 may hold 64 GPUs that eight single-node jobs of
+priority 13 to 79 could use, and then those jobs wait. :func:`repack` looks at
+each placed job ``K``, least important first, and tries to fill exactly the
 GPUs ``K`` holds with deferred jobs of the same tier and higher priority (best
 fit, most important first). The swap is made only when every GPU of ``K`` is
 used again and the priority value grows. Then:
@@ -22,9 +23,11 @@ used again and the priority value grows. Then:
   NVLink domain when they ask for it (R2); jobs under cooldown (R9) stay
   deferred.
 
-The plan is therefore lexicographically better and as valid as before
-(``plan()`` still verifies it). The pass is cheap: it only looks at nodes the
-swapped job holds.
+**Relocation.** :func:`relocate` moves a single-node job to GPUs the plan leaves
+idle when the victims it used serve nobody else, so that they keep running
+(see its docstring).
+
+Both passes only look at what changes, and ``plan()`` still verifies the result.
 """
 
 from __future__ import annotations
@@ -58,10 +61,14 @@ def repack(problem: Problem, d: Decision, deadline: float | None = None) -> tupl
             break
         kinfo = problem.pending[k]
         kjob = kinfo.job
-        queue = [i for i in deferred.get(kjob.tier, ())
-                 if i.job.priority > kjob.priority and i.job.total_gpus <= kjob.total_gpus]
-        if not queue:
-            continue
+        queue = []
+        for i in deferred.get(kjob.tier, ()):  # most important first
+            if i.job.priority <= kjob.priority:
+                break
+            if i.job.total_gpus <= kjob.total_gpus:
+                queue.append(i)
+        if sum(i.job.total_gpus for i in queue) < kjob.total_gpus:
+            continue  # they could not use every GPU of k
         fill = _fill(problem, d.victims, dict(placements[k]), queue, hosts)
         if fill is None:
             continue
@@ -238,16 +245,18 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
             cands = hosts[id(info.candidates)] = frozenset(info.candidates)
         gpn = info.job.gpus_per_node
         best = None
-        for ni in sorted(idle):
-            if ni not in cands or idle[ni].bit_count() < gpn:
+        for ni in sorted(idle):  # best fit: fewest usable idle GPUs, then node index
+            if idle[ni].bit_count() < gpn or ni not in cands:
                 continue
-            node = problem.nodes[ni]
             avail = usable(ni, info.rights)
-            mask = topo.layout_best_fit(node.layout, avail, gpn, info.need_nvlink)
+            left = avail.bit_count()
+            if left < gpn or (best is not None and left >= best[0]):
+                continue
+            mask = topo.layout_best_fit(problem.nodes[ni].layout, avail, gpn, info.need_nvlink)
             if mask is not None:
-                key = (avail.bit_count(), node.node.id)
-                if best is None or key < best[0]:
-                    best = (key, ni, mask)
+                best = (left, ni, mask)
+                if left == gpn:
+                    break  # an exact fit: nothing fits better
         if best is None:  # nowhere idle: put everything back
             used[old_ni] |= old_m
             for v in drop:
