@@ -39,7 +39,7 @@ from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
-from planner.repack import polish
+from planner.repack import polish, relocate
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
 FIRST_PHASE_SHARE = 0.6  # of the budget for admissions; the rest minimises cost
@@ -838,9 +838,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
-    # polished plan is the fallback and the whole model's hint; LNS starts from the
-    # plain one (its neighbourhoods found fewer tier-2 GPUs from the repacked plan at
-    # 4,096 nodes) and its result is polished in turn
+    # polished plan is the fallback and the whole model's hint. LNS starts from the
+    # greedy plan relocated but not repacked (from the repacked plan its
+    # neighbourhoods found fewer tier-2 GPUs at 4,096 nodes), and its result is
+    # polished in turn
     tr = time.perf_counter()
     packed, polished = polish(problem, greedy,
                               None if deterministic else t0 + time_limit_s - reserve)
@@ -856,7 +857,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
 
-            res = improve(problem, greedy, lns_deadline, workers=workers, seed=seed)
+            # from the greedy plan relocated but not repacked (see above)
+            start, _moves = relocate(problem, greedy, lns_deadline)
+            res = improve(problem, start, lns_deadline, workers=workers, seed=seed)
             d, more = polish(problem, res.decision)
             better = objective_of(problem, d).key() > objective_of(problem, packed).key()
             if res.improved and better:
