@@ -5,7 +5,7 @@ optimal within 0.3 s. This script measures a floor under that time for the
 planner's model on this machine, by giving CP-SAT the answer:
 
 1. The time before any solve, as ``plan()`` spends it (garbage collector
-   paused): problem build, the greedy hint (repacked, planner/repack.py), and
+   paused): problem build, the greedy hint (polished, planner/repack.py), and
    the model build (median of the runs).
 2. For each lexicographic phase of the model, in order: a reference solve
    (long limit) finds the phase's optimum; then the phase is solved again
@@ -52,7 +52,7 @@ from planner.cpsat import ADMISSION_PRESOLVE, CpsatModel, _solver
 from planner.generate import generate
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
-from planner.repack import repack
+from planner.repack import polish
 
 
 def _solve(model: CpsatModel, presolve: bool, workers: int, seed: int,
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         gc.disable()  # plan() pauses the garbage collector too
         t = time.perf_counter()
         problem = build_problem(s)
-        greedy, _swaps = repack(problem, clean(problem, GreedyPlanner(problem,
-                                                                    spare_lower=True).solve()))
+        greedy, _said = polish(problem, clean(problem, GreedyPlanner(problem,
+                                                                   spare_lower=True).solve()))
         model = CpsatModel(problem)
         model.hint(greedy)
         out["before_solve_s"].append(round(time.perf_counter() - t, 3))
