@@ -12,10 +12,11 @@ augmentation, keeping the cheapest that fits.
 from __future__ import annotations
 
 import heapq
+import time
 from dataclasses import dataclass, field
 
 from planner import topology as topo
-from planner.assemble import Decision
+from planner.assemble import Decision, clean
 from planner.problem import PendingInfo, Problem
 
 
@@ -405,3 +406,117 @@ class GreedyPlanner:
                 d.placements[info.job.id] = parts
         d.victims = set(st.victims)
         return d
+
+    # -- re-placing jobs of a finished plan -------------------------------------------
+    def state_of(self, d: Decision) -> _State:
+        """The greedy state a decision leaves: GPUs not used, victims' GPUs not used,
+        storm loads, tightest caps, evicted GPUs; every node it touches is marked
+        changed, so that the heaps score it from this state."""
+        st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
+        self._evict(st, sorted(d.victims))
+        for _j, parts in sorted(d.placements.items()):
+            for ni, m in parts:
+                self._use(st, ni, m)
+        return st
+
+    def _use(self, st: _State, ni: int, mask: int) -> None:
+        st.free[ni] = st.free.get(ni, 0) & ~mask
+        for vid in list(st.freed.get(ni, {})):
+            st.freed[ni][vid] &= ~mask
+        st.version[ni] = st.version.get(ni, 0) + 1
+        st.log.append(ni)
+
+    def _release(self, st: _State, ni: int, mask: int, drop: list[str]) -> None:
+        """Give back a job's GPUs ``mask`` on node ni and un-evict ``drop`` (victims
+        no one else uses): their GPUs are theirs again, their flush load goes."""
+        node = self.p.nodes[ni]
+        for v in drop:
+            vi = self.p.running[v]
+            st.victims.discard(v)
+            st.evicted_gpus -= vi.job.total_gpus
+            for n2, m2 in vi.parts:
+                st.freed.get(n2, {}).pop(v, None)
+                st.version[n2] = st.version.get(n2, 0) + 1
+                st.log.append(n2)
+        for s in {self.p.running[v].storage for v in drop if self.p.running[v].flushing}:
+            if s is None:
+                continue
+            left = [self.p.running[v] for v in st.victims
+                    if self.p.running[v].storage == s and self.p.running[v].flushing]
+            st.loads[s] = sum(vi.flush_gb for vi in left)
+            st.min_cap[s] = min((vi.storm_cap_gb for vi in left), default=float("inf"))
+        back = mask & node.free
+        if back:
+            st.free[ni] = st.free.get(ni, 0) | back
+        for g in range(node.node.gpus):
+            if mask >> g & 1:
+                v = self.p.owner.get((ni, g))
+                if v is not None and v in st.victims:
+                    st.freed.setdefault(ni, {})[v] = st.freed[ni].get(v, 0) | (1 << g)
+        st.version[ni] = st.version.get(ni, 0) + 1
+        st.log.append(ni)
+
+    def cheaper_placements(self, d: Decision, deadline: float | None = None
+                           ) -> tuple[Decision, int]:
+        """Re-place single-node jobs of a finished plan where their cheapest option
+        now (next to every other job of the plan, within the storm limit and the
+        budgets) costs less than the victims only they use; the better plan and the
+        number of moves. Largest savings first; stops early at ``deadline``.
+
+        Every job stays admitted, so objective items 1-3 do not change and the
+        eviction cost (item 4) falls. Options come from the same search as a greedy
+        plan's (rights R7/R10, NVLink R3, candidate nodes, R11/R12, R13), so the
+        plan stays valid. Meant for a planner without the spare and storm-price
+        variants: it compares eviction costs."""
+        st = self.state_of(d)
+        placements = dict(d.placements)
+        users: dict[str, set[str]] = {v: set() for v in d.victims}  # victim -> jobs
+        uses: dict[str, set[str]] = {}  # job -> victims whose GPUs it takes
+
+        def link(j: str, ni: int, m: int) -> None:
+            uses.setdefault(j, set())
+            for g in range(self.p.nodes[ni].node.gpus):
+                v = self.p.owner.get((ni, g))
+                if m >> g & 1 and v in users:
+                    users[v].add(j)
+                    uses[j].add(v)
+
+        for j, parts in placements.items():
+            for ni, m in parts:
+                link(j, ni, m)
+
+        def own(j: str) -> list[str]:
+            return sorted(v for v in uses[j] if users[v] == {j})
+
+        order = sorted((-sum(self.p.running[v].cost for v in own(j)), j)
+                       for j in placements if self.p.pending[j].job.nodes == 1)
+        moves = 0
+        for neg, j in order:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            drop = own(j)
+            saving = sum(self.p.running[v].cost for v in drop)
+            if saving <= 0:
+                continue
+            info = self.p.pending[j]
+            (old_ni, old_m), = placements[j]
+            self._release(st, old_ni, old_m, drop)
+            best = self._best_nodes(st, info, 1)
+            if best and best[0][0] < saving - 1e-6:
+                _w, _left, ni, new = best[0]
+                self._evict(st, new)
+                mask = self._take(st, info, ni)
+                for v in uses.pop(j):
+                    users[v].discard(j)
+                for v in drop:
+                    del users[v]
+                for v in new:
+                    users[v] = set()
+                link(j, ni, mask)
+                placements[j] = [(ni, mask)]
+                moves += 1
+            else:  # put the job and its victims back as they were
+                self._evict(st, drop)
+                self._use(st, old_ni, old_m)
+        # a new victim whose GPUs the job did not take in the end has no beneficiary
+        return clean(self.p, Decision(set(st.victims), placements)), moves

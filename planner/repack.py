@@ -286,10 +286,15 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
 
 
 def polish(problem: Problem, d: Decision, deadline: float | None = None) -> tuple[Decision, str]:
-    """:func:`repack`, then :func:`relocate`: the better plan and what changed, in
-    words ("" when nothing did)."""
+    """:func:`repack`, :func:`relocate`, then the greedy planner's
+    :meth:`~planner.greedy.GreedyPlanner.cheaper_placements`: the better plan and
+    what changed, in words ("" when nothing did)."""
+    from planner.greedy import GreedyPlanner
+
     d, swaps = repack(problem, d, deadline)
     d, moves = relocate(problem, d, deadline)
+    d, cheaper = GreedyPlanner(problem).cheaper_placements(d, deadline)
     said = ([f"{swaps} repacking swap(s)"] if swaps else []) + \
-        ([f"{moves} move(s) to idle GPUs"] if moves else [])
-    return d, " and ".join(said)
+        ([f"{moves} move(s) to idle GPUs"] if moves else []) + \
+        ([f"{cheaper} move(s) to cheaper victims"] if cheaper else [])
+    return d, ", ".join(said)

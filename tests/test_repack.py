@@ -4,7 +4,8 @@ Repacking: a placed job's GPUs go to more important deferred jobs of its tier
 only when they use every one of those GPUs, may take them (R7, R10, R3, R2), and
 raise the priority value; victims never change. Relocation: a single-node job
 moves to GPUs the plan leaves idle when that spares victims only it uses, and
-only to GPUs it may take.
+only to GPUs it may take. Cheaper placements (GreedyPlanner.cheaper_placements):
+a single-node job moves to a cheaper victim when the storm limit allows it.
 
 Conventions as in test_planner_cases.py: 8-GPU NVSwitch nodes unless stated,
 Monday 2026-11-30 08:00Z, running jobs started at 04:00 (past every tier's min
@@ -219,3 +220,61 @@ def test_idle_gpus_of_a_victim_go_only_to_jobs_that_may_preempt_it() -> None:
         assert after.placements == {"j": [(ix[j_at[0]], j_at[1])],
                                     "k": [(ix[k_at[0]], k_at[1])]}
         assert objective_of(problem, after).eviction_cost_gpu_s == cost
+
+
+def _tier1(jid: str) -> dict[str, Any]:
+    return dict(_job(jid, 10), tier=1)
+
+
+def test_a_job_moves_to_a_cheaper_victim() -> None:
+    # n1 holds tier-2 w (restore 1,000 s: 8 x 1,000 = 8,000 GPU-s), n2 tier-3 v
+    # (restore 100 s: 800 GPU-s). The plan (as the sparing greedy variant makes it)
+    # puts tier-1 j on n1, evicting w. Next to the rest of the plan, j's cheapest
+    # option is n2, evicting v: 800 < 8,000, so j moves and w keeps running.
+    snap = _snap([_node("n1"), _node("n2")],
+                 [_running("w", 2, "n1", list(range(8)), 1000),
+                  _running("v", 3, "n2", list(range(8)), 100), _tier1("j")])
+    s = load_snapshot(snap)
+    problem = build_problem(s)
+    ix = problem.node_index
+    after, moves = GreedyPlanner(problem).cheaper_placements(
+        Decision({"w"}, {"j": [(ix["n1"], 0xFF)]}))
+    assert moves == 1
+    assert after.victims == {"v"} and after.placements == {"j": [(ix["n2"], 0xFF)]}
+    assert objective_of(problem, after).eviction_cost_gpu_s == 800
+    p = assemble(problem, after, "feasible", SolverInfo(engine="test", status="TEST"))
+    assert verify(s, p) == []
+
+
+def test_no_move_to_a_victim_the_storm_limit_forbids() -> None:
+    # As above, but v flushes 600 GB to fs-a (10 GB/s), where u (600 GB, evicted
+    # for tier-1 k on n3) flushes already. Grace max 180 s with safety 2 allows
+    # 180 / 2 x 10 = 900 GB per target: 1,200 GB would break R11/R12, so j stays
+    # on n1 with w (no checkpoint, fs-b). k could only swap u for v, which costs
+    # more (restore 100 s against 50 s, same flush): nothing moves.
+    storage = [{"id": "fs-a", "write_gb_per_s": 10.0}, {"id": "fs-b", "write_gb_per_s": 10.0}]
+    nodes = [dict(_node("n1"), storage="fs-b"), dict(_node("n2"), storage="fs-a"),
+             dict(_node("n3"), storage="fs-a")]
+    v = _running("v", 3, "n2", list(range(8)), 100)
+    v["checkpoint"]["size_gb"] = 600
+    u = _running("u", 3, "n3", list(range(8)), 50)
+    u["checkpoint"]["size_gb"] = 600
+    snap = dict(_snap(nodes, [_running("w", 2, "n1", list(range(8)), 1000), v, u,
+                              _tier1("j"), _tier1("k")],
+                      {"grace": {"min_s": 60, "max_s": 180, "safety": 2}}), storage=storage)
+    s = load_snapshot(snap)
+    problem = build_problem(s)
+    ix = problem.node_index
+    d = Decision({"w", "u"}, {"j": [(ix["n1"], 0xFF)], "k": [(ix["n3"], 0xFF)]})
+    assert verify(s, assemble(problem, d, "feasible",
+                              SolverInfo(engine="test", status="TEST"))) == []
+    assert problem.running["v"].cost > problem.running["u"].cost
+    after, moves = GreedyPlanner(problem).cheaper_placements(d)
+    assert moves == 0
+    assert after.victims == {"w", "u"} and after.placements == d.placements
+    # control: with k deferred, nothing flushes to fs-a, and j moves to its
+    # cheapest victim there, u (600 GB alone is within the limit)
+    after, moves = GreedyPlanner(problem).cheaper_placements(
+        Decision({"w"}, {"j": [(ix["n1"], 0xFF)]}))
+    assert moves == 1 and after.victims == {"u"}
+    assert after.placements == {"j": [(ix["n3"], 0xFF)]}
