@@ -7,6 +7,10 @@ otherwise on the node(s) where the cheapest set of allowed victims makes room,
 as long as the storm limit (R11/R12) and the eviction budgets (R13) still hold.
 Victims on a node are chosen by trying every single victim and a cheapest-first
 augmentation, keeping the cheapest that fits.
+
+:meth:`GreedyPlanner.cheaper_placements` uses the same search on a finished
+plan: it moves single-node jobs to cheaper options next to the rest of the plan
+(one of the polishing passes of planner/repack.py).
 """
 
 from __future__ import annotations
