@@ -39,7 +39,7 @@ from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import MB_PER_GB, PendingInfo, Problem
-from planner.repack import polish, relocate
+from planner.repack import cheaper_victims, polish, relocate
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
 FIRST_PHASE_SHARE = 0.6  # of the budget for admissions; the rest minimises cost
@@ -57,6 +57,11 @@ LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole mode
 # the whole model rarely beat LNS (0.61 s at 256 nodes / 100 jobs, 2.4 s at 1,024 /
 # 500 on the benchmark machine; docs/benchmarks.md)
 FULL_SOLVE_PER_PAIR_S = 4e-5
+# time kept for the last polishing pass (moves to cheaper victims, planner/repack.py),
+# in multiples of the first two passes' time: measured 3-5x on the benchmark
+# clusters (0.006 s at 256 nodes, 0.06 s at 1,024, 0.25-0.37 s at 4,096); the pass
+# stops at its deadline, largest savings first
+CHEAPER_TIMES = 4.0
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -841,28 +846,37 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # polished plan is the fallback and the whole model's hint. LNS starts from the
     # greedy plan relocated but not repacked (from the repacked plan its
     # neighbourhoods found fewer tier-2 GPUs at 4,096 nodes), and its result is
-    # polished in turn
+    # polished in turn. The slowest pass, moves to cheaper victims, runs once, on the
+    # plan to return (and on the whole model's hint), in CHEAPER_TIMES x the time
+    # the first two passes took
     tr = time.perf_counter()
     packed, polished = polish(problem, greedy,
-                              None if deterministic else t0 + time_limit_s - reserve)
+                              None if deterministic else t0 + time_limit_s - reserve,
+                              cheaper=False)
     polish_s = time.perf_counter() - tr  # LNS keeps as much for polishing its result
     if polished:
         plans.append(packed)
-    repacked = f" after {polished}" if polished else ""
+    late = None if deterministic else t0 + time_limit_s - reserve  # the last pass ends
+
+    def also(*said: str) -> str:
+        return ", ".join(x for x in said if x)
 
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
         # neighbourhood at a time with what is left (planner/lns.py)
-        lns_deadline = t0 + time_limit_s - reserve - 1.5 * polish_s
+        end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s
+        lns_deadline = end - 1.5 * polish_s
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
 
             # from the greedy plan relocated but not repacked (see above)
             start, _moves = relocate(problem, greedy, lns_deadline)
             res = improve(problem, start, lns_deadline, workers=workers, seed=seed)
-            d, more = polish(problem, res.decision)
+            d, more = polish(problem, res.decision, end, cheaper=False)
             better = objective_of(problem, d).key() > objective_of(problem, packed).key()
             if res.improved and better:
+                d, cheaper = cheaper_victims(problem, d, late)
+                more = also(more, cheaper)
                 return assemble(problem, d, "feasible",
                                 SolverInfo(engine="cp-sat", status="LNS",
                                            wall_s=time.perf_counter() - t0,
@@ -872,10 +886,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                                            + (f", then by {more}" if more else "")))
             why += (f"; {res.rounds} neighbourhood round(s) found nothing better"
                     + (" than polishing" if res.improved else ""))
-        return assemble(problem, packed, "fallback",
+        fallback, cheaper = cheaper_victims(problem, packed, late)
+        said = also(polished, cheaper)
+        return assemble(problem, fallback, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
-                                   detail=f"{why}; greedy plan returned{repacked}"))
+                                   detail=f"{why}; greedy plan returned"
+                                   + (f" after {said}" if said else "")))
 
     # the model must be built and solved for at least MIN_SOLVE_S within the budget
     deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
@@ -895,6 +912,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                        f"(about {max(short, 0.1):.1f} s more would let CP-SAT solve the "
                        "whole model)")
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
+    # the whole model's hint and fallback: the polished plan with cheaper victims too
+    packed, cheaper = cheaper_victims(problem, packed, deadline)
+    if cheaper:
+        plans.append(packed)
     # candidate pruning keeps the nodes every greedy plan used (the cheap ones too)
     used: dict[str, frozenset[int]] = {}
     for d in plans:
@@ -929,7 +950,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         best, proven, cost_bound = packed, False, None
     more = ""
     if not proven:  # an unproven plan may still leave a swap or a move (planner/repack.py)
-        best, more = polish(problem, best)
+        best, more = polish(problem, best, None if deterministic else
+                            t0 + time_limit_s - reserve)
     gap = None  # relative gap of the last phase, reported only when every phase ran
     if bound_info is not None and len(statuses) == len(phases) and "SKIPPED" not in statuses:
         obj, bnd = bound_info
