@@ -290,6 +290,8 @@ def polish(problem: Problem, d: Decision, deadline: float | None = None, *,
     """:func:`repack`, :func:`relocate`, then (unless ``cheaper`` is false) the
     greedy planner's :meth:`~planner.greedy.GreedyPlanner.cheaper_placements`: the
     better plan and what changed, in words ("" when nothing did)."""
+    if deadline is not None and time.perf_counter() > deadline:
+        return d, ""  # no time: not even the passes' set-up
     d, swaps = repack(problem, d, deadline)
     d, moves = relocate(problem, d, deadline)
     said = ([f"{swaps} repacking swap(s)"] if swaps else []) + \
@@ -306,5 +308,7 @@ def cheaper_victims(problem: Problem, d: Decision, deadline: float | None = None
     changed, in words."""
     from planner.greedy import GreedyPlanner
 
+    if deadline is not None and time.perf_counter() > deadline:
+        return d, ""
     d, n = GreedyPlanner(problem).cheaper_placements(d, deadline)
     return d, f"{n} move(s) to cheaper victims" if n else ""
