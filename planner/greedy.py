@@ -492,10 +492,14 @@ class GreedyPlanner:
         def own(j: str) -> list[str]:
             return sorted(v for v in uses[j] if users[v] == {j})
 
+        def movable(j: str) -> bool:  # single-node jobs, and gangs free to use any nodes
+            job = self.p.pending[j].job
+            return job.nodes == 1 or not (job.same_block or job.same_nvlink_domain)
+
         order = sorted((-sum(self.p.running[v].cost for v in own(j)), j)
-                       for j in placements if self.p.pending[j].job.nodes == 1)
+                       for j in placements if movable(j))
         moves = 0
-        for neg, j in order:
+        for _neg, j in order:
             if deadline is not None and time.perf_counter() > deadline:
                 break
             drop = own(j)
@@ -503,24 +507,31 @@ class GreedyPlanner:
             if saving <= 0:
                 continue
             info = self.p.pending[j]
-            (old_ni, old_m), = placements[j]
-            self._release(st, old_ni, old_m, drop)
-            best = self._best_nodes(st, info, 1)
-            if best and best[0][0] < saving - 1e-6:
-                _w, _left, ni, new = best[0]
-                self._evict(st, new)
-                mask = self._take(st, info, ni)
-                for v in uses.pop(j):
-                    users[v].discard(j)
-                for v in drop:
-                    del users[v]
-                for v in new:
-                    users[v] = set()
-                link(j, ni, mask)
-                placements[j] = [(ni, mask)]
-                moves += 1
-            else:  # put the job and its victims back as they were
-                self._evict(st, drop)
-                self._use(st, old_ni, old_m)
+            old = placements[j]
+            for k, (ni, m) in enumerate(old):  # out with the job and its own victims
+                self._release(st, ni, m, drop if k == 0 else [])
+            # the job's best distinct nodes now; a victim two of them share counts once
+            best = self._best_nodes(st, info, info.job.nodes)
+            new = sorted({v for _w, _left, _ni, vs in best for v in vs})
+            if (len(best) < info.job.nodes
+                    or sum(self.p.running[v].cost for v in new) >= saving - 1e-6
+                    or (len(best) > 1 and new and not (self._storm_ok(st, new)
+                                                      and self._budget_ok(st, new)))):
+                self._evict(st, drop)  # put the job and its victims back as they were
+                for ni, m in old:
+                    self._use(st, ni, m)
+                continue
+            self._evict(st, new)
+            parts = sorted((ni, self._take(st, info, ni)) for _w, _left, ni, _vs in best)
+            for v in uses.pop(j):
+                users[v].discard(j)
+            for v in drop:
+                del users[v]
+            for v in new:
+                users[v] = set()
+            for ni, m in parts:
+                link(j, ni, m)
+            placements[j] = parts
+            moves += 1
         # a new victim whose GPUs the job did not take in the end has no beneficiary
         return clean(self.p, Decision(set(st.victims), placements)), moves

@@ -278,3 +278,31 @@ def test_no_move_to_a_victim_the_storm_limit_forbids() -> None:
         Decision({"w"}, {"j": [(ix["n1"], 0xFF)]}))
     assert moves == 1 and after.victims == {"u"}
     assert after.placements == {"j": [(ix["n3"], 0xFF)]}
+
+
+def test_a_gang_moves_to_cheaper_victims_unless_it_must_keep_a_block() -> None:
+    # Tier-1 gang g (2 nodes x 8 GPUs) holds n1 and n2 by evicting tier-2 w1, w2
+    # (restore 1,000 s: 8,000 GPU-s each). n3 and n4 hold tier-3 v3, v4 (restore
+    # 100 s: 800 each). Next to nothing else, g's two cheapest distinct nodes are
+    # n3 and n4: 1,600 < 16,000, so g moves and w1, w2 keep running. With
+    # same_block set (n1, n2 in block a; n3, n4 in block b), the pass leaves gangs
+    # that must keep one block where they are.
+    nodes = [_node("n1", "a"), _node("n2", "a"), _node("n3", "b"), _node("n4", "b")]
+    for same_block, want, cost in ((False, {"v3", "v4"}, 1600), (True, {"w1", "w2"}, 16000)):
+        snap = _snap(nodes, [_running("w1", 2, "n1", list(range(8)), 1000),
+                             _running("w2", 2, "n2", list(range(8)), 1000),
+                             _running("v3", 3, "n3", list(range(8)), 100),
+                             _running("v4", 3, "n4", list(range(8)), 100),
+                             dict(_job("g", 10, nodes=2, same_block=same_block), tier=1)])
+        s = load_snapshot(snap)
+        problem = build_problem(s)
+        ix = problem.node_index
+        d = Decision({"w1", "w2"}, {"g": [(ix["n1"], 0xFF), (ix["n2"], 0xFF)]})
+        after, moves = GreedyPlanner(problem).cheaper_placements(d)
+        assert moves == (0 if same_block else 1)
+        assert after.victims == want
+        if not same_block:
+            assert after.placements == {"g": [(ix["n3"], 0xFF), (ix["n4"], 0xFF)]}
+        assert objective_of(problem, after).eviction_cost_gpu_s == cost
+        p = assemble(problem, after, "feasible", SolverInfo(engine="test", status="TEST"))
+        assert verify(s, p) == []
