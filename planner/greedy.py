@@ -9,8 +9,9 @@ Victims on a node are chosen by trying every single victim and a cheapest-first
 augmentation, keeping the cheapest that fits.
 
 :meth:`GreedyPlanner.cheaper_placements` uses the same search on a finished
-plan: it moves single-node jobs to cheaper options next to the rest of the plan
-(one of the polishing passes of planner/repack.py).
+plan: it moves single-node jobs, and gangs free to use any nodes, to cheaper
+options next to the rest of the plan (one of the polishing passes of
+planner/repack.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Polishing a plan: repacking and relocation (docs/planner.md section 2a).
 
-Two cheap passes that make a plan lexicographically better without changing how
-many GPUs each tier gets; :func:`polish` runs both, repacking first.
+Three cheap passes that make a plan lexicographically better without changing
+how many GPUs each tier gets; :func:`polish` runs them in this order.
 
 **Repacking.** The greedy planner takes the jobs of a tier largest first, so
 that big gangs find room. The price is paid in objective item 3 (priority): an
@@ -26,6 +26,11 @@ used again and the priority value grows. Then:
 **Relocation.** :func:`relocate` moves a single-node job to GPUs the plan leaves
 idle when the victims it used serve nobody else, so that they keep running
 (see its docstring).
+
+**Cheaper victims.** :func:`cheaper_victims` runs the greedy planner's
+:meth:`~planner.greedy.GreedyPlanner.cheaper_placements`: single-node jobs, and
+gangs free to use any nodes, move to cheaper victims next to the rest of the
+plan, within the storm limit and the budgets.
 
 Both passes only look at what changes, and ``plan()`` still verifies the result.
 """

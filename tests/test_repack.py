@@ -5,7 +5,8 @@ only when they use every one of those GPUs, may take them (R7, R10, R3, R2), and
 raise the priority value; victims never change. Relocation: a single-node job
 moves to GPUs the plan leaves idle when that spares victims only it uses, and
 only to GPUs it may take. Cheaper placements (GreedyPlanner.cheaper_placements):
-a single-node job moves to a cheaper victim when the storm limit allows it.
+a single-node job, or a gang free to use any nodes, moves to cheaper victims when
+the storm limit allows it.
 
 Conventions as in test_planner_cases.py: 8-GPU NVSwitch nodes unless stated,
 Monday 2026-11-30 08:00Z, running jobs started at 04:00 (past every tier's min
