@@ -1,4 +1,4 @@
-"""Polishing a plan: repacking and relocation (docs/planner.md section 2a).
+"""Polishing a plan: repacking, relocation, cheaper victims (docs/planner.md 2a).
 
 Three cheap passes that make a plan lexicographically better without changing
 how many GPUs each tier gets; :func:`polish` runs them in this order.
