@@ -206,14 +206,6 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
             else:
                 idle.pop(ni, None)
 
-    def usable(ni: int, rights: frozenset[int]) -> int:
-        """Idle GPUs of node ni a job with these rights may take (R7, R10)."""
-        m = idle[ni]
-        for g in _bits(m & ~problem.nodes[ni].free):
-            if problem.running[gpu_victim[(ni, g)]].job.tier not in rights:
-                m &= ~(1 << g)
-        return m
-
     def exclusive(j: str) -> list[str]:
         return sorted({v for ni, m in placements[j] for g in _bits(m)
                        if (v := gpu_victim.get((ni, g))) is not None and users[v] == {j}})
@@ -253,7 +245,7 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
         for ni in sorted(idle):  # best fit: fewest usable idle GPUs, then node index
             if idle[ni].bit_count() < gpn or ni not in cands:
                 continue
-            avail = usable(ni, info.rights)
+            avail = _usable(problem, victims, info, ni, idle[ni])  # R7, R10
             left = avail.bit_count()
             if left < gpn or (best is not None and left >= best[0]):
                 continue
