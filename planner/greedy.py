@@ -238,11 +238,7 @@ class GreedyPlanner:
         if mask is None:
             mask = topo.layout_best_fit(node.layout, avail, gpn, info.need_nvlink)
         assert mask is not None
-        st.free[ni] = st.free.get(ni, 0) & ~mask
-        st.version[ni] = st.version.get(ni, 0) + 1
-        st.log.append(ni)
-        for vid in list(st.freed.get(ni, {})):
-            st.freed[ni][vid] &= ~mask
+        self._use(st, ni, mask)
         return mask
 
     def _group_key(self, info: PendingInfo, ni: int) -> tuple:
@@ -425,6 +421,7 @@ class GreedyPlanner:
         return st
 
     def _use(self, st: _State, ni: int, mask: int) -> None:
+        """Mark GPUs ``mask`` of node ni as taken by a job."""
         st.free[ni] = st.free.get(ni, 0) & ~mask
         for vid in list(st.freed.get(ni, {})):
             st.freed[ni][vid] &= ~mask
