@@ -52,11 +52,15 @@ VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts
 ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
 LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole model is skipped
-# least solve time, per (job, candidate node) pair up to EXACT_PAIRS, for which the
-# whole model is built rather than neighbourhoods (planner/lns.py): shorter solves of
-# the whole model rarely beat LNS (0.61 s at 256 nodes / 100 jobs, 2.4 s at 1,024 /
-# 500 on the benchmark machine; docs/benchmarks.md)
+# least solve time, per (job, candidate node) pair, for which the whole model is built
+# rather than neighbourhoods (planner/lns.py); shorter solves of the whole model rarely
+# beat LNS (benchmark machine, docs/benchmarks.md). A pruned model (more than
+# EXACT_PAIRS pairs) competes on admissions: 2.4 s at 1,024 nodes / 500 jobs, counted
+# as EXACT_PAIRS pairs. An exact model pays only near its proof: LNS plans were
+# cheaper at 128 nodes / 50 jobs with 0.3 s and at 256 / 100 with 1-1.5 s, the whole
+# model's at 0.5 s and 2 s (it then often proves the optimum)
 FULL_SOLVE_PER_PAIR_S = 4e-5
+FULL_SOLVE_EXACT_PER_PAIR_S = 9e-5
 # time kept for the last polishing pass (moves to cheaper victims, planner/repack.py),
 # in multiples of the first two passes' time: measured 3-5x on the benchmark
 # clusters (0.006 s at 256 nodes, 0.06 s at 1,024, 0.25-0.37 s at 4,096); the pass
@@ -900,10 +904,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # building the model takes 2-6 times as long as the first greedy plan, or about
     # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
     # nodes on the benchmark machine); a solve shorter than the build (or than
-    # 2 x MIN_SOLVE_S, or than FULL_SOLVE_PER_PAIR_S per pair) rarely improves on the
+    # 2 x MIN_SOLVE_S, or than the FULL_SOLVE_* times per pair) rarely improves on the
     # greedy plan as much as LNS does: then the neighbourhoods get the time
     build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
-    full_solve = FULL_SOLVE_PER_PAIR_S * min(n_pairs, EXACT_PAIRS)
+    full_solve = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
+                  else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
     short = None if deadline is None else (time.perf_counter() + build_est
                                            + max(build_est, 2 * MIN_SOLVE_S, full_solve)
                                            - deadline - MIN_SOLVE_S / 2)

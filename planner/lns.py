@@ -1,7 +1,7 @@
 """Large-neighbourhood search: improve a plan one part of the cluster at a time.
 
 When the whole CP-SAT model cannot be built and solved long enough in the time
-limit (for example 256 nodes at 0.3 s, 1,024 at 1 s, 4,096 at 5 s on the 2-core
+limit (for example 256 nodes at 0.3-1.5 s, 1,024 at 1 s, 4,096 at 5 s on the 2-core
 benchmark machine), the planner improves its greedy plan by
 re-solving one *neighbourhood* at a time: two consecutive groups of nodes (a
 group is one storage target, or part of one cut along network blocks; at most
