@@ -8,6 +8,9 @@ as long as the storm limit (R11/R12) and the eviction budgets (R13) still hold.
 Victims on a node are chosen by trying every single victim and a cheapest-first
 augmentation, keeping the cheapest that fits.
 
+:func:`squeaky_wheel` runs it once more with the jobs a plan deferred placed first
+within their tier.
+
 :meth:`GreedyPlanner.cheaper_placements` uses the same search on a finished
 plan: it moves single-node jobs, and gangs free to use any nodes, to cheaper
 options next to the rest of the plan (one of the polishing passes of
@@ -19,6 +22,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner import topology as topo
 from planner.assemble import Decision, clean
@@ -53,6 +57,16 @@ def job_order(problem: Problem) -> list[PendingInfo]:
                   key=lambda p: (p.job.tier, -p.job.total_gpus, -p.job.priority, p.job.id))
 
 
+def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
+    """The greedy plan once more (with ``settings``, those of the variant that gave
+    ``d``), placing the jobs ``d`` defers first within their tier: a second pass of
+    "squeaky wheel" optimisation. Largest-first can give a big job the only nodes a
+    smaller, pickier job could use; the second pass places the picky job first. The
+    caller keeps whichever plan is lexicographically better."""
+    deferred = frozenset(j for j in problem.pending if j not in d.placements)
+    return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve())
+
+
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
 
@@ -63,8 +77,12 @@ class GreedyPlanner:
     name = "greedy"
 
     def __init__(self, problem: Problem, *, spare_lower: bool = False,
-                 storm_price: float = 0.0, priced: frozenset[str] | None = None):
+                 storm_price: float = 0.0, priced: frozenset[str] | None = None,
+                 first: frozenset[str] = frozenset()):
         self.p = problem
+        # first: jobs placed before the others of their tier (a second pass puts the
+        # jobs the first pass deferred first: the "squeaky wheel")
+        self.first = first
         # storm_price: weight per GB a victim flushes (R11/R12), so that where the
         # storage limit binds the storm budget goes to victims that free GPUs with
         # small checkpoints; a variant whose plan is kept when it is better
@@ -394,7 +412,10 @@ class GreedyPlanner:
 
     def queue(self) -> list[PendingInfo]:
         """The order in which pending jobs are placed (subclasses change it)."""
-        return job_order(self.p)
+        order = job_order(self.p)
+        if self.first:  # stable: objective order otherwise
+            order.sort(key=lambda i: (i.job.tier, i.job.id not in self.first))
+        return order
 
     def solve(self) -> Decision:
         st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
