@@ -846,13 +846,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
                          "priced": frozenset(spare.full_storages)})
     plans = [greedy]
-    second = ""  # the greedy plan comes from the squeaky-wheel pass
-    best: dict = {"spare_lower": True}  # the settings whose plan is best
+    second = ""  # said when the greedy plan comes from the squeaky-wheel pass
+    settings: dict = {"spare_lower": True}  # those of the variant whose plan is best
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())
         plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
-            greedy, best = other, kw
+            greedy, settings = other, kw
     usable = sum(1 for n in problem.nodes if n.usable)
     if usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES and fits() and (
             deterministic or first_s <= ROUND_S):
@@ -860,7 +860,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # their tier (each tier still goes before the next). On a cluster this big an
         # LNS round sees a small part of it; a re-run costing no more than one round
         # often admits more (1,024 nodes: docs/benchmarks.md)
-        other = squeaky_wheel(problem, greedy, **best)
+        other = squeaky_wheel(problem, greedy, **settings)
         plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
             greedy, second = other, " (its second pass, deferred jobs first)"
