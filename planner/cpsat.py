@@ -38,7 +38,7 @@ from ortools.sat.python import cp_model
 from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner, squeaky_wheel
-from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S
+from planner.lns import NEIGHBOURHOOD_NODES
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 from planner.repack import cheaper_victims, polish, relocate
 
@@ -68,8 +68,11 @@ FULL_SOLVE_EXACT_PER_PAIR_S = 9e-5
 # stops at its deadline, largest savings first
 CHEAPER_TIMES = 4.0
 # the squeaky-wheel re-run of the greedy plan runs on clusters of more usable nodes
-# than this many LNS neighbourhoods (planner/lns.py), when it costs at most a round
+# than this many LNS neighbourhoods (planner/lns.py), when one greedy run takes at
+# most this share of the time left to improve the plan (at 4,096 nodes and 5 s it
+# would take half of it, for nothing on three generated clusters)
 SQUEAKY_NEIGHBOURHOODS = 4
+SQUEAKY_SHARE = 1 / 3
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -854,12 +857,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
             greedy, settings = other, kw
     usable = sum(1 for n in problem.nodes if n.usable)
-    if usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES and fits() and (
-            deterministic or first_s <= ROUND_S):
+    left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
+    if usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES and (
+            deterministic or first_s <= SQUEAKY_SHARE * left):
         # squeaky wheel: the best variant once more, with the jobs it deferred first in
         # their tier (each tier still goes before the next). On a cluster this big an
-        # LNS round sees a small part of it; a re-run costing no more than one round
-        # often admits more (1,024 nodes: docs/benchmarks.md)
+        # LNS round sees a small part of it, and a re-run that leaves LNS most of its
+        # time often admits more (1,024 and 2,048 nodes: docs/benchmarks.md)
         other = squeaky_wheel(problem, greedy, **settings)
         plans.append(other)
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
