@@ -226,3 +226,81 @@ def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
             g.place(st, info)
         assert st.victims and st.version  # the comparison saw evicted and changed nodes
     assert shapes >= 1000
+
+
+def test_grouped_gang_options_equal_fresh_node_options() -> None:
+    """Gangs that keep one block score every candidate node; the greedy keeps those
+    options per job shape and node until the node changes. Every kept option must
+    equal a fresh ``_node_option`` in the state the greedy is in when it meets the
+    gang, for every variant, on a cluster where the storm limit binds hard (grace
+    ``max_s`` 60 s, slow storage), so that kept options the limit no longer allows
+    are caught."""
+    from models import load_snapshot
+    from planner.greedy import GreedyPlanner, _State, job_order
+    from planner.problem import build_problem
+
+    snap = generate(nodes=64, pending=60, seed=3, multinode_share=0.4)
+    snap["policy"]["grace"] = {"min_s": 30, "max_s": 60, "safety": 1.0}
+    for s in snap["storage"]:  # about 30 s x 4 GB/s = 120 GB of flushes per target
+        s["write_gb_per_s"] = 4.0
+    problem = build_problem(load_snapshot(snap))
+    checked = rejected = 0
+    for kw in ({}, {"spare_lower": True}, {"spare_lower": True, "storm_price": 1e4}):
+        g = GreedyPlanner(problem, **kw)
+        st = _State(free={n.idx: n.free for n in problem.nodes if n.free})
+        for info in job_order(problem):
+            if info.job.nodes > 1 and info.job.same_block:
+                for ni in info.candidates:
+                    kept = g._grouped_option(st, info, ni)
+                    assert kept == g._node_option(st, info, ni), (info.job.id, ni)
+                    checked += 1
+            g.place(st, info)
+        rejected += g.storm_rejected
+    assert checked >= 500
+    assert rejected  # the storm limit refused victims in at least one variant
+
+
+def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
+    """Four 8-GPU nodes on one storage target writing 1 GB/s, blocks b1 (n1, n2) and
+    b2 (n3, n4); on each node a tier-3 job (v1-v4) with a 60 GB checkpoint (barrier
+    and cleanup 0 s). Grace max_s 150 s with safety 1 lets the target flush 150 GB
+    this tick: two victims (120 GB), not four (240 GB). Tier-2 gangs A (priority 20)
+    and B (10) each need 2 whole nodes of one block. A goes first and scores all
+    four nodes (evict v1, ..., v4, 60 GB each), takes b1 and evicts v1 and v2
+    (120 GB). For B the options kept for n3 and n4 (evict v3, v4) are no longer
+    allowed: 120 + 60 > 150 GB. They must be scored again (None), and B deferred:
+    16 tier-2 GPUs. CP-SAT agrees, and explains B by the storm limit."""
+    from models import load_snapshot
+    from planner.greedy import GreedyPlanner, _State, job_order
+    from planner.problem import build_problem
+
+    now = "2026-11-30T08:00:00Z"
+    nodes = [{"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1" if i < 3 else "b2",
+              "storage": "s", "local_write_gb_per_s": 100.0} for i in range(1, 5)]
+    ck = {"size_gb": 60.0, "signal": "SIGTERM", "barrier_s": 0, "cleanup_s": 0,
+          "restore_s": 100}
+    jobs: list[dict[str, Any]] = [
+        {"id": f"v{i}", "tier": 3, "priority": 1, "state": "running", "gpus_per_node": 8,
+         "topology": "any", "started_at": "2026-11-30T04:00:00Z", "checkpoint": ck,
+         "placement": [{"node": f"n{i}", "gpus": list(range(8))}]} for i in range(1, 5)]
+    jobs += [{"id": j, "tier": 2, "priority": p, "state": "pending", "gpus_per_node": 8,
+              "nodes": 2, "same_block": True, "topology": "any"} for j, p in (("A", 20), ("B", 10))]
+    snap = {"version": 1, "now": now, "storage": [{"id": "s", "write_gb_per_s": 1.0}],
+            "nodes": nodes, "jobs": jobs,
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+    problem = build_problem(load_snapshot(snap))
+    g = GreedyPlanner(problem)
+    st = _State(free={})
+    a, b = job_order(problem)
+    assert g.place(st, a) == [(0, 0xFF), (1, 0xFF)]
+    assert st.victims == {"v1", "v2"} and st.loads == {"s": 120.0}
+    key = (2, b.rights, 8, False)
+    assert g._grouped[key][2][1][5] == ["v3"]  # kept from A's turn, node unchanged
+    for ni in (2, 3):
+        assert g._grouped_option(st, b, ni) is None
+        assert g._node_option(st, b, ni) is None
+    assert g.place(st, b) is None
+    p = plan(snap, deterministic=True)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert [x.job for x in p.placements] == ["A"]
+    assert [(x.job, x.reason) for x in p.deferred] == [("B", "STORM")]
