@@ -849,25 +849,29 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
                          "priced": frozenset(spare.full_storages)})
     plans = [greedy]
-    second = ""  # said when the greedy plan comes from the squeaky-wheel pass
-    settings: dict = {"spare_lower": True}  # those of the variant whose plan is best
+    ran = [({"spare_lower": True}, greedy)]  # (settings, plan) of each variant run
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())
         plans.append(other)
+        ran.append((kw, other))
         if objective_of(problem, other).key() > objective_of(problem, greedy).key():
-            greedy, settings = other, kw
-    usable = sum(1 for n in problem.nodes if n.usable)
-    left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
-    if usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES and (
-            deterministic or first_s <= SQUEAKY_SHARE * left):
-        # squeaky wheel: the best variant once more, with the jobs it deferred first in
-        # their tier (each tier still goes before the next). On a cluster this big an
-        # LNS round sees a small part of it, and a re-run that leaves LNS most of its
-        # time often admits more (1,024 and 2,048 nodes: docs/benchmarks.md)
-        other = squeaky_wheel(problem, greedy, **settings)
-        plans.append(other)
-        if objective_of(problem, other).key() > objective_of(problem, greedy).key():
-            greedy, second = other, " (its second pass, deferred jobs first)"
+            greedy = other
+    second = ""  # said when the greedy plan comes from a squeaky-wheel pass
+    if sum(1 for n in problem.nodes if n.usable) > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
+        # squeaky wheel: each variant once more, best plan first, with the jobs it
+        # deferred first in their tier (each tier still goes before the next). On a
+        # cluster this big an LNS round sees a small part of it, and re-runs that leave
+        # LNS most of its time often admit more (1,024 and 2,048 nodes:
+        # docs/benchmarks.md)
+        ran.sort(key=lambda r: objective_of(problem, r[1]).key(), reverse=True)
+        for kw, d in ran:
+            left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
+            if not (deterministic or first_s <= SQUEAKY_SHARE * left):
+                break
+            other = squeaky_wheel(problem, d, **kw)
+            plans.append(other)
+            if objective_of(problem, other).key() > objective_of(problem, greedy).key():
+                greedy, second = other, " (a second pass, deferred jobs first)"
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
