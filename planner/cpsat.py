@@ -838,11 +838,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     if deterministic:
         variants.append({})
     reserve = _reserve(problem, time_limit_s)
-
-    def fits() -> bool:  # time for one more greedy run
-        return deterministic or time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
-
-    if spare.storm_rejected and fits():
+    fits = time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
+    if spare.storm_rejected and (deterministic or fits):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
         # (priced only on the storage targets where the limit refused a victim)

@@ -165,7 +165,9 @@ class GreedyPlanner:
                          base: int) -> tuple[float, list[str]] | None:
         """Cheapest victims on node ni (of tiers the job may preempt) that make it fit,
         among those the storm limit and the budgets still allow."""
-        key = (ni, info.rights, info.job.gpus_per_node, info.need_nvlink)
+        # the options' weights depend on the tier's contested tiers (spare variant)
+        key = (ni, info.rights, self.contested.get(info.job.tier, frozenset()),
+               info.job.gpus_per_node, info.need_nvlink)
         hit = self._cache.get(key)
         if hit is None or hit[0] != st.version.get(ni, 0):
             hit = (st.version.get(ni, 0), self._options(st, info, ni, base))
@@ -360,7 +362,9 @@ class GreedyPlanner:
         Nodes enter the heap with a lower bound and are scored exactly only when
         they reach the top (best-first search), so a job usually looks at a few
         nodes instead of all of them."""
-        key = (info.rights, info.job.gpus_per_node, info.need_nvlink, id(info.candidates))
+        # the tier too: bounds and options carry its weights (free and contested GPUs)
+        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink,
+               id(info.candidates))
         ch = self._heaps.get(key)
         if ch is None:
             ch = _ClassHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
