@@ -1,4 +1,4 @@
-"""Per-job rule arithmetic of the contract (R6, R8-R12, objective item 4).
+"""Per-job rule arithmetic of the contract (R2, R6, R8-R12, objective item 4).
 
 Shared by the planner, the verifier and the simulator so that the formulas are
 written once; tests check them against hand-computed numbers.
@@ -96,3 +96,10 @@ def cascade_guarded(policy: Policy, now: datetime, job: Job) -> bool:
     """R10: preempted within the last ``cascade_guard_s`` seconds."""
     g = policy.cascade_guard_s
     return g > 0 and job.last_preempted_at is not None and age_s(now, job.last_preempted_at) < g
+
+
+def gang_group(node: Node, job: Job) -> tuple:
+    """What all of a gang's nodes must share (R2): the node's block when the job asks
+    for one block, its NVLink domain when it asks for one domain (None otherwise)."""
+    return (node.block if job.same_block else None,
+            node.nvlink_domain if job.same_nvlink_domain else None)

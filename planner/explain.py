@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from models import Deferred
+from models.rules import gang_group
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem, fmt_duration
 
@@ -38,11 +39,7 @@ def _enough(problem: Problem, info: PendingInfo, hosts: Iterable[int]) -> bool:
     grouped = job.nodes > 1 and (job.same_block or job.same_nvlink_domain)
     groups: dict[tuple, int] = {}
     for i in hosts:
-        key = None
-        if grouped:
-            node = problem.nodes[i].node
-            key = (node.block if job.same_block else None,
-                   node.nvlink_domain if job.same_nvlink_domain else None)
+        key = gang_group(problem.nodes[i].node, job) if grouped else None
         groups[key] = groups.get(key, 0) + 1
         if groups[key] >= job.nodes:
             return True

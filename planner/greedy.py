@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from models.rules import gang_group
 from planner import topology as topo
 from planner.assemble import Decision, clean
 from planner.problem import PendingInfo, Problem
@@ -263,9 +264,7 @@ class GreedyPlanner:
         return mask
 
     def _group_key(self, info: PendingInfo, ni: int) -> tuple:
-        node = self.p.nodes[ni].node
-        return (node.block if info.job.same_block else None,
-                node.nvlink_domain if info.job.same_nvlink_domain else None)
+        return gang_group(self.p.nodes[ni].node, info.job)
 
     def _node_option(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
         """(cost, victims count, leftover GPUs, node id, node idx, victims) or None."""

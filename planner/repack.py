@@ -40,6 +40,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
+from models.rules import gang_group
 from planner import topology as topo
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem
@@ -151,9 +152,7 @@ def _choose(problem: Problem, info: PendingInfo, fits: list[tuple[int, int, int]
         return fits[:job.nodes]
     groups: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
     for f in fits:
-        node = problem.nodes[f[1]].node
-        groups[(node.block if job.same_block else None,
-                node.nvlink_domain if job.same_nvlink_domain else None)].append(f)
+        groups[gang_group(problem.nodes[f[1]].node, job)].append(f)
     for key in sorted(groups, key=repr):
         if len(groups[key]) >= job.nodes:
             return groups[key][:job.nodes]

@@ -28,7 +28,7 @@ from models import (
     Snapshot,
 )
 from models.plan import SolverInfo, StormLoad
-from models.rules import eviction_cost, local_flush_s, victim_storage
+from models.rules import eviction_cost, gang_group, local_flush_s, victim_storage
 from planner.topology import best_fit, fits, list_to_mask, mask_to_list
 
 NAIVE_GRACE_S = 30.0
@@ -50,11 +50,6 @@ def _node_ok(snap: Snapshot, node: Node, job: Job) -> bool:
 
 def _fits(node: Node, mask: int, job: Job) -> bool:
     return fits(node.nvlink_raw(), node.gpus, mask, job.gpus_per_node, job.topology == "nvlink")
-
-
-def _group_key(node: Node, job: Job) -> tuple:
-    return (node.block if job.same_block else None,
-            node.nvlink_domain if job.same_nvlink_domain else None)
 
 
 def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
@@ -132,7 +127,7 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
                 else:
                     continue
             cost = sum(running[v].total_gpus for v in chosen)
-            options[_group_key(n, job)].append((cost, n.id, chosen, mask))
+            options[gang_group(n, job)].append((cost, n.id, chosen, mask))
         best: list[tuple[int, str, list[str], int]] | None = None
         for group in options.values():
             if len(group) < job.nodes:
