@@ -845,13 +845,21 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # (priced only on the storage targets where the limit refused a victim)
         variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
                          "priced": frozenset(spare.full_storages)})
+    scored: dict[int, tuple[Decision, tuple]] = {}  # each greedy plan's objective key, once
+
+    def score(d: Decision) -> tuple:
+        hit = scored.get(id(d))
+        if hit is None or hit[0] is not d:
+            hit = scored[id(d)] = (d, objective_of(problem, d).key())
+        return hit[1]
+
     plans = [greedy]
     ran = [({"spare_lower": True}, greedy)]  # (settings, plan) of each variant run
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())
         plans.append(other)
         ran.append((kw, other))
-        if objective_of(problem, other).key() > objective_of(problem, greedy).key():
+        if score(other) > score(greedy):
             greedy = other
     second = ""  # said when the greedy plan comes from a squeaky-wheel pass
     if sum(1 for n in problem.nodes if n.usable) > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
@@ -860,14 +868,14 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # cluster this big an LNS round sees a small part of it, and re-runs that leave
         # LNS most of its time often admit more (1,024 and 2,048 nodes:
         # docs/benchmarks.md)
-        ran.sort(key=lambda r: objective_of(problem, r[1]).key(), reverse=True)
+        ran.sort(key=lambda r: score(r[1]), reverse=True)
         for kw, d in ran:
             left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
             if not (deterministic or first_s <= SQUEAKY_SHARE * left):
                 break
             other = squeaky_wheel(problem, d, **kw)
             plans.append(other)
-            if objective_of(problem, other).key() > objective_of(problem, greedy).key():
+            if score(other) > score(greedy):
                 greedy, second = other, " (a second pass, deferred jobs first)"
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority

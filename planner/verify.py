@@ -174,9 +174,21 @@ def _nvlink_connected(node: Node, gpus: list[int]) -> bool:
     return seen == members
 
 
+_WORD = re.compile(r"[\w.-]+")
+
+
 def _mentions(text: str, job_id: str) -> bool:
     """Whether ``text`` names ``job_id`` as a whole word (``job-1`` is not in ``job-10``)."""
     return re.search(rf"(?<![\w.-]){re.escape(job_id)}(?![\w.-])", text) is not None
+
+
+def _mentioned(texts: list[str], job_ids: list[str]) -> set[str]:
+    """The ids among ``job_ids`` that some text names as a whole word, as ``_mentions``
+    decides, but reading each text once: an id made only of word characters, dots and
+    dashes is named exactly when it is one of a text's maximal runs of them."""
+    words = {w for t in texts for w in _WORD.findall(t)}
+    return {j for j in job_ids
+            if (j in words if _WORD.fullmatch(j) else any(_mentions(t, j) for t in texts))}
 
 
 # ---------------------------------------------------------------- the checker
@@ -202,6 +214,7 @@ class _Checker:
         self.on_down = sorted(
             j.id for j in snap.running()
             if any(self.nodes[p.node].state == "down" for p in j.placement or []))
+        self.down_set = set(self.on_down)
         self.placed, self.victims = _entries(snap, plan)
         self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
         self.users: dict[GPU, list[str]] = defaultdict(list)
@@ -383,7 +396,7 @@ class _Checker:
         if tier.windows and not any(w.contains(self.now) for w in tier.windows):
             self.add("R8", vid, f"job {vid!r} is evicted at {_iso(self.now)}, outside every "
                                 f"preemption window of tier {v.tier}")
-        if vid in self.on_down:
+        if vid in self.down_set:
             down = sorted({p.node for p in v.placement or [] if self.nodes[p.node].state == "down"})
             self.add("DOWN", vid, f"job {vid!r} has GPUs on down node {', '.join(down)}; it is "
                                   "never a victim")
@@ -497,8 +510,9 @@ class _Checker:
     # ---- section 6: warnings and objective
 
     def _check_warnings(self) -> None:
+        named = _mentioned(self.plan.warnings, self.on_down)
         for jid in self.on_down:
-            if not any(_mentions(w, jid) for w in self.plan.warnings):
+            if jid not in named:
                 self.add("WARNINGS", jid, f"running job {jid!r} sits on a down node but is not "
                                           "named in warnings")
 

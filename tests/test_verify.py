@@ -714,6 +714,19 @@ def test_warnings_name_jobs_on_down_nodes():
     assert codes(snapshot_dict(), plan) == {"WARNINGS"}
 
 
+def test_warnings_are_read_as_whole_words():
+    from planner.verify import _mentioned, _mentions
+
+    texts = ["running job 'job-10' has GPUs on down node(s) n1", "see a.b, x/y and (c+d)"]
+    ids = ["job-1", "job-10", "job", "a.b", "a", "x/y", "x", "c+d", "c", "b", "10"]
+    # by hand: named when bounded on both sides by neither a word character nor . or -
+    # ("x" in "x/y", "c" in "(c+d)" and the word "job" in "running job" are; "job-1" in
+    # "job-10" and "b" in "a.b" are not)
+    named = {"job-10", "a.b", "x/y", "x", "c+d", "c", "job"}
+    assert _mentioned(texts, ids) == named
+    assert {j for j in ids if any(_mentions(t, j) for t in texts)} == named
+
+
 def test_job_on_down_node_is_never_a_victim():
     snap = snapshot_dict()  # ghost keeps a3 while x1 is down
     job(snap, "ghost").update(nodes=2, gpus_per_node=4,
