@@ -109,11 +109,42 @@ def _no_fit_detail(problem: Problem, info: PendingInfo) -> str:
 
 
 def _protectors(problem: Problem, info: PendingInfo) -> str:
-    """Name the nodes that come closest and the jobs that protect them."""
+    """Name the nodes that come closest and the jobs that protect them. A node comes
+    close when its free GPUs and those of jobs the job may evict ("rightful") hold
+    a shard, or nearly; for a gang that must keep one block or NVLink domain, first
+    the group with the most such nodes, and then what keeps the rest."""
     job = info.job
-    best = sorted(info.candidates,
-                  key=lambda i: (-problem.nodes[i].free.bit_count(), problem.nodes[i].node.id))[:2]
-    names = [problem.nodes[i].node.id for i in best]
+    memo = _cache(problem)
+    # jobs of one shape, tier and rights get the same sentence
+    shape_key = ("protectors", job.tier, info.rights, info.guarded, id(info.candidates),
+                 job.gpus_per_node, info.need_nvlink, job.nodes, job.same_block,
+                 job.same_nvlink_domain, job.gpu_type)
+    if shape_key not in memo:
+        memo[shape_key] = _protectors_uncached(problem, info)
+    return memo[shape_key]
+
+
+def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
+    job = info.job
+    nodes = problem.nodes
+    avail = _avail(problem, info, "rightful")
+    gpn, nvlink = job.gpus_per_node, info.need_nvlink
+    # could host a shard by evicting only what the job may
+    ok = {i for i in info.candidates if nodes[i].fits(avail.get(i, 0), gpn, nvlink)}
+    grouped = job.nodes > 1 and (job.same_block or job.same_nvlink_domain)
+    groups: dict[tuple, list[int]] = {}
+    for i in info.candidates:
+        groups.setdefault(gang_group(nodes[i].node, job) if grouped else (), []).append(i)
+    big = [k for k, members in groups.items() if len(members) >= job.nodes] or list(groups)
+    # the group with the most nodes that could host a shard, then the most GPUs there
+    key = min(big, key=lambda k: (-sum(i in ok for i in groups[k]),
+                                  -sum(avail.get(i, 0).bit_count() for i in groups[k]), str(k)))
+    members = groups.get(key, [])
+    good = sum(i in ok for i in members)
+    rest = sorted((i for i in members if i not in ok),
+                  key=lambda i: (-avail.get(i, 0).bit_count(), nodes[i].node.id))
+    best = rest[:2]
+    names = [nodes[i].node.id for i in best]
     memo = _cache(problem)
     if "on_node" not in memo:  # running jobs per node, in id order
         on_node: dict[int, list] = {}
@@ -122,7 +153,7 @@ def _protectors(problem: Problem, info: PendingInfo) -> str:
                 on_node.setdefault(i, []).append(v)
         memo["on_node"] = on_node
     near = sorted({v.job.id: v for i in best for v in memo["on_node"].get(i, ())}.items())
-    blockers: list[str] = []
+    why_of: dict[tuple[int, str], list[str]] = {}  # (tier, why) -> protected job ids
     for _id, v in near:
         if not v.evictable:
             why = f"{v.why_not} ({v.rule})"
@@ -131,12 +162,24 @@ def _protectors(problem: Problem, info: PendingInfo) -> str:
                    else "cascade guard (R10)")
         else:
             continue
-        blockers.append(f"tier-{v.job.tier} job {v.job.id}, {why}")
-        if len(blockers) == 3:
-            break
+        why_of.setdefault((v.job.tier, why), []).append(v.job.id)
+    blockers = []
+    for (tier, why), ids in list(why_of.items())[:3]:
+        more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+        listed = ids[:3]
+        who = (", ".join(listed[:-1]) + " and " + listed[-1]) if len(listed) > 1 and not more \
+            else ", ".join(listed) + more
+        blockers.append(f"tier-{tier} job{'s' if len(ids) > 1 else ''} {who}, {why}")
     where = " and ".join(names) if names else "no node"
-    return (f"{shape(job)}; {where} could free them only by evicting "
-            + ("; ".join(blockers) if blockers else "protected jobs"))
+    evicting = "evicting " + ("; ".join(blockers) if blockers else "protected jobs")
+    if job.nodes == 1:
+        return f"{shape(job)}; {where} could free them only by {evicting}"
+    block, domain = key if grouped else (None, None)
+    group = " and ".join(x for x in (f"block {block}" if block is not None else "",
+                                     f"NVLink domain {domain}" if domain is not None else "") if x)
+    return (f"{shape(job)}; {group + ' comes closest: ' if group else ''}{good} of the "
+            f"{job.nodes} nodes it needs {'is' if good == 1 else 'are'} free or could be freed; "
+            f"the next closest, {where}, could free theirs only by {evicting}")
 
 
 def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,

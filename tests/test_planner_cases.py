@@ -531,6 +531,37 @@ def test_drain_and_down() -> None:
     assert "lost" in p["warnings"][0]
 
 
+def test_protected_names_the_closest_nodes() -> None:
+    # Tier-2 want (8 GPUs) may evict tier 3 only. n1: tier-3 cheap on 0-3, tier-2 mid on
+    # 4-5, 6-7 free: 2 free + 4 it may evict = 6 GPUs. n2: tier-2 peer on 0-3, 4-7 free: 4.
+    # n3: tier-1 top, 0. No node reaches 8, so nothing is evicted (PROTECTED), and the
+    # closest nodes are n1 (6) then n2 (4), though n2 has more free GPUs. Their protected
+    # jobs are mid and peer (same tier, R7); cheap is not a blocker.
+    jobs = [run("cheap", 3, {"n1": LOW4}), run("mid", 2, {"n1": [4, 5]}),
+            run("peer", 2, {"n2": LOW4}), run("top", 1, {"n3": ALL8}), pend("want", 2, 8)]
+    p = solve(snap([node("n1"), node("n2"), node("n3")], jobs))
+    check(p, evictions={}, placements={}, deferred={"want": "PROTECTED"}, objective=obj())
+    assert deferred_entry(p, "want")["detail"] == (
+        "needs 8 GPUs (NVLink); n1 and n2 could free them only by evicting tier-2 jobs mid "
+        "and peer, tier 2 may not preempt tier 2 (R7)")
+
+
+def test_protected_gang_names_the_closest_block() -> None:
+    # Tier-2 gang (3 nodes x 8 GPUs, one block). Block A: a1 and a2 free, a3 held by
+    # tier-1 t1 (R5). Block B: b1 free, b2 and b3 held by tier-2 p2 and p3 (R7). A has 2 of
+    # the 3 nodes, B 1: PROTECTED, block A comes closest, and a3 is what keeps the third.
+    nodes = [node("a1", block="A"), node("a2", block="A"), node("a3", block="A"),
+             node("b1", block="B"), node("b2", block="B"), node("b3", block="B")]
+    jobs = [run("t1", 1, {"a3": ALL8}), run("p2", 2, {"b2": ALL8}), run("p3", 2, {"b3": ALL8}),
+            pend("gang", 2, 8, nodes=3, same_block=True)]
+    p = solve(snap(nodes, jobs))
+    check(p, evictions={}, placements={}, deferred={"gang": "PROTECTED"}, objective=obj())
+    assert deferred_entry(p, "gang")["detail"] == (
+        "needs 3 nodes x 8 GPUs (NVLink, one block); block A comes closest: 2 of the 3 nodes "
+        "it needs are free or could be freed; the next closest, a3, could free theirs only by "
+        "evicting tier-1 job t1, tier 1 is not preemptible (R5)")
+
+
 # ---------------------------------------------------------------- R12: victims without a signal
 
 
