@@ -182,6 +182,35 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
             f"the next closest, {where}, could free theirs only by {evicting}")
 
 
+def _takers(problem: Problem, info: PendingInfo, d: Decision) -> str:
+    """Say who took the free GPUs that could have held the job: up to two candidate
+    nodes whose free GPUs hold a shard, and the jobs this plan places there."""
+    memo = _cache(problem)
+    if "placed_on" not in memo:  # node -> jobs this decision places on it, in id order
+        on: dict[int, list[str]] = {}
+        for j in sorted(d.placements):
+            for i, _m in d.placements[j]:
+                on.setdefault(i, []).append(j)
+        memo["placed_on"] = on
+    job, nodes = info.job, problem.nodes
+    where: dict[tuple[str, ...], list[str]] = {}  # jobs placed -> nodes, two nodes at most
+    for i in info.candidates:
+        taken = memo["placed_on"].get(i)
+        if taken and nodes[i].fits(nodes[i].free, job.gpus_per_node, info.need_nvlink):
+            where.setdefault(tuple(taken), []).append(nodes[i].node.id)
+            if sum(map(len, where.values())) == 2:
+                break
+    if not where:
+        return "the free capacity went to more valuable jobs"
+    said = []
+    for taken, ids in where.items():
+        who = ", ".join(f"tier-{problem.pending[j].job.tier} job {j}" for j in taken[:3])
+        more = f" and {len(taken) - 3} more" if len(taken) > 3 else ""
+        said.append(f"on {' and '.join(ids)} to {who}{more}")
+    return ("the free GPUs that could hold it went to more valuable jobs: "
+            + "; ".join(said))
+
+
 def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                    loads: dict[str, float]) -> Deferred:
     job = info.job
@@ -195,7 +224,7 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
         return Deferred(job=job.id, reason="NO_FIT", detail=_no_fit_detail(problem, info))
     if _fits_with(problem, info, "free"):
         return Deferred(job=job.id, reason="OUTRANKED",
-                        detail=f"{shape(job)}; the free capacity went to more valuable jobs")
+                        detail=f"{shape(job)}; {_takers(problem, info, d)}")
     if info.guarded:
         ago = (problem.now - job.last_preempted_at).total_seconds()
         return Deferred(job=job.id, reason="CASCADE_GUARD",

@@ -546,6 +546,29 @@ def test_protected_names_the_closest_nodes() -> None:
         "and peer, tier 2 may not preempt tier 2 (R7)")
 
 
+def test_outranked_names_who_took_the_free_gpus() -> None:
+    # Two free nodes, n1 (H100) and n2 (H200). Tier-1 a (8 GPUs, H100) can only go to n1,
+    # tier-1 b (8, H200) only to n2; tier-2 c (8, any type) fits either one, but tier 1
+    # goes first: c waits (OUTRANKED), and the sentence says who has each node.
+    nodes = [node("n1", gpu_type="H100"), node("n2", gpu_type="H200")]
+    jobs = [pend("a", 1, 8, gpu_type="H100"), pend("b", 1, 8, gpu_type="H200"),
+            pend("c", 2, 8)]
+    p = solve(snap(nodes, jobs))
+    check(p, evictions={}, placements={"a": at(0, n1=ALL8), "b": at(0, n2=ALL8)},
+          deferred={"c": "OUTRANKED"}, objective=obj(t1=16))
+    assert deferred_entry(p, "c")["detail"] == (
+        "needs 8 GPUs (NVLink); the free GPUs that could hold it went to more valuable jobs: "
+        "on n1 to tier-1 job a; on n2 to tier-1 job b")
+    # a tier-1 gang on both nodes instead: one entry names both nodes
+    jobs = [pend("g", 1, 8, nodes=2), pend("c", 2, 8)]
+    p = solve(snap([node("n1"), node("n2")], jobs))
+    check(p, evictions={}, placements={"g": at(0, n1=ALL8, n2=ALL8)},
+          deferred={"c": "OUTRANKED"}, objective=obj(t1=16))
+    assert deferred_entry(p, "c")["detail"] == (
+        "needs 8 GPUs (NVLink); the free GPUs that could hold it went to more valuable jobs: "
+        "on n1 and n2 to tier-1 job g")
+
+
 def test_protected_gang_names_the_closest_block() -> None:
     # Tier-2 gang (3 nodes x 8 GPUs, one block). Block A: a1 and a2 free, a3 held by
     # tier-1 t1 (R5). Block B: b1 free, b2 and b3 held by tier-2 p2 and p3 (R7). A has 2 of
