@@ -337,19 +337,21 @@ def _why_blocked(problem: Problem, info: PendingInfo, d: Decision,
         if vi.storage is not None and vi.flushing:
             caps[vi.storage] = min(caps.get(vi.storage, float("inf")), vi.storm_cap_gb)
 
-    def storm_ok(vs: list) -> bool:
+    def overloaded(vs: list) -> set[str]:  # the storage targets these victims overload
         add: dict[str, float] = {}
         cap = dict(caps)
         for v in vs:
             if v.storage is not None and v.flushing:
                 add[v.storage] = add.get(v.storage, 0.0) + v.flush_gb
                 cap[v.storage] = min(cap.get(v.storage, float("inf")), v.storm_cap_gb)
-        return all(loads.get(s, 0.0) + f <= cap[s] + 1e-9 for s, f in add.items())
+        return {s for s, f in add.items() if loads.get(s, 0.0) + f > cap[s] + 1e-9}
 
-    ok = [o for o in opts if storm_ok(o[1])]
-    if len(ok) < job.nodes and len(opts) >= job.nodes:
-        busy = sorted(s for s, f in loads.items() if f > 0)
-        where = f"to {', '.join(busy)}, already loaded by this tick's evictions, " if busy else ""
+    over = [overloaded(o[1]) for o in opts]
+    if sum(not x for x in over) < job.nodes and len(opts) >= job.nodes:
+        # name the loaded targets that the ways of making room would overload
+        busy = sorted({s for x in over for s in x if loads.get(s, 0.0) > 0})
+        named = ", ".join(busy[:3]) + (f" and {len(busy) - 3} more" if len(busy) > 3 else "")
+        where = f"to {named}, already loaded by this tick's evictions, " if busy else ""
         return Deferred(job=job.id, reason="STORM",
                         detail=f"{shape(job)}; its victims' checkpoints would have to flush "
                                f"{where}beyond what grace.max_s {pol.grace.max_s:.0f} s allows "

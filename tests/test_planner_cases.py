@@ -204,6 +204,32 @@ def test_storm_only_some_cheap_victims_go() -> None:
           storm=[("fs", 900.0, 90.0)])
 
 
+def test_storm_names_only_the_targets_in_the_way() -> None:
+    # fs-a (a1-a3) and fs-b (b1), both 10 GB/s; grace max 180, safety 2: F <= 900 GB per
+    # target. fs-a holds tier-3 va1-va3 (450 GB each, restore 100/200/300: cost 8 x
+    # (restore + 45) = 1160, 1960, 2760), fs-b vb1 (100 GB, restore 100: 8 x 110 = 880).
+    # Tier-1 j1-j4 (8 GPUs, priority 40/30/20/10): only two fs-a victims fit in 900 GB, so
+    # j1-j3 take va1, va2 and vb1 (720 priority, cost 4000) and j4 waits (STORM). Its
+    # only way in, va3, would overload fs-a; fs-b is loaded too but not in its way.
+    nodes = [node(n, storage="fs-a") for n in ("a1", "a2", "a3")] + [node("b1", storage="fs-b")]
+    jobs = [run(f"va{i}", 3, {f"a{i}": ALL8}, restore=100.0 * i, ck={"size_gb": 450})
+            for i in (1, 2, 3)]
+    jobs += [run("vb1", 3, {"b1": ALL8}, ck={"size_gb": 100})]
+    jobs += [pend(f"j{i}", 1, 8, priority=50 - 10 * i) for i in range(1, 5)]
+    policy = {"grace": {"min_s": 60, "max_s": 180, "safety": 2}}
+    storage = [{"id": "fs-a", "write_gb_per_s": 10.0}, {"id": "fs-b", "write_gb_per_s": 10.0}]
+    p = solve(snap(nodes, jobs, policy, storage=storage))
+    assert sorted(e["job"] for e in p["evictions"]) == ["va1", "va2", "vb1"]
+    assert p["objective"] == obj(t1=24, prio=720, cost=4000.0, evictions=3)
+    assert [(x["storage"], x["flush_gb"], x["flush_s"]) for x in p["storm"]] == [
+        ("fs-a", 900.0, 90.0), ("fs-b", 100.0, 10.0)]
+    assert {d["job"]: d["reason"] for d in p["deferred"]} == {"j4": "STORM"}
+    assert deferred_entry(p, "j4")["detail"] == (
+        "needs 8 GPUs (NVLink); its victims' checkpoints would have to flush to fs-a, already "
+        "loaded by this tick's evictions, beyond what grace.max_s 180 s allows (R11); retry "
+        "next tick")
+
+
 def test_storm_victim_too_big_even_alone() -> None:
     # big: 1000 GB at 10 GB/s -> 100 s alone, need 2 x 100 = 200 > 180: it cannot be
     # evicted this tick (R11), so the tier-1 job waits with STORM and nothing is evicted.
