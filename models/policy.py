@@ -25,12 +25,17 @@ class _Record(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_comments(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            out = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
-            if "comment" in cls.model_fields and "_comment" in data and "comment" not in data:
-                out["comment"] = data["_comment"]
-            return out
-        return data
+        if not isinstance(data, dict):
+            return data
+        for k in data:
+            if isinstance(k, str) and k[:1] == "_":
+                break
+        else:  # no comment keys, the common case: nothing to copy (43,000 records at
+            return data  # 4,096 nodes)
+        out = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
+        if "_comment" in data and "comment" not in data and "comment" in cls.model_fields:
+            out["comment"] = data["_comment"]
+        return out
 
 
 def _minutes(hhmm: str) -> int:
