@@ -508,12 +508,20 @@ def test_pools() -> None:
     nodes = [node("r1", gpu_type="H100", pool="reserved"),
              node("r2", gpu_type="A100", pool="reserved"),
              node("d1", gpu_type="H100")]
+    # nb2 has nb's shape and tier, nb-t2 its shape at tier 2: NO_FIT too, each sentence
+    # naming its own tier (they are shared per shape and tier).
     jobs = [run("spot", 3, {"d1": ALL8}), pend("ft", 2, 8), pend("prod", 1, 8, gpu_type="H100"),
-            pend("nb", 3, 4, gpu_type="A100")]
+            pend("nb", 3, 4, gpu_type="A100"), pend("nb2", 3, 4, gpu_type="A100"),
+            pend("nb-t2", 2, 4, gpu_type="A100")]
     p = solve(snap(nodes, jobs, {"pools": {"reserved": [1]}}))
     check(p, evictions={"spot": ev(["ft"], 60, 800.0)},
-          placements={"ft": at(60, d1=ALL8), "prod": at(0, r1=ALL8)}, deferred={"nb": "NO_FIT"},
+          placements={"ft": at(60, d1=ALL8), "prod": at(0, r1=ALL8)},
+          deferred={"nb": "NO_FIT", "nb2": "NO_FIT", "nb-t2": "NO_FIT"},
           objective=obj(t1=8, t2=8, cost=800.0, evictions=1))
+    for jid, tier in (("nb", 3), ("nb2", 3), ("nb-t2", 2)):
+        assert deferred_entry(p, jid)["detail"] == (
+            f"needs 4 GPUs (A100, NVLink); no up node of that type is in a pool admitting "
+            f"tier {tier}, even if empty (R1-R4)")
 
 
 def test_gpu_type_and_no_fit() -> None:
