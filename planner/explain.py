@@ -318,7 +318,21 @@ def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
 def _why_blocked(problem: Problem, info: PendingInfo, d: Decision,
                  loads: dict[str, float]) -> Deferred | None:
     """BUDGET or STORM when every way of making room breaks R13 or R11 given the
-    decision ``d`` (its placements, victims and storm loads); None otherwise."""
+    decision ``d`` (its placements, victims and storm loads); None otherwise. Jobs of
+    one shape, tier and rights get the same answer."""
+    job = info.job
+    key = ("blocked", d is _NOTHING, job.tier, info.rights, id(info.candidates),
+           job.gpus_per_node, info.need_nvlink, job.nodes, job.same_block,
+           job.same_nvlink_domain, job.gpu_type)
+    memo = _cache(problem)
+    if key not in memo:
+        memo[key] = _why_blocked_uncached(problem, info, d, loads)
+    said = memo[key]
+    return None if said is None else said.model_copy(update={"job": job.id})
+
+
+def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
+                          loads: dict[str, float]) -> Deferred | None:
     job = info.job
     pol = problem.policy
     opts = _node_options(problem, info, d)
