@@ -175,13 +175,8 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
         else:
             continue
         why_of.setdefault((v.job.tier, why), []).append(v.job.id)
-    blockers = []
-    for (tier, why), ids in list(why_of.items())[:3]:
-        more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
-        listed = ids[:3]
-        who = (", ".join(listed[:-1]) + " and " + listed[-1]) if len(listed) > 1 and not more \
-            else ", ".join(listed) + more
-        blockers.append(f"tier-{tier} job{'s' if len(ids) > 1 else ''} {who}, {why}")
+    blockers = [f"{_tier_jobs(tier, ids)}, {why}"
+                for (tier, why), ids in list(why_of.items())[:3]]
     where = " and ".join(names) if names else "no node"
     evicting = "evicting " + ("; ".join(blockers) if blockers else "protected jobs")
     if job.nodes == 1:
@@ -216,11 +211,24 @@ def _takers(problem: Problem, info: PendingInfo, d: Decision) -> str:
         return "the free capacity went to more valuable jobs"
     said = []
     for taken, ids in where.items():
-        who = ", ".join(f"tier-{problem.pending[j].job.tier} job {j}" for j in taken[:3])
-        more = f" and {len(taken) - 3} more" if len(taken) > 3 else ""
-        said.append(f"on {' and '.join(ids)} to {who}{more}")
+        by_tier: dict[int, list[str]] = {}
+        for j in taken:
+            by_tier.setdefault(problem.pending[j].job.tier, []).append(j)
+        who = _names([_tier_jobs(t, js) for t, js in sorted(by_tier.items())])
+        said.append(f"on {_names(ids)} to {who}")
     return ("the free GPUs that could hold it went to more valuable jobs: "
             + "; ".join(said))
+
+
+def _names(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _tier_jobs(tier: int, ids: list[str]) -> str:
+    """``tier-2 job a``, ``tier-2 jobs a and b``, ``tier-2 jobs a, b, c and 2 more``."""
+    listed = ids if len(ids) <= 3 else ids[:3] + [f"{len(ids) - 3} more"]
+    return f"tier-{tier} job{'s' if len(ids) > 1 else ''} {_names(listed)}"
 
 
 def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,

@@ -601,6 +601,15 @@ def test_outranked_names_who_took_the_free_gpus() -> None:
     assert deferred_entry(p, "c")["detail"] == (
         "needs 8 GPUs (NVLink); the free GPUs that could hold it went to more valuable jobs: "
         "on n1 and n2 to tier-1 job g")
+    # one node: tier-1 a and tier-2 b (4 GPUs each) fill n1, so tier-3 c (8) waits, and
+    # its sentence names both, by tier
+    jobs = [pend("a", 1, 4), pend("b", 2, 4), pend("c", 3, 8)]
+    p = solve(snap([node("n1")], jobs))
+    check(p, evictions={}, placements={"a": at(0, n1=None), "b": at(0, n1=None)},
+          deferred={"c": "OUTRANKED"}, objective=obj(t1=4, t2=4))
+    assert deferred_entry(p, "c")["detail"] == (
+        "needs 8 GPUs (NVLink); the free GPUs that could hold it went to more valuable jobs: "
+        "on n1 to tier-1 job a and tier-2 job b")
 
 
 def test_protected_gang_names_the_closest_block() -> None:
