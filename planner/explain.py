@@ -192,6 +192,18 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
 def _takers(problem: Problem, info: PendingInfo, d: Decision) -> str:
     """Say who took the free GPUs that could have held the job: up to two candidate
     nodes whose free GPUs hold a shard, and the jobs this plan places there."""
+    job, nodes = info.job, problem.nodes
+    room = (i for i in info.candidates
+            if nodes[i].fits(nodes[i].free, job.gpus_per_node, info.need_nvlink))
+    who = _who_took(problem, d, room)
+    if who is None:
+        return "the free capacity went to more valuable jobs"
+    return f"the free GPUs that could hold it went to more valuable jobs: {who}"
+
+
+def _who_took(problem: Problem, d: Decision, room: Iterable[int]) -> str | None:
+    """For the first two of the nodes ``room`` on which the plan places jobs: "on n1
+    and n2 to tier-1 job a; ..." (None when it places nothing on any of them)."""
     memo = _cache(problem)
     if "placed_on" not in memo:  # node -> jobs this decision places on it, in id order
         on: dict[int, list[str]] = {}
@@ -199,16 +211,15 @@ def _takers(problem: Problem, info: PendingInfo, d: Decision) -> str:
             for i, _m in d.placements[j]:
                 on.setdefault(i, []).append(j)
         memo["placed_on"] = on
-    job, nodes = info.job, problem.nodes
     where: dict[tuple[str, ...], list[str]] = {}  # jobs placed -> nodes, two nodes at most
-    for i in info.candidates:
+    for i in room:
         taken = memo["placed_on"].get(i)
-        if taken and nodes[i].fits(nodes[i].free, job.gpus_per_node, info.need_nvlink):
-            where.setdefault(tuple(taken), []).append(nodes[i].node.id)
+        if taken:
+            where.setdefault(tuple(taken), []).append(problem.nodes[i].node.id)
             if sum(map(len, where.values())) == 2:
                 break
     if not where:
-        return "the free capacity went to more valuable jobs"
+        return None
     said = []
     for taken, ids in where.items():
         by_tier: dict[int, list[str]] = {}
@@ -216,8 +227,7 @@ def _takers(problem: Problem, info: PendingInfo, d: Decision) -> str:
             by_tier.setdefault(problem.pending[j].job.tier, []).append(j)
         who = _names([_tier_jobs(t, js) for t, js in sorted(by_tier.items())])
         said.append(f"on {_names(ids)} to {who}")
-    return ("the free GPUs that could hold it went to more valuable jobs: "
-            + "; ".join(said))
+    return "; ".join(said)
 
 
 def _names(items: list[str]) -> str:
@@ -318,6 +328,12 @@ def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
     blocked = _why_blocked(problem, info, d, loads)
     if blocked is not None:
         return blocked
+    # the nodes where it could have made room on its own, and who has them now
+    who = _who_took(problem, d, (i for i, _vs in _node_options(problem, info, _NOTHING)))
+    if who is not None:
+        return Deferred(job=job.id, reason="OUTRANKED",
+                        detail=f"{shape(job)}; the GPUs it could free went to more valuable "
+                               f"jobs: {who}")
     return Deferred(job=job.id, reason="OUTRANKED",
                     detail=f"{shape(job)}; the GPUs it could take went to more valuable jobs, "
                            "or freeing them costs more than it gains")

@@ -612,6 +612,19 @@ def test_outranked_names_who_took_the_free_gpus() -> None:
         "on n1 to tier-1 job a and tier-2 job b")
 
 
+def test_outranked_names_who_took_the_gpus_it_could_free() -> None:
+    # n1 holds tier-3 s (8 x 100 = 800). Tier-1 a (priority 50) and b (priority 10) both
+    # need n1's 8 GPUs by evicting s; a wins on priority (item 3), b waits: OUTRANKED, and
+    # the sentence names who has the GPUs b could have freed.
+    jobs = [run("s", 3, {"n1": ALL8}), pend("a", 1, 8, priority=50), pend("b", 1, 8, priority=10)]
+    p = solve(snap([node("n1")], jobs))
+    check(p, evictions={"s": ev(["a"], 60, 800.0)}, placements={"a": at(60, n1=ALL8)},
+          deferred={"b": "OUTRANKED"}, objective=obj(t1=8, prio=400, cost=800.0, evictions=1))
+    assert deferred_entry(p, "b")["detail"] == (
+        "needs 8 GPUs (NVLink); the GPUs it could free went to more valuable jobs: on n1 to "
+        "tier-1 job a")
+
+
 def test_protected_gang_names_the_closest_block() -> None:
     # Tier-2 gang (3 nodes x 8 GPUs, one block). Block A: a1 and a2 free, a3 held by
     # tier-1 t1 (R5). Block B: b1 free, b2 and b3 held by tier-2 p2 and p3 (R7). A has 2 of
