@@ -157,7 +157,7 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
                   key=lambda i: (-avail.get(i, 0).bit_count(), nodes[i].node.id))
     best = rest[:2]
     names = [nodes[i].node.id for i in best]
-    memo = _cache(problem)
+    memo = _cache(problem)  # running jobs per node, shared by every shape
     if "on_node" not in memo:  # running jobs per node, in id order
         on_node: dict[int, list] = {}
         for v in sorted(problem.running.values(), key=lambda v: v.job.id):
@@ -177,7 +177,7 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
         why_of.setdefault((v.job.tier, why), []).append(v.job.id)
     blockers = [f"{_tier_jobs(tier, ids)}, {why}"
                 for (tier, why), ids in list(why_of.items())[:3]]
-    where = " and ".join(names) if names else "no node"
+    where = _names(names) if names else "no node"
     evicting = "evicting " + ("; ".join(blockers) if blockers else "protected jobs")
     if job.nodes == 1:
         return f"{shape(job)}; {where} could free them only by {evicting}"
