@@ -22,6 +22,9 @@ PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 __all__ = ["PLANNERS", "plan"]
 
 
+OVER_S = 0.05  # a plan later than its time limit by more than this says so in solver.detail
+
+
 def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None = None, *,
          time_limit_s: float = 1.0, deterministic: bool = False, workers: int = 2,
          planner: str = "cpsat", seed: int = 0) -> Plan:
@@ -63,7 +66,14 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     problem = build_problem(snap)
 
     def finish(p: Plan) -> Plan:
-        p.solver.wall_s = round(time.perf_counter() - t0, 4)
+        wall = time.perf_counter() - t0
+        p.solver.wall_s = round(wall, 4)
+        if planner == "cpsat" and not deterministic and wall > time_limit_s + OVER_S:
+            # say so: on big clusters a short limit is below what preprocessing, the
+            # greedy plan, explanations and the checks take (README, time_limit_s)
+            p.solver.detail = "; ".join(x for x in (p.solver.detail, (
+                f"took {wall:.2f} s, over the time limit of {time_limit_s:g} s (too short "
+                "for this cluster: see 'Choosing time_limit_s' in the README)")) if x)
         return p
 
     if planner == "cpsat":

@@ -145,7 +145,9 @@ def test_the_cpsat_fallback_plan_is_repacked() -> None:
                  [_job("g", 10, nodes=2), _job("a", 20), _job("b", 30), _job("c", 5)])
     p = plan(load_snapshot(snap), time_limit_s=0.01)
     assert p.status == "fallback" and p.solver.status == "SKIPPED"
-    assert p.solver.detail.endswith("greedy plan returned after 1 repacking swap(s)")
+    # (a slow run adds "; took ... over the time limit": tests/test_cpsat_regressions.py)
+    assert p.solver.detail.split("; took ")[0].endswith(
+        "greedy plan returned after 1 repacking swap(s)")
     assert sorted(x.job for x in p.placements) == ["a", "b"]
     assert p.objective.priority_value == 400
 
