@@ -9,7 +9,8 @@ more valuable jobs (OUTRANKED).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from models import Deferred
 from models.rules import gang_group
@@ -51,6 +52,22 @@ def _cache(problem: Problem) -> dict:
     return problem.__dict__.setdefault("_explain_cache", {})
 
 
+def _once(problem: Problem, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept in the per-problem memo under ``key``."""
+    memo = _cache(problem)
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+def _shape(info: PendingInfo) -> tuple:
+    """All a sentence reads of a pending job but its id (tier and rights for R7, the
+    cascade guard, candidate nodes, shape): jobs that agree on it share sentences."""
+    j = info.job
+    return (j.tier, info.rights, info.guarded, id(info.candidates), j.gpus_per_node,
+            info.need_nvlink, j.nodes, j.same_block, j.same_nvlink_domain, j.gpu_type)
+
+
 def _avail(problem: Problem, info: PendingInfo, mode: str) -> dict[int, int]:
     """Free GPUs plus, per mode, GPUs of running jobs that could be let go, per node:
     "free" none, "rightful" evictable jobs of tiers the job may preempt, "stormy"
@@ -74,25 +91,20 @@ def _fits_with(problem: Problem, info: PendingInfo, mode: str) -> bool:
     j = info.job
     key = ("fits", mode, info.rights, id(info.candidates), j.gpus_per_node, info.need_nvlink,
            j.nodes, j.same_block, j.same_nvlink_domain)
-    memo = _cache(problem)
-    if key not in memo:
+
+    def compute() -> bool:
         avail = _avail(problem, info, mode)
         n, gpn, nvlink = problem.nodes, j.gpus_per_node, info.need_nvlink
-        memo[key] = _enough(problem, info, (i for i in info.candidates
-                                            if n[i].fits(avail.get(i, 0), gpn, nvlink)))
-    return memo[key]
+        return _enough(problem, info, (i for i in info.candidates
+                                       if n[i].fits(avail.get(i, 0), gpn, nvlink)))
+
+    return _once(problem, key, compute)
 
 
 def _no_fit_detail(problem: Problem, info: PendingInfo) -> str:
     """Why no node could host the job even if empty; jobs of one shape and tier share
     the sentence (it scans every node: 600 such jobs took 0.4 s at 1,024 nodes)."""
-    job = info.job
-    key = ("no fit", job.tier, id(info.candidates), job.gpu_type, job.gpus_per_node, job.nodes,
-           info.need_nvlink, job.same_block, job.same_nvlink_domain)
-    memo = _cache(problem)
-    if key not in memo:
-        memo[key] = _no_fit_uncached(problem, info)
-    return memo[key]
+    return _once(problem, ("no fit", *_shape(info)), lambda: _no_fit_uncached(problem, info))
 
 
 def _no_fit_uncached(problem: Problem, info: PendingInfo) -> str:
@@ -125,15 +137,8 @@ def _protectors(problem: Problem, info: PendingInfo) -> str:
     close when its free GPUs and those of jobs the job may evict ("rightful") hold
     a shard, or nearly; for a gang that must keep one block or NVLink domain, first
     the group with the most such nodes, and then what keeps the rest."""
-    job = info.job
-    memo = _cache(problem)
-    # jobs of one shape, tier and rights get the same sentence
-    shape_key = ("protectors", job.tier, info.rights, info.guarded, id(info.candidates),
-                 job.gpus_per_node, info.need_nvlink, job.nodes, job.same_block,
-                 job.same_nvlink_domain, job.gpu_type)
-    if shape_key not in memo:
-        memo[shape_key] = _protectors_uncached(problem, info)
-    return memo[shape_key]
+    return _once(problem, ("protectors", *_shape(info)),
+                 lambda: _protectors_uncached(problem, info))
 
 
 def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
@@ -278,10 +283,7 @@ def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tupl
     one shard fit next to this tick's placements: (node, victims)."""
     key = ("options", d is _NOTHING, info.rights, id(info.candidates), info.job.gpus_per_node,
            info.need_nvlink)
-    memo = _cache(problem)
-    if key not in memo:
-        memo[key] = _node_options_uncached(problem, info, d)
-    return memo[key]
+    return _once(problem, key, lambda: _node_options_uncached(problem, info, d))
 
 
 def _node_options_uncached(problem: Problem, info: PendingInfo,
@@ -344,15 +346,9 @@ def _why_blocked(problem: Problem, info: PendingInfo, d: Decision,
     """BUDGET or STORM when every way of making room breaks R13 or R11 given the
     decision ``d`` (its placements, victims and storm loads); None otherwise. Jobs of
     one shape, tier and rights get the same answer."""
-    job = info.job
-    key = ("blocked", d is _NOTHING, job.tier, info.rights, id(info.candidates),
-           job.gpus_per_node, info.need_nvlink, job.nodes, job.same_block,
-           job.same_nvlink_domain, job.gpu_type)
-    memo = _cache(problem)
-    if key not in memo:
-        memo[key] = _why_blocked_uncached(problem, info, d, loads)
-    said = memo[key]
-    return None if said is None else said.model_copy(update={"job": job.id})
+    said = _once(problem, ("blocked", d is _NOTHING, *_shape(info)),
+                 lambda: _why_blocked_uncached(problem, info, d, loads))
+    return None if said is None else said.model_copy(update={"job": info.job.id})
 
 
 def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
