@@ -9,8 +9,8 @@ does, and then measures the eviction-cost phase (items 4-5) four ways:
 - CP-SAT with the planner's own parameters (2 workers), from the planner's hint;
 - its plain LP relaxation, solved with GLOP: value, gap to the optimum, and how
   many variables are fractional;
-- SCIP and CBC (the MIP solvers OR-Tools ships, one thread each) on the same
-  model written as a MIP (enforced constraints as big-M rows).
+- SCIP, CBC and HiGHS (the MIP solvers OR-Tools ships, one thread each) on the
+  same model written as a MIP (enforced constraints as big-M rows).
 
 Usage (from the repository root)::
 
@@ -171,7 +171,7 @@ def instance_arguments(doc: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ap = instance_arguments(__doc__)
-    ap.add_argument("--mip", default="SCIP,CBC", help="pywraplp MIP engines (default %(default)s)")
+    ap.add_argument("--mip", default="SCIP,CBC,HIGHS", help="pywraplp MIP engines (default %(default)s)")
     args = ap.parse_args(argv)
     args.mip = [e for e in args.mip.split(",") if e]
     res = run(args)
