@@ -55,7 +55,7 @@ MIN_SOLVE_S = 0.05  # least solver time worth building the model for
 LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole model is skipped
 # least solve time, per (job, candidate node) pair, for which the whole model is built
 # rather than neighbourhoods (planner/lns.py); shorter solves of the whole model rarely
-# beat LNS (benchmark machine, docs/benchmarks.md). A pruned model (more than
+# beat LNS (benchmark machine, docs/benchmarks-history.md). A pruned model (more than
 # EXACT_PAIRS pairs) competes on admissions: 2.4 s at 1,024 nodes / 500 jobs, counted
 # as EXACT_PAIRS pairs. An exact model pays only near its proof: LNS plans were
 # cheaper at 128 nodes / 50 jobs with 0.3 s and at 256 / 100 with 1-1.5 s, the whole
@@ -588,9 +588,9 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
         if 2 <= workers <= 4:
             # with few workers the default portfolio has no LP-heavy worker; max_lp
             # (full linearization) proves the 256-node benchmark optimal about twice
-            # as fast at the same plan quality (docs/benchmarks.md)
+            # as fast at the same plan quality (docs/benchmarks-history.md)
             prm.subsolvers.extend(["max_lp", "default_lp"])
-    # presolve is the trap on 2 cores (see docs/benchmarks.md): keep it light, and on
+    # presolve is the trap on 2 cores (see docs/benchmarks-history.md): keep it light, and on
     # big models with a short budget skip it so that the search starts from the hint
     prm.cp_model_probing_level = 0
     prm.symmetry_level = 0
@@ -867,7 +867,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # deferred first in their tier (each tier still goes before the next). On a
         # cluster this big an LNS round sees a small part of it, and re-runs that leave
         # LNS most of its time often admit more (1,024 and 2,048 nodes:
-        # docs/benchmarks.md)
+        # docs/benchmarks-history.md)
         ran.sort(key=lambda r: score(r[1]), reverse=True)
         for kw, d in ran:
             left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
