@@ -673,3 +673,36 @@ def test_regressions(family: str, seed: int) -> None:
     found = enumerate_best(data)
     if found is not None:
         assert objective_of(snap, p).key() == found[0]
+
+
+def test_fallback_never_worse_than_the_plain_greedy_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sparing capacity for less important jobs can cost a tier its own admissions;
+    the plain greedy plan (the greedy baseline's) is always a candidate too, also
+    with a wall-clock budget.
+
+    n1 (H100) is free; n2 (H200) holds tier-2 job r2. Tier-1 job a (any GPU type,
+    priority 10) goes first. The sparing variant keeps free GPUs for the pending
+    tier-3 job c, so a evicts r2 on n2, and tier-1 job b (H200 only) has no node
+    left: 8 tier-1 GPUs. The plain greedy puts a on free n1 and b on n2 (evicting
+    r2), and c finds no free GPU: 16 tier-1 GPUs, lexicographically better."""
+    data = {"version": 1, "now": "2026-11-30T08:00:00Z", "storage": [], "policy": {},
+            "nodes": [{"id": "n1", "gpus": 8, "gpu_type": "H100"},
+                      {"id": "n2", "gpus": 8, "gpu_type": "H200"}],
+            "jobs": [{"id": "r2", "tier": 2, "state": "running", "gpus_per_node": 8,
+                      "started_at": "2026-11-30T04:00:00Z",
+                      "checkpoint": {"restore_s": 100.0},
+                      "placement": [{"node": "n2", "gpus": list(range(8))}]},
+                     {"id": "a", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "priority": 10},
+                     {"id": "b", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "priority": 5, "gpu_type": "H200"},
+                     {"id": "c", "tier": 3, "state": "pending", "gpus_per_node": 1}]}
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.UNKNOWN)
+    p = plan(data, time_limit_s=1.0)  # a wall-clock budget, not deterministic mode
+    assert p.status == "fallback"
+    assert verify(load_snapshot(data), p) == []
+    assert {q.job: q.placement[0].node for q in p.placements} == {"a": "n1", "b": "n2"}
+    assert [e.job for e in p.evictions] == ["r2"]
+    assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 0}
+    assert [d.job for d in p.deferred] == ["c"]
