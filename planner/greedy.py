@@ -89,6 +89,7 @@ class GreedyPlanner:
         # small checkpoints; a variant whose plan is kept when it is better
         self.storm_price = storm_price
         self.storm_rejected = False  # did the storm limit ever refuse an option?
+        self.budget_rejected = False  # did an eviction budget (R13) ever refuse one?
         self.full_storages: set[str] = set()  # storages where it did
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
@@ -155,10 +156,12 @@ class GreedyPlanner:
         pol = self.p.policy
         if (pol.max_evictions_per_tick is not None
                 and len(st.victims) + len(new) > pol.max_evictions_per_tick):
+            self.budget_rejected = True
             return False
         if pol.max_evicted_gpu_fraction is not None:
             g = st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
             if g > pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9:
+                self.budget_rejected = True
                 return False
         return True
 

@@ -706,3 +706,42 @@ def test_fallback_never_worse_than_the_plain_greedy_plan(monkeypatch: pytest.Mon
     assert [e.job for e in p.evictions] == ["r2"]
     assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 0}
     assert [d.job for d in p.deferred] == ["c"]
+
+
+def test_fallback_takes_the_baselines_plan_when_an_eviction_budget_binds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a count budget (R13) the greedy variants, cheapest victims first, can
+    spend it on one job; the per-node baselines, fewest victims first, place more.
+    Their plans are candidates too when the budget bound (and the time allows).
+
+    Budget: 2 evictions. n1 holds two 4-GPU tier-3 jobs (cost 4 x 10 = 40 GPU-s
+    each); n2 and n3 hold one 8-GPU tier-3 job each (8 x 100 = 800 GPU-s). Tier-1
+    jobs p and q need 8 GPUs. The greedy puts p on n1 (80 GPU-s, 2 evictions) and
+    has no eviction left for q: 8 tier-1 GPUs. Fewest victims first puts p on n2
+    and q on n3: 16 tier-1 GPUs for 1,600 GPU-s, lexicographically better (and the
+    optimum)."""
+    def running(jid: str, where: str, gpus: list[int], restore: float) -> dict[str, Any]:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": len(gpus),
+                "started_at": "2026-11-30T04:00:00Z", "checkpoint": {"restore_s": restore},
+                "placement": [{"node": where, "gpus": gpus}]}
+
+    data = {"version": 1, "now": "2026-11-30T08:00:00Z", "storage": [],
+            "policy": {"max_evictions_per_tick": 2},
+            "nodes": [{"id": n, "gpus": 8} for n in ("n1", "n2", "n3")],
+            "jobs": [running("a1", "n1", [0, 1, 2, 3], 10.0),
+                     running("a2", "n1", [4, 5, 6, 7], 10.0),
+                     running("b2", "n2", list(range(8)), 100.0),
+                     running("b3", "n3", list(range(8)), 100.0),
+                     {"id": "p", "tier": 1, "state": "pending", "gpus_per_node": 8},
+                     {"id": "q", "tier": 1, "state": "pending", "gpus_per_node": 8}]}
+    greedy = plan(data, planner="greedy")
+    assert greedy.objective.admitted_gpus["1"] == 8  # the story: the greedy loses q
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.UNKNOWN)
+    p = plan(data, deterministic=True)
+    assert p.status == "fallback"
+    assert verify(load_snapshot(data), p) == []
+    assert {q.job: q.placement[0].node for q in p.placements} == {"p": "n2", "q": "n3"}
+    assert sorted(e.job for e in p.evictions) == ["b2", "b3"]
+    assert p.objective.admitted_gpus["1"] == 16
+    assert p.objective.eviction_cost_gpu_s == pytest.approx(1600.0)
