@@ -69,8 +69,8 @@ FULL_SOLVE_EXACT_PER_PAIR_S = 9e-5
 CHEAPER_TIMES = 4.0
 # the squeaky-wheel re-run of the greedy plan runs on clusters of more usable nodes
 # than this many LNS neighbourhoods (planner/lns.py), when one greedy run takes at
-# most this share of the time left to improve the plan (at 4,096 nodes and 5 s it
-# would take half of it, for nothing on three generated clusters)
+# most this share of the time left to improve the plan (at 3,072-4,096 nodes and 5 s
+# that decides run by run; measured in docs/planner.md, section 2)
 SQUEAKY_NEIGHBOURHOODS = 4
 SQUEAKY_SHARE = 1 / 3
 # the k8s and slurm baselines' plans are candidates when an eviction budget bound and
@@ -895,7 +895,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # an eviction budget (R13) refused victims: the per-node baselines, which take
         # the node with the fewest victims first, often admit more under a count
         # budget than the greedy variants, which take the cheapest victims first
-        # (each run costs about as much as a greedy run: only when the budget has room)
+        # (each run costs about as much as a greedy run: only when the time left has room)
         from planner.baselines import get_baseline
 
         for name in ("k8s", "slurm"):
