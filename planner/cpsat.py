@@ -858,14 +858,20 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         return hit[1]
 
     plans = [greedy]
+    second = ""  # said when the greedy plan comes from a squeaky-wheel pass
+
+    def offer(d: Decision, said: str = "") -> None:
+        """Keep ``d`` among the plans, and as the greedy plan if it is better."""
+        nonlocal greedy, second
+        plans.append(d)
+        if score(d) > score(greedy):
+            greedy, second = d, said
+
     ran = [({"spare_lower": True}, greedy)]  # (settings, plan) of each variant run
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())
-        plans.append(other)
         ran.append((kw, other))
-        if score(other) > score(greedy):
-            greedy = other
-    second = ""  # said when the greedy plan comes from a squeaky-wheel pass
+        offer(other)
     if sum(1 for n in problem.nodes if n.usable) > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
         # squeaky wheel: each variant once more, best plan first, with the jobs it
         # deferred first in their tier (each tier still goes before the next). On a
@@ -877,19 +883,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
             if not (deterministic or first_s <= SQUEAKY_SHARE * left):
                 break
-            other = squeaky_wheel(problem, d, **kw)
-            plans.append(other)
-            if score(other) > score(greedy):
-                greedy, second = other, " (a second pass, deferred jobs first)"
+            offer(squeaky_wheel(problem, d, **kw), " (a second pass, deferred jobs first)")
     if not deterministic:  # (deterministic mode ran it above, as one of the variants)
         # the plain greedy plan, which is the greedy baseline's, always, as a floor:
         # sparing capacity for less important jobs can cost a tier its own admissions
         # (a tier-1 gang takes the block another tier-1 job needed, to spare free
         # nodes for tier 3). It runs last, so that the passes above keep their time.
-        plain = clean(problem, GreedyPlanner(problem).solve())
-        plans.append(plain)
-        if score(plain) > score(greedy):
-            greedy, second = plain, ""
+        offer(clean(problem, GreedyPlanner(problem).solve()))
     if spare.budget_rejected and (deterministic or time.perf_counter() - t0 + BASELINE_RUNS
                                   * first_s + reserve < time_limit_s):
         # an eviction budget (R13) refused victims: the per-node baselines, which take
@@ -899,10 +899,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         from planner.baselines import get_baseline
 
         for name in ("k8s", "slurm"):
-            other = clean(problem, get_baseline(name)(problem).solve())
-            plans.append(other)
-            if score(other) > score(greedy):
-                greedy, second = other, ""
+            offer(clean(problem, get_baseline(name)(problem).solve()))
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
