@@ -53,9 +53,17 @@ class _ClassHeap:
     members: frozenset[int] = frozenset()
 
 
-def job_order(problem: Problem) -> list[PendingInfo]:
-    return sorted((p for p in problem.pending.values() if p.held_until is None),
-                  key=lambda p: (p.job.tier, -p.job.total_gpus, -p.job.priority, p.job.id))
+def job_order(problem: Problem, order: str = "size") -> list[PendingInfo]:
+    """Pending jobs (not in backoff) by tier, then larger jobs first (``"size"``, the
+    objective's order) or more important jobs first (``"priority"``, the queue order
+    of the Kubernetes- and Slurm-style baselines)."""
+    if order == "priority":
+        def key(p: PendingInfo) -> tuple:
+            return (p.job.tier, -p.job.priority, -p.job.total_gpus, p.job.id)
+    else:
+        def key(p: PendingInfo) -> tuple:
+            return (p.job.tier, -p.job.total_gpus, -p.job.priority, p.job.id)
+    return sorted((p for p in problem.pending.values() if p.held_until is None), key=key)
 
 
 def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
@@ -79,8 +87,13 @@ class GreedyPlanner:
 
     def __init__(self, problem: Problem, *, spare_lower: bool = False,
                  storm_price: float = 0.0, priced: frozenset[str] | None = None,
-                 first: frozenset[str] = frozenset()):
+                 first: frozenset[str] = frozenset(), order: str = "size"):
         self.p = problem
+        # order: within a tier, larger jobs first ("size") or more important jobs
+        # first ("priority"); a variant whose plan is kept when it is better
+        if order not in ("size", "priority"):
+            raise ValueError(f"order must be 'size' or 'priority', not {order!r}")
+        self.order = order
         # first: jobs placed before the others of their tier (a second pass puts the
         # jobs the first pass deferred first: the "squeaky wheel")
         self.first = first
@@ -438,7 +451,7 @@ class GreedyPlanner:
 
     def queue(self) -> list[PendingInfo]:
         """The order in which pending jobs are placed (subclasses change it)."""
-        order = job_order(self.p)
+        order = job_order(self.p, self.order)
         if self.first:  # stable: objective order otherwise
             order.sort(key=lambda i: (i.job.tier, i.job.id not in self.first))
         return order

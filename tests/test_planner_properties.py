@@ -708,6 +708,41 @@ def test_fallback_never_worse_than_the_plain_greedy_plan(monkeypatch: pytest.Mon
     assert [d.job for d in p.deferred] == ["c"]
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_fallback_takes_the_priority_first_plan_when_largest_first_blocks(
+        monkeypatch: pytest.MonkeyPatch, deterministic: bool) -> None:
+    """Largest-first can give a big job the node two smaller jobs of its tier
+    needed; the greedy variant that takes more important jobs first (the
+    baselines' queue order) is a candidate too.
+
+    a-h200 (H200) and b-h100 (H100) are free 8-GPU nodes. Tier-1 job big needs 6
+    GPUs of any type (priority 1); s1 and s2 need 4 H200 GPUs each (priorities 10
+    and 9). Largest first, big goes first and takes a-h200 (both nodes fit it
+    equally; the first by id wins), and neither s1 nor s2 fits in the 2 GPUs
+    left: 6 tier-1 GPUs. More important first, s1 and s2 fill a-h200 and big
+    takes b-h100: 14 tier-1 GPUs, the optimum, and no eviction."""
+    def pending(jid: str, gpus: int, prio: int, gtype: str | None) -> dict[str, Any]:
+        return {"id": jid, "tier": 1, "state": "pending", "gpus_per_node": gpus,
+                "priority": prio, "topology": "any", "gpu_type": gtype}
+
+    data = {"version": 1, "now": "2026-11-30T08:00:00Z", "storage": [], "policy": {},
+            "nodes": [{"id": "a-h200", "gpus": 8, "gpu_type": "H200"},
+                      {"id": "b-h100", "gpus": 8, "gpu_type": "H100"}],
+            "jobs": [pending("big", 6, 1, None), pending("s1", 4, 10, "H200"),
+                     pending("s2", 4, 9, "H200")]}
+    greedy = plan(data, planner="greedy")
+    assert greedy.objective.admitted_gpus["1"] == 6  # the story: largest first loses
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.UNKNOWN)
+    p = plan(data, time_limit_s=1.0, deterministic=deterministic)
+    assert p.status == "fallback"
+    assert verify(load_snapshot(data), p) == []
+    assert {q.job: q.placement[0].node for q in p.placements} == {
+        "s1": "a-h200", "s2": "a-h200", "big": "b-h100"}
+    assert p.objective.admitted_gpus == {"1": 14, "2": 0, "3": 0}
+    assert p.evictions == [] and p.deferred == []
+
+
 def test_fallback_takes_the_baselines_plan_when_an_eviction_budget_binds(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a count budget (R13) the greedy variants, cheapest victims first, can

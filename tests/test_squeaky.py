@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.assemble import assemble, clean, objective_of
@@ -72,3 +74,21 @@ def test_tiers_keep_their_order_in_the_second_pass() -> None:
     assert p.status == "optimal"
     assert {x.job: x.placement[0].node for x in p.placements} == {"t1": "h200",
                                                                    "picky": "h100"}
+
+
+def test_priority_order_takes_more_important_jobs_first_within_a_tier() -> None:
+    # The order of the priority-first greedy variant (planner.cpsat.PRIORITY_FIRST):
+    # tiers still go in turn; inside a tier, higher priority first, then larger
+    # jobs, then id. Tier 1: a (8 GPUs, priority 1), b (2 GPUs, 5), d (4 GPUs, 5);
+    # tier 2: c (8 GPUs, 9). Size order: a, d, b, c. Priority order: d, b, a, c.
+    from planner.greedy import job_order
+
+    snap = _snap([_job("a", 8, tier=1, priority=1), _job("b", 2, tier=1, priority=5),
+                  _job("c", 8, tier=2, priority=9), _job("d", 4, tier=1, priority=5)])
+    problem = build_problem(load_snapshot(snap))
+    assert [i.job.id for i in job_order(problem)] == ["a", "d", "b", "c"]
+    assert [i.job.id for i in job_order(problem, "priority")] == ["d", "b", "a", "c"]
+    assert [i.job.id for i in GreedyPlanner(problem, order="priority").queue()] == \
+        ["d", "b", "a", "c"]
+    with pytest.raises(ValueError, match="order must be 'size' or 'priority'"):
+        GreedyPlanner(problem, order="fifo")
