@@ -38,7 +38,7 @@ from ortools.sat.python import cp_model
 from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.greedy import GreedyPlanner, squeaky_wheel
-from planner.lns import NEIGHBOURHOOD_NODES
+from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 from planner.repack import cheaper_victims, polish, relocate
 
@@ -77,8 +77,14 @@ SQUEAKY_SHARE = 1 / 3
 # the time left holds this many greedy runs (both cost about 1.3 greedy runs together
 # at 1,024 nodes on the benchmark machine, with a margin)
 BASELINE_RUNS = 2.5
-# settings of the greedy variant that takes the more important jobs of a tier first
+# settings of the greedy variant that takes the more important jobs of a tier first;
+# with a wall-clock budget it runs when it and the variants before it take at most
+# this share of the time left to improve the plan, and leave one whole LNS round
+# (ROUND_S): at 256 nodes and 0.3 s the round that finds the optimum's admissions
+# needs all of it, and at 1,024 nodes and 1 s the squeaky-wheel passes do
+# (docs/planner.md, section 2)
 PRIORITY_FIRST = {"spare_lower": True, "order": "priority"}
+PRIORITY_SHARE = 0.15
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -851,11 +857,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # (priced only on the storage targets where the limit refused a victim)
         variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
                          "priced": frozenset(spare.full_storages)})
-    if deterministic or (time.perf_counter() - t0 + (1.5 * len(variants) + 1.5) * first_s
-                         + reserve < time_limit_s):
+    left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
+    cost = (1.5 * len(variants) + 1.5) * first_s  # the variants queued, and this one
+    if deterministic or (cost <= PRIORITY_SHARE * left and left - cost >= ROUND_S):
         # the sparing variant in the baselines' queue order: more important jobs
         # first within a tier. Largest-first can give a big job the nodes that two
-        # smaller jobs of its tier needed (docs/planner.md, section 2)
+        # smaller jobs of its tier needed (docs/planner.md, section 2). Only when it
+        # leaves a whole LNS round and the squeaky-wheel passes their time
         variants.append(PRIORITY_FIRST)
     scored: dict[int, tuple[Decision, tuple]] = {}  # each greedy plan's objective key, once
 
