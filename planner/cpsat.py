@@ -37,6 +37,7 @@ from ortools.sat.python import cp_model
 
 from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
+from planner.baselines import get_baseline
 from planner.greedy import GreedyPlanner, squeaky_wheel
 from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S
 from planner.problem import MB_PER_GB, PendingInfo, Problem
@@ -75,7 +76,8 @@ SQUEAKY_NEIGHBOURHOODS = 4
 SQUEAKY_SHARE = 1 / 3
 # the k8s and slurm baselines' plans are candidates when an eviction budget bound, each
 # when the time left holds this many greedy runs (one costs 0.5-1.7 greedy runs at
-# 512-1,024 nodes on the benchmark machine)
+# 512-1,024 nodes on the benchmark machine); the k8s one runs first and also keeps half
+# a run for the plain greedy plan that always runs after it
 BASELINE_RUN = 1.5
 # settings of the greedy variant that takes the more important jobs of a tier first;
 # with a wall-clock budget it runs when it and the variants before it take at most
@@ -876,8 +878,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # Kubernetes-style one, more often the better of the two, comes before the
         # other variants, when the time left holds it and the plain greedy plan below;
         # the Slurm-style one comes last
-        from planner.baselines import get_baseline
-
         offer(clean(problem, get_baseline("k8s")(problem).solve()))
     fits = time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
     if spare.storm_rejected and (deterministic or fits):
@@ -915,13 +915,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # the plain greedy plan, which is the greedy baseline's, always, as a floor:
         # sparing capacity for less important jobs can cost a tier its own admissions
         # (a tier-1 gang takes the block another tier-1 job needed, to spare free
-        # nodes for tier 3). It runs last, so that the passes above keep their time.
+        # nodes for tier 3). It runs after them, so that the passes above keep their time.
         offer(clean(problem, GreedyPlanner(problem).solve()))
     if spare.budget_rejected and (deterministic or time.perf_counter() - t0 + BASELINE_RUN
                                   * first_s + reserve < time_limit_s):
-        from planner.baselines import get_baseline  # (see the Kubernetes-style one above)
-
-        offer(clean(problem, get_baseline("slurm")(problem).solve()))
+        offer(clean(problem, get_baseline("slurm")(problem).solve()))  # (see above)
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
