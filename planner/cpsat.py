@@ -39,7 +39,7 @@ from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.baselines import get_baseline
 from planner.greedy import GreedyPlanner, squeaky_wheel
-from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S
+from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S, neighbourhoods
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 from planner.repack import cheaper_victims, polish, relocate
 
@@ -79,14 +79,15 @@ SQUEAKY_SHARE = 1 / 3
 # 512-1,024 nodes on the benchmark machine); the k8s one runs first and also keeps half
 # a run for the plain greedy plan that always runs after it
 BASELINE_RUN = 1.5
-# settings of the greedy variant that takes the more important jobs of a tier first;
-# with a wall-clock budget it runs when it and the variants before it take at most
-# this share of the time left to improve the plan, and leave one whole LNS round
-# (ROUND_S): at 256 nodes and 0.3 s the round that finds the optimum's admissions
-# needs all of it, and at 1,024 nodes and 1 s the squeaky-wheel passes do
-# (docs/planner.md, section 2)
+# settings of the greedy variant that takes the more important jobs of a tier first
 PRIORITY_FIRST = {"spare_lower": True, "order": "priority"}
-PRIORITY_SHARE = 0.15
+# optional candidates (that variant, and the baselines when no eviction budget bound)
+# run with a wall-clock budget when they take at most this share of the time left to
+# improve the plan, and leave one whole LNS round (ROUND_S) where LNS has rounds to
+# run: at 256 nodes and 0.3 s the round that finds the optimum's admissions needs all
+# of it, and at 1,024 nodes and 1 s the squeaky-wheel passes do (docs/planner.md,
+# section 2)
+EXTRA_SHARE = 0.15
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -870,6 +871,20 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if score(d) > score(greedy):
             greedy, second = d, said
 
+    usable = sum(1 for n in problem.nodes if n.usable)
+    # LNS has rounds to run only when the cluster is more than one neighbourhood
+    lns_rounds = usable > NEIGHBOURHOOD_NODES or len(neighbourhoods(problem)) > 1
+
+    def affordable(runs: float) -> bool:
+        """May an optional candidate of this many greedy runs run? At most EXTRA_SHARE
+        of the time left to improve the plan, leaving one whole LNS round where LNS
+        has rounds to run, or else time for a short solve of the whole model (always
+        in deterministic mode)."""
+        left = time_limit_s - reserve - (time.perf_counter() - t0)
+        cost = runs * first_s
+        after = ROUND_S if lns_rounds else 2 * MIN_SOLVE_S
+        return deterministic or (cost <= EXTRA_SHARE * left and left - cost >= after)
+
     if spare.budget_rejected and (deterministic or time.perf_counter() - t0 + (BASELINE_RUN + 0.5)
                                   * first_s + reserve < time_limit_s):
         # an eviction budget (R13) refused victims: the per-node baselines, which take
@@ -886,20 +901,17 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # (priced only on the storage targets where the limit refused a victim)
         variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
                          "priced": frozenset(spare.full_storages)})
-    left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
-    cost = (1.5 * len(variants) + 1.5) * first_s  # the variants queued, and this one
-    if deterministic or (cost <= PRIORITY_SHARE * left and left - cost >= ROUND_S):
+    if affordable(1.5 * len(variants) + 1.5):  # (the variants queued, and this one)
         # the sparing variant in the baselines' queue order: more important jobs
         # first within a tier. Largest-first can give a big job the nodes that two
-        # smaller jobs of its tier needed (docs/planner.md, section 2). Only when it
-        # leaves a whole LNS round and the squeaky-wheel passes their time
+        # smaller jobs of its tier needed (docs/planner.md, section 2)
         variants.append(PRIORITY_FIRST)
     ran = [({"spare_lower": True}, plans[0])]  # (settings, plan) of each variant run
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())
         ran.append((kw, other))
         offer(other)
-    if sum(1 for n in problem.nodes if n.usable) > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
+    if usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
         # squeaky wheel: each variant once more, best plan first, with the jobs it
         # deferred first in their tier (each tier still goes before the next). On a
         # cluster this big an LNS round sees a small part of it, and re-runs that leave
@@ -917,9 +929,17 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # (a tier-1 gang takes the block another tier-1 job needed, to spare free
         # nodes for tier 3). It runs after them, so that the passes above keep their time.
         offer(clean(problem, GreedyPlanner(problem).solve()))
-    if spare.budget_rejected and (deterministic or time.perf_counter() - t0 + BASELINE_RUN
-                                  * first_s + reserve < time_limit_s):
-        offer(clean(problem, get_baseline("slurm")(problem).solve()))  # (see above)
+    if spare.budget_rejected:
+        if deterministic or (time.perf_counter() - t0 + BASELINE_RUN * first_s + reserve
+                             < time_limit_s):
+            offer(clean(problem, get_baseline("slurm")(problem).solve()))  # (see above)
+    else:
+        # without a binding budget the baselines' plans are rarely better (on 2% of
+        # random soak snapshots, greedy plans only), but cheap where the time is long
+        # next to a greedy run: optional candidates like the priority-first variant
+        for name in ("k8s", "slurm"):
+            if affordable(BASELINE_RUN):
+                offer(clean(problem, get_baseline(name)(problem).solve()))
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
@@ -985,6 +1005,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
     full_solve = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
                   else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
+    if not lns_rounds:
+        # one neighbourhood: LNS has nothing to re-solve but this whole model, so any
+        # time worth a solve goes to it (64 nodes at 0.3 s returned the greedy plan at
+        # 0.03 s before, 3 more GPUs behind the baselines' plan)
+        full_solve = 0.0
     short = None if deadline is None else (time.perf_counter() + build_est
                                            + max(build_est, 2 * MIN_SOLVE_S, full_solve)
                                            - deadline - MIN_SOLVE_S / 2)

@@ -325,3 +325,49 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     assert p.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
     assert [x.job for x in p.placements] == ["A"]
     assert [(x.job, x.reason) for x in p.deferred] == [("B", "STORM")]
+
+
+def test_a_cluster_of_one_neighbourhood_gets_the_whole_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The whole model is skipped for LNS when its solve would be short next to its
+    # size (FULL_SOLVE_EXACT_PER_PAIR_S). A cluster of one LNS neighbourhood has no
+    # rounds to run (planner/lns.py), so there the model gets any time worth a solve.
+    # With the per-pair time set absurdly high, the 16-node bundled instance (one
+    # storage target, one neighbourhood) is still solved and proven optimal, with
+    # the objective it has without the change: 24 tier-2 and 2 tier-3 GPUs.
+    import json
+    from pathlib import Path
+
+    from planner import cpsat
+
+    data = json.loads((Path(__file__).parent.parent / "instances" / "gen-small.json").read_text())
+    monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1.0)
+    p = plan(data, time_limit_s=1.0)
+    assert p.status == "optimal"
+    assert p.objective.admitted_gpus == {"1": 0, "2": 24, "3": 2}
+
+
+def test_the_baselines_plans_are_candidates_without_an_eviction_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 64-node snapshot from a session-8 soak (generated, then mutated; no eviction
+    # budget). Every greedy variant admits 16/93 tier-1/tier-2 GPUs at best (the
+    # greedy baseline 16/93/3); the Kubernetes- and Slurm-style baselines admit
+    # 16/97/6. Their plans are candidates when the time allows, and always in
+    # deterministic mode: with CP-SAT finding nothing, the fallback is the
+    # baselines' plan (priority value 6,673), polished to a lower cost.
+    import json
+    from pathlib import Path
+
+    from ortools.sat.python import cp_model
+
+    data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
+    k8s = plan(data, planner="k8s")
+    assert k8s.objective.admitted_gpus == {"1": 16, "2": 97, "3": 6}
+    assert plan(data, planner="greedy").objective.admitted_gpus == {"1": 16, "2": 93, "3": 3}
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.UNKNOWN)
+    p = plan(data, time_limit_s=1.0, deterministic=True)
+    assert p.status == "fallback"
+    assert p.objective.admitted_gpus == {"1": 16, "2": 97, "3": 6}
+    assert p.objective.priority_value == k8s.objective.priority_value == 6673
+    assert p.objective.eviction_cost_gpu_s <= k8s.objective.eviction_cost_gpu_s

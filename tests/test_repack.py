@@ -142,7 +142,7 @@ def test_the_cpsat_fallback_plan_is_repacked() -> None:
     # With no time for the model, plan() returns the greedy plan after repacking
     # (the first test's snapshot): a and b, priority value 400, not g's 160. (The
     # greedy variant that takes more important jobs first would place a and b at
-    # once, but with so little time it does not run: planner.cpsat.PRIORITY_SHARE.)
+    # once, but with so little time it does not run: planner.cpsat.EXTRA_SHARE.)
     snap = _snap([_node("n1"), _node("n2")],
                  [_job("g", 10, nodes=2), _job("a", 20), _job("b", 30), _job("c", 5)])
     p = plan(load_snapshot(snap), time_limit_s=0.01)
