@@ -875,6 +875,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # LNS has rounds to run only when the cluster is more than one neighbourhood
     lns_rounds = usable > NEIGHBOURHOOD_NODES or len(neighbourhoods(problem)) > 1
 
+    def room(runs: float) -> bool:
+        """Does the time left hold this many greedy runs, and the reserve?"""
+        return deterministic or time.perf_counter() - t0 + runs * first_s + reserve < time_limit_s
+
     def affordable(runs: float) -> bool:
         """May an optional candidate of this many greedy runs run? At most EXTRA_SHARE
         of the time left to improve the plan, leaving one whole LNS round where LNS
@@ -885,8 +889,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         after = ROUND_S if lns_rounds else 2 * MIN_SOLVE_S
         return deterministic or (cost <= EXTRA_SHARE * left and left - cost >= after)
 
-    if spare.budget_rejected and (deterministic or time.perf_counter() - t0 + (BASELINE_RUN + 0.5)
-                                  * first_s + reserve < time_limit_s):
+    if spare.budget_rejected and room(BASELINE_RUN + 0.5):
         # an eviction budget (R13) refused victims: the per-node baselines, which take
         # the node with the fewest victims first, often admit more under a count
         # budget than the greedy variants, which take the cheapest victims first. The
@@ -894,8 +897,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # other variants, when the time left holds it and the plain greedy plan below;
         # the Slurm-style one comes last
         offer(clean(problem, get_baseline("k8s")(problem).solve()))
-    fits = time.perf_counter() - t0 + 1.5 * first_s + reserve < time_limit_s
-    if spare.storm_rejected and (deterministic or fits):
+    if spare.storm_rejected and room(1.5):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
         # (priced only on the storage targets where the limit refused a victim)
@@ -930,8 +932,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # nodes for tier 3). It runs after them, so that the passes above keep their time.
         offer(clean(problem, GreedyPlanner(problem).solve()))
     if spare.budget_rejected:
-        if deterministic or (time.perf_counter() - t0 + BASELINE_RUN * first_s + reserve
-                             < time_limit_s):
+        if room(BASELINE_RUN):
             offer(clean(problem, get_baseline("slurm")(problem).solve()))  # (see above)
     else:
         # without a binding budget the baselines' plans are rarely better (on 2% of
@@ -1007,8 +1008,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                   else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
     if not lns_rounds:
         # one neighbourhood: LNS has nothing to re-solve but this whole model, so any
-        # time worth a solve goes to it (64 nodes at 0.3 s returned the greedy plan at
-        # 0.03 s before, 3 more GPUs behind the baselines' plan)
+        # time worth a solve goes to it (a 64-node soak snapshot at 0.3 s returned the
+        # greedy plan at 0.03 s before, 4 tier-2 GPUs behind the baselines' plan)
         full_solve = 0.0
     short = None if deadline is None else (time.perf_counter() + build_est
                                            + max(build_est, 2 * MIN_SOLVE_S, full_solve)
