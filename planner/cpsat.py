@@ -88,6 +88,7 @@ PRIORITY_FIRST = {"spare_lower": True, "order": "priority"}
 # of it, and at 1,024 nodes and 1 s the squeaky-wheel passes do (docs/planner.md,
 # section 2)
 EXTRA_SHARE = 0.15
+BASELINE_NAMES = {"k8s": "Kubernetes-style", "slurm": "Slurm-style"}
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -871,6 +872,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if score(d) > score(greedy):
             greedy, second = d, said
 
+    baselines_ran: set[str] = set()  # the baselines whose plans were offered
     usable = sum(1 for n in problem.nodes if n.usable)
     # LNS has rounds to run only when the cluster is more than one neighbourhood
     lns_rounds = usable > NEIGHBOURHOOD_NODES or len(neighbourhoods(problem)) > 1
@@ -897,6 +899,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # other variants, when the time left holds it and the plain greedy plan below;
         # the Slurm-style one comes last
         offer(clean(problem, get_baseline("k8s")(problem).solve()))
+        baselines_ran.add("k8s")
     if spare.storm_rejected and room(1.5):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
@@ -934,6 +937,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     if spare.budget_rejected:
         if room(BASELINE_RUN):
             offer(clean(problem, get_baseline("slurm")(problem).solve()))  # (see above)
+            baselines_ran.add("slurm")
     else:
         # without a binding budget the baselines' plans are rarely better (on 2% of
         # random soak snapshots, greedy plans only), but cheap where the time is long
@@ -941,6 +945,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         for name in ("k8s", "slurm"):
             if affordable(BASELINE_RUN):
                 offer(clean(problem, get_baseline(name)(problem).solve()))
+                baselines_ran.add(name)
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
@@ -967,6 +972,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # neighbourhood at a time with what is left (planner/lns.py)
         end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s
         lns_deadline = end - 1.5 * polish_s
+        best, lns = packed, None  # (rounds that improved, rounds, said) when LNS did
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
 
@@ -976,20 +982,37 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             d, more = polish(problem, res.decision, end, cheaper=False)
             better = objective_of(problem, d).key() > objective_of(problem, packed).key()
             if res.improved and better:
-                d, cheaper = cheaper_victims(problem, d, late)
-                more = also(more, cheaper)
-                return assemble(problem, d, "feasible",
-                                SolverInfo(engine="cp-sat", status="LNS",
-                                           wall_s=time.perf_counter() - t0,
-                                           detail=f"{why}; the greedy plan{second} was improved "
-                                           f"in {res.improved} of {res.rounds} neighbourhood "
-                                           "rounds"
-                                           + (f", then by {more}" if more else "")))
-            why += (f"; {res.rounds} neighbourhood round(s) found nothing better"
-                    + (" than polishing" if res.improved else ""))
-        fallback, cheaper = cheaper_victims(problem, packed, late)
+                best, lns = d, (res.improved, res.rounds, more)
+            else:
+                why += (f"; {res.rounds} neighbourhood round(s) found nothing better"
+                        + (" than polishing" if res.improved else ""))
+        # the rounds stop after a pass without improvement, often well before their
+        # deadline: the baselines that did not run above compete in the time left
+        base_said = ""
+        for name in ("k8s", "slurm"):
+            if name in baselines_ran or time.perf_counter() + BASELINE_RUN * first_s >= end:
+                continue
+            b = clean(problem, get_baseline(name)(problem).solve())
+            if objective_of(problem, b).key() > objective_of(problem, best).key():
+                best, more = polish(problem, b, end, cheaper=False)
+                base_said = (f"the {BASELINE_NAMES[name]} baseline's plan, better, returned"
+                             + (f" after {more}" if more else ""))
+        best, cheaper = cheaper_victims(problem, best, late)
+        if base_said:
+            return assemble(problem, best, "fallback",
+                            SolverInfo(engine="cp-sat", status="SKIPPED",
+                                       wall_s=time.perf_counter() - t0,
+                                       detail=f"{why}; {also(base_said, cheaper)}"))
+        if lns is not None:
+            more = also(lns[2], cheaper)
+            return assemble(problem, best, "feasible",
+                            SolverInfo(engine="cp-sat", status="LNS",
+                                       wall_s=time.perf_counter() - t0,
+                                       detail=f"{why}; the greedy plan{second} was improved "
+                                       f"in {lns[0]} of {lns[1]} neighbourhood rounds"
+                                       + (f", then by {more}" if more else "")))
         said = also(polished, cheaper)
-        return assemble(problem, fallback, "fallback",
+        return assemble(problem, best, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
                                    detail=f"{why}; greedy plan{second} returned"

@@ -371,3 +371,32 @@ def test_the_baselines_plans_are_candidates_without_an_eviction_budget(
     assert p.objective.admitted_gpus == {"1": 16, "2": 97, "3": 6}
     assert p.objective.priority_value == k8s.objective.priority_value == 6673
     assert p.objective.eviction_cost_gpu_s <= k8s.objective.eviction_cost_gpu_s
+
+
+def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # LNS rounds stop after a pass without improvement, often long before their
+    # deadline; the baselines that did not run before compete in the time left. The
+    # 64-node soak snapshot of the previous test, with the optional candidates off
+    # (EXTRA_SHARE = 0), the whole model unbuildable and LNS finding nothing: the
+    # Kubernetes-style baseline's plan (16/97/6 GPUs per tier) beats the greedy
+    # plans' 16/93 and is returned, polished, and the detail says so.
+    import json
+    from pathlib import Path
+
+    import planner.lns
+    from planner import cpsat
+
+    def no_model(*_a: Any, **_k: Any) -> Any:
+        raise cpsat.BuildTimeout
+
+    data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
+    monkeypatch.setattr(cpsat, "EXTRA_SHARE", 0.0)
+    monkeypatch.setattr(cpsat, "CpsatModel", no_model)
+    monkeypatch.setattr(planner.lns, "improve",
+                        lambda problem, d, deadline, **k: planner.lns.LnsResult(d, 0, 0))
+    p = plan(data, time_limit_s=1.0)
+    assert p.status == "fallback" and p.solver.status == "SKIPPED"
+    assert "the Kubernetes-style baseline's plan, better, returned" in p.solver.detail
+    assert p.objective.admitted_gpus == {"1": 16, "2": 97, "3": 6}
+    assert p.objective.priority_value == 6673
