@@ -400,3 +400,35 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     assert "the Kubernetes-style baseline's plan, better, returned" in p.solver.detail
     assert p.objective.admitted_gpus == {"1": 16, "2": 97, "3": 6}
     assert p.objective.priority_value == 6673
+
+
+def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # run_phases gives the admission phase 60% of the budget (FIRST_PHASE_SHARE) and
+    # skips the cost phase when less than its overhead plus MIN_SOLVE_S / 2 is left.
+    # With 0.1 s in all, 60% would leave 0.04 s minus the overhead (20 ms + 4 us per
+    # variable): too little, so the admission phase gets all 0.1 s less its overhead,
+    # and the cost phase is skipped. With 10 s, the admission phase gets 6 s less it.
+    from models import load_snapshot
+    from planner import cpsat
+    from planner.assemble import clean
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+
+    problem = build_problem(load_snapshot(generate(nodes=32, pending=12, seed=3)))
+    hint = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
+    limits: list[float] = []
+    real = cpsat._solver
+
+    def spy(time_limit_s: float, *a: Any, **k: Any) -> Any:
+        limits.append(time_limit_s)
+        return real(time_limit_s, *a, **k)
+
+    monkeypatch.setattr(cpsat, "_solver", spy)
+    for remaining, first in ((0.1, 0.1), (10.0, 6.0)):
+        model = cpsat.CpsatModel(problem)
+        assert len(model.phases()) == 2
+        overhead = 0.02 + 4e-6 * len(model.m.proto.variables)
+        limits.clear()
+        cpsat.run_phases(model, hint, remaining, deterministic=False, workers=1, seed=0)
+        assert limits[0] == pytest.approx(first - overhead)
