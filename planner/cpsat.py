@@ -879,7 +879,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if score(d) > score(greedy):
             greedy, second = d, said
 
-    baselines_ran: set[str] = set()  # the baselines whose plans were offered
+    baselines_ran: set[str] = set()  # the baselines whose plans were computed
+
+    def baseline(name: str) -> Decision:
+        """The plan of baseline ``name`` (planner/baselines.py), noted as computed."""
+        baselines_ran.add(name)
+        return clean(problem, get_baseline(name)(problem).solve())
+
     usable = sum(1 for n in problem.nodes if n.usable)
     # LNS has rounds to run only when the cluster is more than one neighbourhood
     lns_rounds = usable > NEIGHBOURHOOD_NODES or len(neighbourhoods(problem)) > 1
@@ -905,8 +911,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # Kubernetes-style one, more often the better of the two, comes before the
         # other variants, when the time left holds it and the plain greedy plan below;
         # the Slurm-style one comes last
-        offer(clean(problem, get_baseline("k8s")(problem).solve()))
-        baselines_ran.add("k8s")
+        offer(baseline("k8s"))
     if spare.storm_rejected and room(1.5):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
@@ -943,16 +948,14 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         offer(clean(problem, GreedyPlanner(problem).solve()))
     if spare.budget_rejected:
         if room(BASELINE_RUN):
-            offer(clean(problem, get_baseline("slurm")(problem).solve()))  # (see above)
-            baselines_ran.add("slurm")
+            offer(baseline("slurm"))  # (see above)
     else:
         # without a binding budget the baselines' plans are rarely better (on 2% of
         # random soak snapshots, greedy plans only), but cheap where the time is long
         # next to a greedy run: optional candidates like the priority-first variant
         for name in ("k8s", "slurm"):
             if affordable(BASELINE_RUN):
-                offer(clean(problem, get_baseline(name)(problem).solve()))
-                baselines_ran.add(name)
+                offer(baseline(name))
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
     # value; then move jobs to GPUs left idle where that spares their victims. The
@@ -999,8 +1002,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         for name in ("k8s", "slurm"):
             if name in baselines_ran or time.perf_counter() + BASELINE_RUN * first_s >= end:
                 continue
-            b = clean(problem, get_baseline(name)(problem).solve())
-            if objective_of(problem, b).key() > objective_of(problem, best).key():
+            b = baseline(name)
+            if score(b) > score(best):
                 best, more = polish(problem, b, end, cheaper=False)
                 base_said = (f"the {BASELINE_NAMES[name]} baseline's plan, better, returned"
                              + (f" after {more}" if more else ""))
