@@ -38,6 +38,7 @@ from ortools.sat.python import cp_model
 from models import Plan, SolverInfo
 from planner.assemble import Decision, assemble, clean, objective_of
 from planner.baselines import get_baseline
+from planner.eject import eject
 from planner.greedy import GreedyPlanner, squeaky_wheel
 from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S, neighbourhoods
 from planner.problem import MB_PER_GB, PendingInfo, Problem
@@ -89,6 +90,11 @@ PRIORITY_FIRST = {"spare_lower": True, "order": "priority"}
 # section 2)
 EXTRA_SHARE = 0.15
 BASELINE_NAMES = {"k8s": "Kubernetes-style", "slurm": "Slurm-style"}
+# ejection moves (planner/eject.py) on the plan to return: this share of the time left
+# for LNS is kept for them (they also get what LNS leaves), and in deterministic mode
+# they stop after EJECT_TRIES tried moves (measured in docs/planner.md, section 2b)
+EJECT_SHARE = 0.1
+EJECT_TRIES = 1000
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -982,6 +988,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # neighbourhood at a time with what is left (planner/lns.py)
         end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s
         lns_deadline = end - 1.5 * polish_s
+        # keep a share for ejection moves when LNS still gets at least LNS_MIN_S
+        keep = EJECT_SHARE * max(0.0, end - time.perf_counter())
+        if lns_deadline - keep - time.perf_counter() >= LNS_MIN_S:
+            lns_deadline -= keep
         best, lns = packed, None  # (rounds that improved, rounds, said) when LNS did
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
             from planner.lns import improve
@@ -1007,7 +1017,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                 best, more = polish(problem, b, end, cheaper=False)
                 base_said = (f"the {BASELINE_NAMES[name]} baseline's plan, better, returned"
                              + (f" after {more}" if more else ""))
+        best, ejected = eject(problem, best, end)
+        ejected_said = f"{ejected} job(s) admitted by ejection moves" if ejected else ""
         best, cheaper = cheaper_victims(problem, best, late)
+        cheaper = also(ejected_said, cheaper)
         if base_said:
             return assemble(problem, best, "fallback",
                             SolverInfo(engine="cp-sat", status="SKIPPED",
@@ -1089,9 +1102,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     if objective_of(problem, packed).key() > objective_of(problem, best).key():
         best, proven, cost_bound = packed, False, None
     more = ""
-    if not proven:  # an unproven plan may still leave a swap or a move (planner/repack.py)
-        best, more = polish(problem, best, None if deterministic else
-                            t0 + time_limit_s - reserve)
+    if not proven:  # an unproven plan may still leave a swap or a move (planner/repack.py,
+        # planner/eject.py)
+        best, ejected = eject(problem, best, late, tries=EJECT_TRIES if deterministic else None)
+        best, more = polish(problem, best, late)
+        if ejected:  # the phases' bounds were for other admissions
+            more = also(f"{ejected} job(s) admitted by ejection moves", more)
+            bound_info = cost_bound = None
     gap = None  # relative gap of the last phase, reported only when every phase ran
     if bound_info is not None and len(statuses) == len(phases) and "SKIPPED" not in statuses:
         obj, bnd = bound_info

@@ -1,0 +1,277 @@
+"""Ejection: admit a deferred job by moving a placed one (docs/planner.md 2b).
+
+The greedy planner places one job at a time and never revisits a choice, and
+LNS re-solves one part of the cluster at a time. Both miss moves that need two
+jobs to change places: a placed job ``K`` that could run elsewhere holds the only
+GPUs a deferred job ``J`` can use. Typical cases: ``K`` does not need NVLink (or a
+GPU type) and sits on one of the few nodes with the 8-GPU NVLink fabric (or the
+type) that ``J`` needs; or ``K``'s victims use the storm budget of the storage
+target that ``J``'s victims would flush to.
+
+:func:`eject` takes the tiers in turn, most important first. For tier ``t`` it
+starts from the plan's jobs of tiers up to ``t`` (the less important ones out, with
+the victims only they used), and takes each deferred job ``J`` of tier ``t`` in the
+greedy planner's order:
+
+* ``J`` is placed at once if it now fits;
+* otherwise each placed job ``K`` that holds GPUs on one of ``J``'s candidate
+  nodes, without which ``J`` would fit there, is tried in turn (less important
+  tiers, then smaller jobs, first; at most ``GANG_BLOCKERS`` for a gang): ``K``
+  leaves, with the victims only it used (their flushes leave the storm loads,
+  R11/R12, and the eviction budgets, R13), ``J`` is placed, and ``K`` is placed
+  again. The move is kept when ``K`` finds a place, or when deferring ``K`` still
+  raises tier ``t``'s admitted GPUs (``K`` of tier ``t`` and smaller than ``J``);
+  otherwise it is undone.
+
+Then the less important tiers' jobs come back: where they were, when their GPUs
+are still available to them within the limits, else where the greedy search puts
+them now, else deferred. Tier ``t`` admits more GPUs and the more important tiers
+as many, so the plan ranks above the one before (objective item 1 ranks the tiers
+first), and it is kept (checked). A shape of job that found no move is not tried
+again until a move changes the plan.
+
+Every placement comes from the greedy search or is checked like one: candidate
+nodes, rights (R7, R10), NVLink (R3), gangs (R2), the storm limit and the
+budgets; ``plan()`` verifies the result. A wall-clock deadline, or in
+deterministic mode a number of tried moves, bounds the work.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from planner import topology as topo
+from planner.assemble import Decision, clean, objective_of
+from planner.greedy import GreedyPlanner, job_order
+from planner.problem import PendingInfo, Problem
+
+GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
+
+
+def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
+          tries: int | None = None) -> tuple[Decision, int]:
+    """A copy of ``d`` improved by ejection moves (see the module docstring), and the
+    number of jobs it admits that ``d`` deferred. Stops at ``deadline``
+    (``time.perf_counter()``) or after ``tries`` tried moves (deterministic); the
+    plan is never worse than ``d``."""
+    if deadline is not None and time.perf_counter() > deadline:
+        return d, 0
+    key = objective_of(problem, d).key()
+    order = job_order(problem)
+    admitted = 0
+    budget = [math.inf if tries is None else tries]  # moves left to try, shared
+    for tier in sorted({i.job.tier for i in order}):
+        todo = [i for i in order if i.job.tier == tier and i.job.id not in d.placements
+                and i.candidates]
+        if not todo or budget[0] <= 0 or (deadline is not None
+                                          and time.perf_counter() > deadline):
+            continue
+        # the tier and the more important ones, as if the less important were not placed
+        ej = _Ejector(problem, clean(problem, Decision(set(d.victims), {
+            j: p for j, p in d.placements.items() if problem.pending[j].job.tier <= tier})),
+            budget)
+        n = sum(ej.admit(i, deadline) for i in todo)
+        if not n:
+            continue
+        # the less important tiers back where they were when that still fits (a quick
+        # test), then the others where the greedy search puts them now, while time
+        # lasts. (When it runs out, the plan without the rest still ranks above d: its
+        # tier admits more, and the more important tiers as much.)
+        rest = []
+        for i in order:
+            if i.job.tier > tier and i.candidates:
+                old = d.placements.get(i.job.id)
+                if not (old and ej.restore(i, old)):
+                    rest.append(i)
+        for i in rest:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            ej.place(i)
+        out = ej.decision()
+        k = objective_of(problem, out).key()
+        if k > key:
+            d, key, admitted = out, k, admitted + n
+    return d, admitted
+
+
+class _Ejector:
+    def __init__(self, problem: Problem, d: Decision, budget: list[float]):
+        self.p = problem
+        self.budget = budget  # [moves left to try], shared by the tiers' passes
+        self.g = GreedyPlanner(problem)
+        self.st = self.g.state_of(d)
+        self.placements = dict(d.placements)
+        self.users: dict[str, set[str]] = {}  # victim -> placed jobs on its GPUs
+        self.on: dict[int, set[str]] = {}  # node -> placed jobs with a shard there
+        # a job shape that found no move stays without one until the plan changes:
+        # shape -> number of moves made when it failed
+        self.failed: dict[tuple, int] = {}
+        self.moves = 0
+        for j, parts in self.placements.items():
+            self._link(j, parts, True)
+
+    # -- bookkeeping ----------------------------------------------------------------
+    def _victims_of(self, parts: list[tuple[int, int]]) -> set[str]:
+        out = set()
+        owner, victims = self.p.owner, self.st.victims
+        for ni, m in parts:
+            while m:
+                low = m & -m
+                m ^= low
+                v = owner.get((ni, low.bit_length() - 1))
+                if v is not None and v in victims:
+                    out.add(v)
+        return out
+
+    def _link(self, j: str, parts: list[tuple[int, int]], add: bool) -> None:
+        for v in self._victims_of(parts):
+            if add:
+                self.users.setdefault(v, set()).add(j)
+            else:
+                self.users[v].discard(j)
+        for ni, _m in parts:
+            if add:
+                self.on.setdefault(ni, set()).add(j)
+            else:
+                self.on[ni].discard(j)
+
+    def _out(self, j: str, parts: list[tuple[int, int]], drop: list[str]) -> None:
+        """Give back a job's GPUs and un-evict ``drop`` (victims no one else uses)."""
+        for x, (ni, m) in enumerate(parts):
+            self.g._release(self.st, ni, m, drop if x == 0 else [])
+        for v in drop:
+            self.users.pop(v, None)
+
+    def _leave(self, k: str) -> tuple:
+        """Take placed job k out, with the victims only it used; an undo record."""
+        parts = self.placements.pop(k)
+        self._link(k, parts, False)
+        drop = sorted(v for v in self._victims_of(parts) if not self.users.get(v))
+        self._out(k, parts, drop)
+        return ("left", k, parts, drop)
+
+    def _place(self, info: PendingInfo) -> tuple | None:
+        """Place a job by the greedy search; an undo record, or None."""
+        before = set(self.st.victims)
+        parts = self.g.place(self.st, info)
+        if parts is None:
+            return None
+        self.placements[info.job.id] = parts
+        self._link(info.job.id, parts, True)
+        return ("placed", info.job.id, parts, sorted(self.st.victims - before))
+
+    def _undo(self, ops: list[tuple]) -> None:
+        for op in reversed(ops):
+            kind, j, parts, victims = op
+            if kind == "placed":  # out again, with the victims it evicted
+                del self.placements[j]
+                self._link(j, parts, False)
+                self._out(j, parts, [v for v in victims if not self.users.get(v)])
+            else:  # back in, with its victims
+                self.g._evict(self.st, victims)
+                for ni, m in parts:
+                    self.g._use(self.st, ni, m)
+                self.placements[j] = parts
+                self._link(j, parts, True)
+
+    # -- moves ----------------------------------------------------------------------
+    def _blockers(self, info: PendingInfo) -> list[tuple[str, int]]:
+        """(placed job, node): placed jobs without whose GPUs on one of the job's
+        candidate nodes it would fit there, less important tiers first, then smaller
+        jobs first."""
+        gpn, need = info.job.gpus_per_node, info.need_nvlink
+        found: dict[str, int] = {}
+        for ni in info.candidates:
+            here = self.on.get(ni)
+            if not here:
+                continue
+            avail = self.g._avail(self.st, info, ni)
+            layout = self.p.nodes[ni].layout
+            for k in here:
+                if k in found:
+                    continue
+                m = next(m for n2, m in self.placements[k] if n2 == ni)
+                if topo.layout_fits(layout, avail | m, gpn, need):
+                    found[k] = ni
+        pend = self.p.pending
+        return sorted(found.items(),
+                      key=lambda kn: (-pend[kn[0]].job.tier, pend[kn[0]].job.total_gpus, kn[0]))
+
+    def _late(self, deadline: float | None) -> bool:
+        """Out of tries (deterministic mode) or past the deadline?"""
+        return self.budget[0] <= 0 or (deadline is not None and time.perf_counter() > deadline)
+
+    def admit(self, info: PendingInfo, deadline: float | None) -> bool:
+        """Place a deferred job at once, or by moving one placed job (see the module
+        docstring); whether it was placed."""
+        job = info.job
+        shape = (job.tier, info.rights, job.gpus_per_node, info.need_nvlink,
+                 id(info.candidates), job.nodes, job.same_block, job.same_nvlink_domain)
+        if self.failed.get(shape) == self.moves or self._late(deadline):
+            return False
+        if self._place(info) is not None:
+            self.moves += 1
+            return True
+        tier, size = job.tier, job.total_gpus
+        blockers = self._blockers(info)
+        if job.nodes > 1:
+            # a gang seldom fits by moving one job, and each try searches every
+            # candidate node: only the first few (see docs/planner.md 2b)
+            blockers = blockers[:GANG_BLOCKERS]
+        for k, ni in blockers:
+            if self._late(deadline):
+                return False
+            self.budget[0] -= 1
+            kinfo = self.p.pending[k]
+            ops = [self._leave(k)]
+            if job.nodes == 1 and self.g._node_option(self.st, info, ni) is None:
+                self._undo(ops)  # (a quick test: not even where k was)
+                continue
+            placed = self._place(info)
+            if placed is None:
+                self._undo(ops)
+                continue
+            ops.append(placed)
+            if self._place(kinfo) is None and not (kinfo.job.tier == tier
+                                                   and kinfo.job.total_gpus < size):
+                self._undo(ops)  # (k deferred would cost its tier, or tier t, GPUs)
+                continue
+            self.moves += 1
+            return True
+        self.failed[shape] = self.moves
+        return False
+
+    def place(self, info: PendingInfo) -> bool:
+        """Place a job where the greedy search puts it now; whether it fits."""
+        return self._place(info) is not None
+
+    def restore(self, info: PendingInfo, parts: list[tuple[int, int]]) -> bool:
+        """Place a job exactly on ``parts`` (its GPUs in an earlier plan) when they are
+        still available to it: free, freed by victims its tier may preempt, or held
+        by running jobs it may evict within the storm limit and the budgets."""
+        g, st, running = self.g, self.st, self.p.running
+        need: set[str] = set()
+        for ni, m in parts:
+            avail = g._avail(st, info, ni)
+            rest = m & ~avail
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                v = self.p.owner.get((ni, low.bit_length() - 1))
+                if (v is None or v in st.victims or not running[v].evictable
+                        or running[v].job.tier not in info.rights):
+                    return False
+                need.add(v)
+        new = sorted(need)
+        if new and not (g._storm_ok(st, new) and g._budget_ok(st, new)):
+            return False
+        g._evict(st, new)
+        for ni, m in parts:
+            g._use(st, ni, m)
+        self.placements[info.job.id] = parts
+        self._link(info.job.id, parts, True)
+        return True
+
+    def decision(self) -> Decision:
+        return clean(self.p, Decision(set(self.st.victims), self.placements))

@@ -1,0 +1,160 @@
+"""Ejection moves (planner/eject.py).
+
+A deferred job takes the place of a placed job, which is placed again elsewhere;
+a placed job of a less important tier may instead stay deferred; a move that
+would cost a tier its own GPUs is undone. Every plan here verifies.
+
+Conventions as in test_repack.py: 8-GPU nodes, Monday 2026-11-30 08:00Z, running
+jobs started at 04:00 (past every tier's min runtime). ``n1`` has an NVSwitch
+(any 8 GPUs connected); ``n2`` has NVLink pairs only, so an 8-GPU job that needs
+NVLink cannot run there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from models import SolverInfo, load_snapshot
+from planner import plan
+from planner.assemble import Decision, assemble, clean, objective_of
+from planner.eject import eject
+from planner.greedy import GreedyPlanner
+from planner.problem import build_problem
+from planner.verify import verify
+
+NOW = "2026-11-30T08:00:00Z"
+OLD = "2026-11-30T04:00:00Z"
+PAIRS = [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def _snap(nodes: list[dict], jobs: list[dict]) -> dict[str, Any]:
+    return {"version": 1, "now": NOW, "storage": [], "nodes": nodes, "jobs": jobs, "policy": {}}
+
+
+def _node(nid: str, nvlink: Any = "nvswitch") -> dict[str, Any]:
+    return {"id": nid, "gpus": 8, "block": "b1", "nvlink": nvlink}
+
+
+def _job(jid: str, priority: int, tier: int = 2, topology: str = "any") -> dict[str, Any]:
+    return {"id": jid, "tier": tier, "state": "pending", "gpus_per_node": 8, "nodes": 1,
+            "priority": priority, "topology": topology}
+
+
+def _holder(jid: str, node: str, tier: int = 1) -> dict[str, Any]:
+    """A running job on all 8 GPUs of a node (tier 1: never evicted)."""
+    return {"id": jid, "tier": tier, "state": "running", "gpus_per_node": 8, "nodes": 1,
+            "priority": 50, "started_at": OLD, "checkpoint": {"restore_s": 100},
+            "placement": [{"node": node, "gpus": list(range(8))}]}
+
+
+def _valid(snap: dict[str, Any], problem: Any, d: Decision) -> None:
+    p = assemble(problem, d, "feasible", SolverInfo(engine="test", status="TEST"))
+    assert verify(load_snapshot(snap), p) == []
+
+
+def _nodes_of(problem: Any, d: Decision) -> dict[str, list[str]]:
+    return {j: [problem.nodes[ni].node.id for ni, _m in parts] for j, parts in d.placements.items()}
+
+
+def test_a_deferred_job_takes_the_place_of_one_that_can_run_elsewhere() -> None:
+    # Both nodes free. The greedy planner takes k (priority 20, needs no NVLink)
+    # first, on n1 (ties go to the first node); j (priority 10) needs 8 NVLink-
+    # connected GPUs, which only n1 has, and waits: 8 tier-2 GPUs. Ejection: k
+    # leaves n1, j goes there, k goes to n2: 16 tier-2 GPUs, priority value
+    # 20 x 8 + 10 x 8 = 240, nothing evicted.
+    snap = _snap([_node("n1"), _node("n2", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink")])
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    assert _nodes_of(problem, before) == {"k": ["n1"]}
+    after, moves = eject(problem, before)
+    assert moves == 1
+    assert _nodes_of(problem, after) == {"j": ["n1"], "k": ["n2"]}
+    obj = objective_of(problem, after)
+    assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert obj.priority_value == 240 and obj.evictions == 0
+    _valid(snap, problem, after)
+
+
+def test_a_less_important_job_gives_way_when_it_cannot_run_elsewhere() -> None:
+    # A plan with tier-3 jobs k on n1 (the NVLink node) and m on n3; n2 (pairs) is
+    # held by a tier-1 job, which nothing may evict. Tier-2 job j needs n1's NVLink
+    # and waits. Ejection: j takes n1 and k, with nowhere to go, is deferred: tier 2
+    # gains 8 GPUs, tier 3 loses 8 (objective item 1 ranks tier 2 first). m keeps
+    # its place: 0/8/8 GPUs per tier instead of 0/0/16.
+    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
+                 [_job("k", 20, tier=3), _job("m", 20, tier=3), _job("j", 10, topology="nvlink"),
+                  _holder("h", "n2")])
+    problem = build_problem(load_snapshot(snap))
+    n1, n3 = problem.node_index["n1"], problem.node_index["n3"]
+    before = Decision(set(), {"k": [(n1, 0xFF)], "m": [(n3, 0xFF)]})
+    after, moves = eject(problem, before)
+    assert moves == 1
+    assert _nodes_of(problem, after) == {"j": ["n1"], "m": ["n3"]}
+    assert objective_of(problem, after).admitted_gpus == {"1": 0, "2": 8, "3": 8}
+    _valid(snap, problem, after)
+
+
+def test_a_move_that_costs_the_tier_a_job_as_large_is_undone() -> None:
+    # As the first case, but n2 is held by a tier-1 job: k, of j's tier and as
+    # large, cannot be placed again, and deferring it would leave tier 2 at 8
+    # GPUs. No move; the plan comes back unchanged.
+    snap = _snap([_node("n1"), _node("n2", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _holder("h", "n2")])
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    after, moves = eject(problem, before)
+    assert moves == 0 and after is before
+    assert _nodes_of(problem, after) == {"k": ["n1"]}
+
+
+def test_a_moved_job_leaves_the_victims_only_it_used() -> None:
+    # n1 (NVLink) is held by tier-3 job v. The plan places k on n1 by evicting v;
+    # n2 is free. j needs NVLink.
+    # Ejection: k leaves n1 and v is no longer evicted; j evicts v for n1; k goes
+    # to the free n2. Victims: {v} (now for j), 16 tier-2 GPUs.
+    snap = _snap([_node("n1"), _node("n2", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _holder("v", "n1", tier=3)])
+    problem = build_problem(load_snapshot(snap))
+    n1 = problem.node_index["n1"]
+    before = Decision({"v"}, {"k": [(n1, 0xFF)]})
+    _valid(snap, problem, before)
+    after, moves = eject(problem, before)
+    assert moves == 1
+    assert _nodes_of(problem, after) == {"j": ["n1"], "k": ["n2"]}
+    assert after.victims == {"v"}
+    assert objective_of(problem, after).admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    _valid(snap, problem, after)
+
+
+def test_no_tries_no_moves() -> None:
+    # deterministic mode bounds the moves tried, not the clock: with none left the
+    # plan comes back as it was (the direct placements need no try, and j has none)
+    snap = _snap([_node("n1"), _node("n2", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink")])
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    after, moves = eject(problem, before, tries=0)
+    assert moves == 0 and after is before
+
+
+def test_the_planner_returns_the_plan_after_ejection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first case through plan(), with the whole model unbuildable and the
+    # optional candidates off: every greedy plan places k on n1 and defers j (8
+    # tier-2 GPUs); ejection admits j (16), and the detail says so.
+    from planner import cpsat
+
+    def no_model(*_a: Any, **_k: Any) -> Any:
+        raise cpsat.BuildTimeout
+
+    monkeypatch.setattr(cpsat, "EXTRA_SHARE", 0.0)
+    monkeypatch.setattr(cpsat, "CpsatModel", no_model)
+    snap = _snap([_node("n1"), _node("n2", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink")])
+    p = plan(snap, time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert "1 job(s) admitted by ejection moves" in p.solver.detail
+    assert {q.job: q.placement[0].node for q in p.placements} == {"j": "n1", "k": "n2"}
+    assert verify(load_snapshot(snap), p) == []
