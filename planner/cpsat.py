@@ -988,9 +988,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # neighbourhood at a time with what is left (planner/lns.py)
         end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s
         lns_deadline = end - 1.5 * polish_s
-        # keep a share for ejection moves when LNS still gets at least LNS_MIN_S
+        # keep a share for ejection moves when LNS still gets one whole round (at 256
+        # nodes and 0.3 s it needs all its time for its two rounds)
         keep = EJECT_SHARE * max(0.0, end - time.perf_counter())
-        if lns_deadline - keep - time.perf_counter() >= LNS_MIN_S:
+        if lns_deadline - keep - time.perf_counter() >= ROUND_S:
             lns_deadline -= keep
         best, lns = packed, None  # (rounds that improved, rounds, said) when LNS did
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:
