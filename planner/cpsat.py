@@ -1007,6 +1007,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             else:
                 why += (f"; {res.rounds} neighbourhood round(s) found nothing better"
                         + (" than polishing" if res.improved else ""))
+        # ejection moves on the plan to return (planner/eject.py); without a binding
+        # eviction budget before the baselines below, which are rarely better there
+        ejected = 0
+        if not spare.budget_rejected:
+            best, ejected = eject(problem, best, end)
         # the rounds stop after a pass without improvement, often well before their
         # deadline: the baselines that did not run above compete in the time left
         base_said = ""
@@ -1018,7 +1023,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                 best, more = polish(problem, b, end, cheaper=False)
                 base_said = (f"the {BASELINE_NAMES[name]} baseline's plan, better, returned"
                              + (f" after {more}" if more else ""))
-        best, ejected = eject(problem, best, end)
+                ejected = 0
+        if spare.budget_rejected or base_said:
+            best, ejected = eject(problem, best, end)
         ejected_said = f"{ejected} job(s) admitted by ejection moves" if ejected else ""
         best, cheaper = cheaper_victims(problem, best, late)
         cheaper = also(ejected_said, cheaper)
