@@ -979,6 +979,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     if polished:
         plans.append(packed)
     late = None if deterministic else t0 + time_limit_s - reserve  # the last pass ends
+    # ejection moves stop with a wall clock where LNS's result does, leaving the last
+    # polishing pass its time; in deterministic mode after EJECT_TRIES tried moves (R14)
+    eject_limit = ({"tries": EJECT_TRIES} if deterministic else
+                   {"deadline": t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s})
 
     def also(*said: str) -> str:
         return ", ".join(x for x in said if x)
@@ -1011,7 +1015,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # eviction budget before the baselines below, which are rarely better there
         ejected = 0
         if not spare.budget_rejected:
-            best, ejected = eject(problem, best, end)
+            best, ejected = eject(problem, best, **eject_limit)
         # the rounds stop after a pass without improvement, often well before their
         # deadline: the baselines that did not run above compete in the time left
         base_said = ""
@@ -1025,7 +1029,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                              + (f" after {more}" if more else ""))
                 ejected = 0
         if spare.budget_rejected or base_said:
-            best, ejected = eject(problem, best, end)
+            best, ejected = eject(problem, best, **eject_limit)
         ejected_said = f"{ejected} job(s) admitted by ejection moves" if ejected else ""
         best, cheaper = cheaper_victims(problem, best, late)
         cheaper = also(ejected_said, cheaper)
@@ -1112,7 +1116,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     more = ""
     if not proven:  # an unproven plan may still leave a swap or a move (planner/repack.py,
         # planner/eject.py)
-        best, ejected = eject(problem, best, late, tries=EJECT_TRIES if deterministic else None)
+        best, ejected = eject(problem, best, **eject_limit)
         best, more = polish(problem, best, late)
         if ejected:  # the phases' bounds were for other admissions
             more = also(f"{ejected} job(s) admitted by ejection moves", more)

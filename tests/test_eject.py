@@ -158,3 +158,24 @@ def test_the_planner_returns_the_plan_after_ejection(monkeypatch: pytest.MonkeyP
     assert "1 job(s) admitted by ejection moves" in p.solver.detail
     assert {q.job: q.placement[0].node for q in p.placements} == {"j": "n1", "k": "n2"}
     assert verify(load_snapshot(snap), p) == []
+
+
+def test_deterministic_mode_counts_tries_not_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same case in deterministic mode: ejection is bounded by EJECT_TRIES, not by
+    # a deadline, so a deadline long past changes nothing and two runs give the same
+    # plan; with no tries allowed j stays deferred.
+    from planner import cpsat
+
+    def no_model(*_a: Any, **_k: Any) -> Any:
+        raise cpsat.BuildTimeout
+
+    monkeypatch.setattr(cpsat, "CpsatModel", no_model)
+    monkeypatch.setattr(cpsat, "_reserve", lambda problem, limit: 10.0 * limit)  # past
+    snap = _snap([_node("n1"), _node("n2", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink")])
+    first = plan(snap, time_limit_s=0.1, deterministic=True)
+    assert first.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert plan(snap, time_limit_s=0.1, deterministic=True).model_dump_json(
+        exclude={"solver"}) == first.model_dump_json(exclude={"solver"})
+    monkeypatch.setattr(cpsat, "EJECT_TRIES", 0)
+    assert plan(snap, time_limit_s=0.1, deterministic=True).objective.admitted_gpus["2"] == 8
