@@ -290,7 +290,9 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     four nodes (evict v1, ..., v4, 60 GB each), takes b1 and evicts v1 and v2
     (120 GB). For B the options kept for n3 and n4 (evict v3, v4) are no longer
     allowed: 120 + 60 > 150 GB. They must be scored again (None), and B deferred:
-    16 tier-2 GPUs. CP-SAT agrees, and explains B by the storm limit."""
+    16 tier-2 GPUs. CP-SAT agrees, and explains B by the storm limit. When A is
+    taken out again with its victims, the load falls to 0 and n3 and n4 can host
+    B's shards again (evict v3, v4)."""
     from models import load_snapshot
     from planner.greedy import GreedyPlanner, _State, job_order
     from planner.problem import build_problem
@@ -321,6 +323,14 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
         assert g._grouped_option(st, b, ni) is None
         assert g._node_option(st, b, ni) is None
     assert g.place(st, b) is None
+    # loads fall only in _release (a finished plan's job taken out, as the polishing
+    # and ejection passes do): A leaves and v1, v2 run again. n3 and n4 did not
+    # change, but their kept "cannot host" entries must not outlive the fall
+    g._release(st, 0, 0xFF, ["v1", "v2"])
+    g._release(st, 1, 0xFF, [])
+    assert st.loads == {"s": 0.0}
+    for ni, v in ((2, "v3"), (3, "v4")):
+        assert g._grouped_option(st, b, ni)[5] == [v]
     p = plan(snap, deterministic=True)
     assert p.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
     assert [x.job for x in p.placements] == ["A"]
