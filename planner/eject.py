@@ -96,6 +96,9 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
 
 
 class _Ejector:
+    """One tier's pass: the greedy planner's state for plan ``d``, the plan's
+    placements, and who uses which victim, kept in step through moves and undos."""
+
     def __init__(self, problem: Problem, d: Decision, budget: list[float]):
         self.p = problem
         self.budget = budget  # [moves left to try], shared by the tiers' passes
