@@ -1030,23 +1030,22 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                 ejected = 0
         if spare.budget_rejected or base_said:
             best, ejected = eject(problem, best, **eject_limit)
-        ejected_said = f"{ejected} job(s) admitted by ejection moves" if ejected else ""
         best, cheaper = cheaper_victims(problem, best, late)
-        cheaper = also(ejected_said, cheaper)
+        after = also(f"{ejected} job(s) admitted by ejection moves" if ejected else "", cheaper)
         if base_said:
             return assemble(problem, best, "fallback",
                             SolverInfo(engine="cp-sat", status="SKIPPED",
                                        wall_s=time.perf_counter() - t0,
-                                       detail=f"{why}; {also(base_said, cheaper)}"))
+                                       detail=f"{why}; {also(base_said, after)}"))
         if lns is not None:
-            more = also(lns[2], cheaper)
+            more = also(lns[2], after)
             return assemble(problem, best, "feasible",
                             SolverInfo(engine="cp-sat", status="LNS",
                                        wall_s=time.perf_counter() - t0,
                                        detail=f"{why}; the greedy plan{second} was improved "
                                        f"in {lns[0]} of {lns[1]} neighbourhood rounds"
                                        + (f", then by {more}" if more else "")))
-        said = also(polished, cheaper)
+        said = also(polished, after)
         return assemble(problem, best, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
