@@ -979,10 +979,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     if polished:
         plans.append(packed)
     late = None if deterministic else t0 + time_limit_s - reserve  # the last pass ends
+    end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s  # ... and has this long
     # ejection moves stop with a wall clock where LNS's result does, leaving the last
     # polishing pass its time; in deterministic mode after EJECT_TRIES tried moves (R14)
-    eject_limit = ({"tries": EJECT_TRIES} if deterministic else
-                   {"deadline": t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s})
+    eject_limit = {"tries": EJECT_TRIES} if deterministic else {"deadline": end}
 
     def also(*said: str) -> str:
         return ", ".join(x for x in said if x)
@@ -990,7 +990,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
         # neighbourhood at a time with what is left (planner/lns.py)
-        end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s
         lns_deadline = end - 1.5 * polish_s
         # keep a share for ejection moves when LNS still gets one whole round (at 256
         # nodes and 0.3 s it needs all its time for its two rounds)

@@ -55,7 +55,7 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
     number of jobs it admits that ``d`` deferred. Stops at ``deadline``
     (``time.perf_counter()``) or after ``tries`` tried moves (deterministic); the
     plan is never worse than ``d``."""
-    if deadline is not None and time.perf_counter() > deadline:
+    if _past(deadline):
         return d, 0
     key = objective_of(problem, d).key()
     order = job_order(problem)
@@ -64,8 +64,7 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
     for tier in sorted({i.job.tier for i in order}):
         todo = [i for i in order if i.job.tier == tier and i.job.id not in d.placements
                 and i.candidates]
-        if not todo or budget[0] <= 0 or (deadline is not None
-                                          and time.perf_counter() > deadline):
+        if not todo or _late(budget, deadline):
             continue
         # the tier and the more important ones, as if the less important were not placed
         ej = _Ejector(problem, clean(problem, Decision(set(d.victims), {
@@ -85,7 +84,7 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
                 if not (old and ej.restore(i, old)):
                     rest.append(i)
         for i in rest:
-            if deadline is not None and time.perf_counter() > deadline:
+            if _past(deadline):  # (not bounded by the tries: these are not moves)
                 break
             ej.place(i)
         out = ej.decision()
@@ -93,6 +92,15 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
         if k > key:
             d, key, admitted = out, k, admitted + n
     return d, admitted
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def _late(budget: list[float], deadline: float | None) -> bool:
+    """Out of tries (deterministic mode) or past the deadline?"""
+    return budget[0] <= 0 or _past(deadline)
 
 
 class _Ejector:
@@ -201,17 +209,13 @@ class _Ejector:
         return sorted(found.items(),
                       key=lambda kn: (-pend[kn[0]].job.tier, pend[kn[0]].job.total_gpus, kn[0]))
 
-    def _late(self, deadline: float | None) -> bool:
-        """Out of tries (deterministic mode) or past the deadline?"""
-        return self.budget[0] <= 0 or (deadline is not None and time.perf_counter() > deadline)
-
     def admit(self, info: PendingInfo, deadline: float | None) -> bool:
         """Place a deferred job at once, or by moving one placed job (see the module
         docstring); whether it was placed."""
         job = info.job
         shape = (job.tier, info.rights, job.gpus_per_node, info.need_nvlink,
                  id(info.candidates), job.nodes, job.same_block, job.same_nvlink_domain)
-        if self.failed.get(shape) == self.moves or self._late(deadline):
+        if self.failed.get(shape) == self.moves or _late(self.budget, deadline):
             return False
         if self._place(info) is not None:
             self.moves += 1
@@ -223,7 +227,7 @@ class _Ejector:
             # candidate node: only the first few (see docs/planner.md 2b)
             blockers = blockers[:GANG_BLOCKERS]
         for k, ni in blockers:
-            if self._late(deadline):
+            if _late(self.budget, deadline):
                 return False
             self.budget[0] -= 1
             kinfo = self.p.pending[k]
