@@ -51,6 +51,11 @@ class _ClassHeap:
     heap: list = field(default_factory=list)
     pos: int = 0
     members: frozenset[int] = frozenset()
+    # nodes scored "cannot host": they come back when the node changes (the log), or
+    # when a storm load or the evictions fall (_release; the limits may have refused
+    # them), counted by reliefs
+    dropped: list[int] = field(default_factory=list)
+    reliefs: int = 0
 
 
 def job_order(problem: Problem, order: str = "size") -> list[PendingInfo]:
@@ -104,6 +109,8 @@ class GreedyPlanner:
         self.storm_rejected = False  # did the storm limit ever refuse an option?
         self.budget_rejected = False  # did an eviction budget (R13) ever refuse one?
         self.full_storages: set[str] = set()  # storages where it did
+        self.refusals = 0  # options the storm limit or a budget refused
+        self.banned: set[str] = set()  # victims no option may use (see ban)
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
@@ -134,6 +141,7 @@ class GreedyPlanner:
         # budget is set; a memo entry of _grouped_option is kept while those of the
         # node's victims' storage targets stay as they were
         self._relief: dict[str | None, int] = {}
+        self._reliefs = 0  # their sum (see _ClassHeap)
         self._node_storages: dict[int, tuple] = {}
         self._heaps: dict[tuple, _ClassHeap] = {}
         # the snapshot's state, shared by every job shape (see _first_bounds)
@@ -167,6 +175,7 @@ class GreedyPlanner:
                 caps[s] = min(caps.get(s, st.min_cap.get(s, float("inf"))), vi.storm_cap_gb)
         full = {s for s in loads if loads[s] > caps[s] + 1e-9}
         if full:
+            self.refusals += 1
             self.storm_rejected = True
             self.full_storages |= full
         return not full
@@ -175,11 +184,13 @@ class GreedyPlanner:
         pol = self.p.policy
         if (pol.max_evictions_per_tick is not None
                 and len(st.victims) + len(new) > pol.max_evictions_per_tick):
+            self.refusals += 1
             self.budget_rejected = True
             return False
         if pol.max_evicted_gpu_fraction is not None:
             g = st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
             if g > pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9:
+                self.refusals += 1
                 self.budget_rejected = True
                 return False
         return True
@@ -215,7 +226,8 @@ class GreedyPlanner:
     def _options(self, st: _State, info: PendingInfo, ni: int,
                  base: int) -> list[tuple[float, int, list[str]]]:
         cands = [v for v in self.by_node.get(ni, ())
-                 if v not in st.victims and self.p.running[v].job.tier in info.rights]
+                 if v not in st.victims and self.p.running[v].job.tier in info.rights
+                 and v not in self.banned]
         if not cands:
             return []
         masks = {v: self.vmask[(v, ni)] for v in cands}
@@ -400,9 +412,15 @@ class GreedyPlanner:
             ch = _ClassHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
             heapq.heapify(ch.heap)
             ch.pos = len(st.log)
+            ch.reliefs = self._reliefs
             self._heaps[key] = ch
         else:
-            for ni in sorted(set(st.log[ch.pos:]) & ch.members):
+            back = set(st.log[ch.pos:]) & ch.members
+            if ch.reliefs != self._reliefs:
+                back.update(ch.dropped)
+                ch.dropped = []
+                ch.reliefs = self._reliefs
+            for ni in sorted(back):
                 b = self._bound(st, info, ni)
                 if b is not None:
                     heapq.heappush(ch.heap, b)
@@ -417,9 +435,12 @@ class GreedyPlanner:
             if e[6] is None or (e[6] and not (self._storm_ok(st, e[6])
                                                 and self._budget_ok(st, e[6]))):
                 # a bound, or an option the limits no longer allow: score it now
+                refused = self.refusals
                 opt = self._node_option(st, info, ni)
                 if opt is not None:
                     heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
+                elif self.refusals != refused:  # (a limit, not the node, said no)
+                    ch.dropped.append(ni)
                 continue
             chosen.append(e)
             seen.add(ni)
@@ -495,6 +516,15 @@ class GreedyPlanner:
                 self._use(st, ni, m)
         return st
 
+    def ban(self, st: _State, vs: set[str]) -> None:
+        """No option may evict ``vs`` (an empty set lifts the ban); their nodes count
+        as changed, so that they are scored again."""
+        for v in self.banned ^ vs:
+            for ni, _m in self.p.running[v].parts:
+                st.version[ni] = st.version.get(ni, 0) + 1
+                st.log.append(ni)
+        self.banned = set(vs)
+
     def _use(self, st: _State, ni: int, mask: int) -> None:
         """Mark GPUs ``mask`` of node ni as taken by a job."""
         st.free[ni] = st.free.get(ni, 0) & ~mask
@@ -514,6 +544,7 @@ class GreedyPlanner:
                 {None} if drop and (pol.max_evictions_per_tick is not None
                                     or pol.max_evicted_gpu_fraction is not None) else set()):
             self._relief[s] = self._relief.get(s, 0) + 1
+            self._reliefs += 1
         for v in drop:
             vi = self.p.running[v]
             st.victims.discard(v)

@@ -281,6 +281,16 @@ def test_a_late_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "over the time limit" not in plan(data, time_limit_s=0.5).solver.detail
 
 
+def _sixty_gb_holders(n: int) -> list[dict[str, Any]]:
+    """Tier-3 jobs v1..vn, each holding all 8 GPUs of node n1..nn, with a 60 GB
+    checkpoint (barrier and cleanup 0 s)."""
+    ck = {"size_gb": 60.0, "signal": "SIGTERM", "barrier_s": 0, "cleanup_s": 0,
+          "restore_s": 100}
+    return [{"id": f"v{i}", "tier": 3, "priority": 1, "state": "running", "gpus_per_node": 8,
+             "topology": "any", "started_at": "2026-11-30T04:00:00Z", "checkpoint": ck,
+             "placement": [{"node": f"n{i}", "gpus": list(range(8))}]} for i in range(1, n + 1)]
+
+
 def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     """Four 8-GPU nodes on one storage target writing 1 GB/s, blocks b1 (n1, n2) and
     b2 (n3, n4); on each node a tier-3 job (v1-v4) with a 60 GB checkpoint (barrier
@@ -300,12 +310,7 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     now = "2026-11-30T08:00:00Z"
     nodes = [{"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1" if i < 3 else "b2",
               "storage": "s", "local_write_gb_per_s": 100.0} for i in range(1, 5)]
-    ck = {"size_gb": 60.0, "signal": "SIGTERM", "barrier_s": 0, "cleanup_s": 0,
-          "restore_s": 100}
-    jobs: list[dict[str, Any]] = [
-        {"id": f"v{i}", "tier": 3, "priority": 1, "state": "running", "gpus_per_node": 8,
-         "topology": "any", "started_at": "2026-11-30T04:00:00Z", "checkpoint": ck,
-         "placement": [{"node": f"n{i}", "gpus": list(range(8))}]} for i in range(1, 5)]
+    jobs = _sixty_gb_holders(4)
     jobs += [{"id": j, "tier": 2, "priority": p, "state": "pending", "gpus_per_node": 8,
               "nodes": 2, "same_block": True, "topology": "any"} for j, p in (("A", 20), ("B", 10))]
     snap = {"version": 1, "now": now, "storage": [{"id": "s", "write_gb_per_s": 1.0}],
@@ -335,6 +340,48 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     assert p.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
     assert [x.job for x in p.placements] == ["A"]
     assert [(x.job, x.reason) for x in p.deferred] == [("B", "STORM")]
+
+
+def test_nodes_the_storm_limit_refused_come_back_when_the_load_falls() -> None:
+    """Nodes n1-n3 (H100) and n4 (H200) on one storage target writing 1 GB/s, each
+    held by a tier-3 job (v1-v4) with a 60 GB checkpoint; grace max_s 150 s with
+    safety 1: two victims (120 GB) may flush this tick, not three (180 GB). Tier-2
+    8-GPU jobs: D (H200) takes n4 and evicts v4, A (H100) takes n1 and evicts v1;
+    C (H100, same shape as A, so the same heap of node options) is refused on n2
+    and n3 by the storm limit. D is then taken out with v4, as ejection does: the
+    load falls to 60 GB, and C fits on n2 (evict v2, 120 GB). Neither n2 nor n3
+    changed, so the heap must bring back the nodes the limit refused when a load
+    falls; it did not, and C stayed out."""
+    from models import load_snapshot
+    from planner.greedy import GreedyPlanner, _State
+    from planner.problem import build_problem
+
+    nodes = [{"id": f"n{i}", "gpus": 8, "gpu_type": "H200" if i == 4 else "H100",
+              "nvlink": "nvswitch", "storage": "s"} for i in range(1, 5)]
+    jobs = _sixty_gb_holders(4)
+    jobs += [{"id": j, "tier": 2, "priority": p, "state": "pending", "gpus_per_node": 8,
+              "gpu_type": t, "topology": "any"}
+             for j, p, t in (("D", 30, "H200"), ("A", 20, "H100"), ("C", 10, "H100"))]
+    snap = {"version": 1, "now": "2026-11-30T08:00:00Z",
+            "storage": [{"id": "s", "write_gb_per_s": 1.0}], "nodes": nodes, "jobs": jobs,
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+    problem = build_problem(load_snapshot(snap))
+    g = GreedyPlanner(problem)
+    st = _State(free={})
+    a, c, d = (problem.pending[j] for j in "ACD")
+    assert g.place(st, d) == [(3, 0xFF)] and g.place(st, a) == [(0, 0xFF)]
+    assert st.victims == {"v4", "v1"} and st.loads == {"s": 120.0}
+    assert g.place(st, c) is None
+    g._release(st, 3, 0xFF, ["v4"])
+    assert st.loads == {"s": 60.0}
+    assert g.place(st, c) == [(1, 0xFF)] and st.victims == {"v1", "v2"}
+    # a banned victim is no option (ejection's storm relief): C out again, with v2
+    # and v3 banned it has no node; the ban lifted, n2 again
+    g._release(st, 1, 0xFF, ["v2"])
+    g.ban(st, {"v2", "v3"})
+    assert g.place(st, c) is None
+    g.ban(st, set())
+    assert g.place(st, c) == [(1, 0xFF)]
 
 
 def test_a_cluster_of_one_neighbourhood_gets_the_whole_model(
