@@ -14,6 +14,12 @@ the victims only they used), and takes each deferred job ``J`` of tier ``t`` in 
 greedy planner's order:
 
 * ``J`` is placed at once if it now fits;
+* otherwise, when the storm limit (R11/R12) refused some of ``J``'s options, on each
+  storage target that refused one: the placed jobs using the victim that sets the
+  target's tightest cap (its large barrier or slow local disk leaves the others
+  little room) leave, with the victims only they used, and are placed again
+  without that victim; ``J`` is placed if it now fits, else the move is undone
+  ("storm relief");
 * otherwise each placed job ``K`` that holds GPUs on one of ``J``'s candidate
   nodes, without which ``J`` would fit there, is tried in turn (less important
   tiers, then smaller jobs, first; at most ``GANG_BLOCKERS`` for a gang): ``K``
@@ -70,7 +76,10 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
         ej = _Ejector(problem, clean(problem, Decision(set(d.victims), {
             j: p for j, p in d.placements.items() if problem.pending[j].job.tier <= tier})),
             budget)
-        n = sum(ej.admit(i, deadline) for i in todo)
+        # the quick moves for every job first (placed at once, or by a storm relief),
+        # then the moves of one placed job
+        n = sum(ej.admit(i, deadline, move=False) for i in todo)
+        n += sum(ej.admit(i, deadline) for i in todo if i.job.id not in ej.placements)
         if not n:
             continue
         # the less important tiers back where they were when that still fits (a quick
@@ -119,6 +128,7 @@ class _Ejector:
         # shape -> number of moves made when it failed
         self.failed: dict[tuple, int] = {}
         self.moves = 0
+        self.tried: dict[str, int] = {}  # job -> moves made when it last found no place
         for j, parts in self.placements.items():
             self._link(j, parts, True)
 
@@ -209,17 +219,24 @@ class _Ejector:
         return sorted(found.items(),
                       key=lambda kn: (-pend[kn[0]].job.tier, pend[kn[0]].job.total_gpus, kn[0]))
 
-    def admit(self, info: PendingInfo, deadline: float | None) -> bool:
-        """Place a deferred job at once, or by moving one placed job (see the module
-        docstring); whether it was placed."""
+    def admit(self, info: PendingInfo, deadline: float | None, *, move: bool = True) -> bool:
+        """Place a deferred job at once, by a storm relief, or (``move``) by moving one
+        placed job (see the module docstring); whether it was placed."""
         job = info.job
         shape = (job.tier, info.rights, job.gpus_per_node, info.need_nvlink,
                  id(info.candidates), job.nodes, job.same_block, job.same_nvlink_domain)
         if self.failed.get(shape) == self.moves or _late(self.budget, deadline):
             return False
-        if self._place(info) is not None:
-            self.moves += 1
-            return True
+        if self.tried.get(job.id) != self.moves:  # (the plan changed since it was tried)
+            self.g.full_storages = set()
+            if self._place(info) is not None:
+                self.moves += 1
+                return True
+            if self.g.full_storages and self._relieve(info, self.g.full_storages, deadline):
+                return True
+            self.tried[job.id] = self.moves
+        if not move:
+            return False
         tier, size = job.tier, job.total_gpus
         blockers = self._blockers(info)
         if job.nodes > 1:
@@ -247,6 +264,40 @@ class _Ejector:
             self.moves += 1
             return True
         self.failed[shape] = self.moves
+        return False
+
+    def _relieve(self, info: PendingInfo, storages: set[str],
+                 deadline: float | None) -> bool:
+        """Place a job that the storm limit kept out (R11/R12): for a storage target
+        that refused one of its options, the placed jobs that use the victim setting
+        the target's tightest cap leave, with the victims only they used, and are
+        placed again without that victim; the job is placed if it now fits, else the
+        move is undone. Whether it was placed."""
+        g, st, running = self.g, self.st, self.p.running
+        for s in sorted(storages):
+            if _late(self.budget, deadline):
+                return False
+            flushing = [v for v in st.victims if running[v].storage == s and running[v].flushing]
+            if not flushing:
+                continue
+            v = min(flushing, key=lambda v: (running[v].storm_cap_gb, v))
+            users = sorted(self.users.get(v, ()))
+            if not users:
+                continue
+            self.budget[0] -= 1
+            ops = [self._leave(k) for k in users]
+            g.ban(st, {v})
+            for k in users:
+                op = self._place(self.p.pending[k])
+                if op is None:
+                    break
+                ops.append(op)
+            g.ban(st, set())
+            placed = self._place(info) if len(ops) == 2 * len(users) else None
+            if placed is not None:
+                self.moves += 1
+                return True
+            self._undo(ops)
         return False
 
     def place(self, info: PendingInfo) -> bool:

@@ -20,6 +20,7 @@ planner/repack.py).
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,10 +52,11 @@ class _ClassHeap:
     heap: list = field(default_factory=list)
     pos: int = 0
     members: frozenset[int] = frozenset()
-    # nodes scored "cannot host": they come back when the node changes (the log), or
-    # when a storm load or the evictions fall (_release; the limits may have refused
-    # them), counted by reliefs
-    dropped: list[int] = field(default_factory=list)
+    # nodes scored "cannot host" because a limit refused their options: they come
+    # back when the node changes (the log), or when the limits they face are looser
+    # than then (after _release): their _relief_storages -> their _limits then ->
+    # nodes; reliefs: the planner's count of falls then (none since: nothing to check)
+    dropped: dict[tuple, dict[tuple, list[int]]] = field(default_factory=dict)
     reliefs: int = 0
 
 
@@ -325,12 +327,7 @@ class GreedyPlanner:
         memo = self._grouped.setdefault(key, {})
         ver = st.version.get(ni, 0)
         if self._relief:
-            ss = self._node_storages.get(ni)
-            if ss is None:
-                ss = self._node_storages[ni] = (None, *sorted(
-                    {self.p.running[v].storage for v in self.by_node.get(ni, ())
-                     if self.p.running[v].flushing and self.p.running[v].storage}))
-            ver = (ver, *(self._relief.get(s, 0) for s in ss))
+            ver = (ver, *self._relief_key(ni))
         hit = memo.get(ni)
         if hit is not None and hit[0] == ver:
             opt = hit[1]
@@ -340,6 +337,38 @@ class GreedyPlanner:
         opt = self._node_option(st, info, ni)
         memo[ni] = (ver, opt)
         return opt
+
+    def _relief_storages(self, ni: int) -> tuple:
+        """None (the evictions, for the budgets), then the storage targets node ni's
+        victims flush to: what its options' limits depend on."""
+        ss = self._node_storages.get(ni)
+        if ss is None:
+            ss = self._node_storages[ni] = (None, *sorted(
+                {self.p.running[v].storage for v in self.by_node.get(ni, ())
+                 if self.p.running[v].flushing and self.p.running[v].storage}))
+        return ss
+
+    def _relief_key(self, ni: int) -> tuple[int, ...]:
+        """How often the loads that node ni's options depend on fell."""
+        return tuple(self._relief.get(s, 0) for s in self._relief_storages(ni))
+
+    def _limits(self, st: _State, ss: tuple) -> tuple[float, ...]:
+        """What the options of a node whose _relief_storages are ``ss`` face: the
+        evictions so far, and the load and the tightest cap of each of its storage
+        targets (rounded: loads are summed again when they fall)."""
+        out: list[float] = [len(st.victims), st.evicted_gpus]
+        for s in ss[1:]:
+            out += [round(st.loads.get(s, 0.0), 6), st.min_cap.get(s, math.inf)]
+        return tuple(out)
+
+    @staticmethod
+    def _looser(now: tuple[float, ...], then: tuple[float, ...]) -> bool:
+        """Are limits ``now`` looser than ``then``: fewer evictions, or a lower load or
+        a higher cap on one of the storage targets? (Otherwise options refused then
+        are refused again: the limits only tightened.)"""
+        return (now[0] < then[0] or now[1] < then[1]
+                or any(now[i] < then[i] or now[i + 1] > then[i + 1]
+                       for i in range(2, len(now), 2)))
 
     def _bound(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
         """A cheap lower bound on a node's option, as a heap entry that sorts before
@@ -417,8 +446,10 @@ class GreedyPlanner:
         else:
             back = set(st.log[ch.pos:]) & ch.members
             if ch.reliefs != self._reliefs:
-                back.update(ch.dropped)
-                ch.dropped = []
+                for ss, by_then in ch.dropped.items():
+                    now = self._limits(st, ss)
+                    for then in [t for t in by_then if t != now and self._looser(now, t)]:
+                        back.update(by_then.pop(then))
                 ch.reliefs = self._reliefs
             for ni in sorted(back):
                 b = self._bound(st, info, ni)
@@ -440,7 +471,9 @@ class GreedyPlanner:
                 if opt is not None:
                     heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
                 elif self.refusals != refused:  # (a limit, not the node, said no)
-                    ch.dropped.append(ni)
+                    ss = self._relief_storages(ni)
+                    ch.dropped.setdefault(ss, {}).setdefault(
+                        self._limits(st, ss), []).append(ni)
                 continue
             chosen.append(e)
             seen.add(ni)

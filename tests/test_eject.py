@@ -211,3 +211,67 @@ def test_ejection_never_worsens_nor_breaks_a_rule() -> None:
         assert verify(snap, p) == []
         admitted += moves
     assert admitted > 0
+
+
+def _storm_snap(ids: tuple[int, ...] = (1, 2, 3, 4)) -> dict[str, Any]:
+    """Storage s writes 1 GB/s, t 10 GB/s; grace max_s 150 s, safety 1. Tier-3 jobs
+    hold whole nodes, each with a signal and restore_s 10 unless said: on s, w1 on n1
+    (a 10 GB checkpoint but a 100 s barrier: while it flushes, s may take 150 - 100
+    = 50 GB in all; cost 8 x (10 + 10) = 160 GPU-s), w2 on n2 and w3 on n3 (60 GB,
+    no barrier: 150 GB; cost 8 x (10 + 60) = 560); on t, w4 on n4 (60 GB, restore
+    1,000 s: cost 8 x (1,000 + 6) = 8,048). n1-n3 are H100, n4 H200. Pending tier 2,
+    8 GPUs each: A (priority 20, any GPU type) and B (priority 10, H100 only).
+    ``ids``: the nodes (and their holders) in the snapshot."""
+    def node(i: int) -> dict[str, Any]:
+        return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1",
+                "gpu_type": "H200" if i == 4 else "H100", "storage": "t" if i == 4 else "s"}
+
+    def holder(i: int, size: float, barrier: float, restore: float) -> dict[str, Any]:
+        return {"id": f"w{i}", "tier": 3, "state": "running", "gpus_per_node": 8,
+                "priority": 1, "started_at": OLD, "topology": "any",
+                "checkpoint": {"size_gb": size, "signal": "SIGTERM", "barrier_s": barrier,
+                               "cleanup_s": 0, "restore_s": restore},
+                "placement": [{"node": f"n{i}", "gpus": list(range(8))}]}
+
+    jobs = [holder(i, *{1: (10, 100, 10), 2: (60, 0, 10), 3: (60, 0, 10),
+                        4: (60, 0, 1000)}[i]) for i in ids]
+    jobs += [_job("A", 20), {**_job("B", 10), "gpu_type": "H100"}]
+    return {"version": 1, "now": NOW, "nodes": [node(i) for i in ids], "jobs": jobs,
+            "storage": [{"id": "s", "write_gb_per_s": 1.0}, {"id": "t", "write_gb_per_s": 10.0}],
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+
+
+def test_storm_relief_moves_the_job_whose_victim_caps_the_storage() -> None:
+    # Greedy: A takes the cheapest victim, w1 on n1 (160). Then B can only evict w2
+    # or w3 on s: 10 + 60 = 70 GB, over w1's 50 GB: deferred (8 tier-2 GPUs). No
+    # placed job blocks B's GPUs, so a plain ejection move has nothing to move. The
+    # storm relief: A, whose victim w1 sets s's cap, leaves; placed again without
+    # w1, it takes n2 (w2, 560: n3 ties and comes second, w4 costs 8,048); s may now
+    # take 150 GB, and B takes n3 (w3): 120 GB. 16 tier-2 GPUs, priority value
+    # 20 x 8 + 10 x 8 = 240, cost 560 + 560 = 1,120 GPU-s, 2 evictions.
+    snap = _storm_snap()
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    assert _nodes_of(problem, before) == {"A": ["n1"]} and before.victims == {"w1"}
+    after, moves = eject(problem, before)
+    assert moves == 1
+    assert _nodes_of(problem, after) == {"A": ["n2"], "B": ["n3"]}
+    assert after.victims == {"w2", "w3"}
+    obj = objective_of(problem, after)
+    assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert (obj.priority_value, obj.eviction_cost_gpu_s, obj.evictions) == (240, 1120, 2)
+    _valid(snap, problem, after)
+
+
+def test_storm_relief_is_undone_when_the_deferred_job_still_does_not_fit() -> None:
+    # Only n1 and n2: relieved of w1, A takes n2 (w2), and B's only node left is
+    # n1, where w1 would bring s to 60 + 10 = 70 GB, over its 50 GB. The move is
+    # undone: A on n1 again, B deferred. (Nor can the two swap: A on n2 and B on
+    # n1 is the same 70 GB.)
+    snap = _storm_snap((1, 2))
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    assert _nodes_of(problem, before) == {"A": ["n1"]}
+    after, moves = eject(problem, before)
+    assert moves == 0
+    assert _nodes_of(problem, after) == {"A": ["n1"]} and after.victims == {"w1"}
