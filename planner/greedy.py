@@ -41,6 +41,7 @@ class _State:
     evicted_gpus: int = 0
     version: dict[int, int] = field(default_factory=dict)  # node -> change counter
     log: list[int] = field(default_factory=list)  # nodes in the order they changed
+    epoch: int = 0  # changes of the victims (their loads, the evictions)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class GreedyPlanner:
         # node's victims' storage targets stay as they were
         self._relief: dict[str | None, int] = {}
         self._reliefs = 0  # their sum (see _ClassHeap)
+        self._limits_memo: dict[tuple, tuple] = {}  # see _limits
         self._node_storages: dict[int, tuple] = {}
         self._heaps: dict[tuple, _ClassHeap] = {}
         # the snapshot's state, shared by every job shape (see _first_bounds)
@@ -269,6 +271,8 @@ class GreedyPlanner:
 
     # -- commit ---------------------------------------------------------------------
     def _evict(self, st: _State, vs: list[str]) -> None:
+        if vs:
+            st.epoch += 1
         for v in vs:
             vi = self.p.running[v]
             st.victims.add(v)
@@ -355,11 +359,16 @@ class GreedyPlanner:
     def _limits(self, st: _State, ss: tuple) -> tuple[float, ...]:
         """What the options of a node whose _relief_storages are ``ss`` face: the
         evictions so far, and the load and the tightest cap of each of its storage
-        targets (rounded: loads are summed again when they fall)."""
+        targets (rounded: loads are summed again when they fall). Kept until the
+        victims change (st.epoch)."""
+        hit = self._limits_memo.get(ss)
+        if hit is not None and hit[0] == st.epoch and hit[1] is st:
+            return hit[2]
         out: list[float] = [len(st.victims), st.evicted_gpus]
         for s in ss[1:]:
             out += [round(st.loads.get(s, 0.0), 6), st.min_cap.get(s, math.inf)]
-        return tuple(out)
+        self._limits_memo[ss] = (st.epoch, st, tuple(out))
+        return self._limits_memo[ss][2]
 
     @staticmethod
     def _looser(now: tuple[float, ...], then: tuple[float, ...]) -> bool:
@@ -578,6 +587,8 @@ class GreedyPlanner:
                                     or pol.max_evicted_gpu_fraction is not None) else set()):
             self._relief[s] = self._relief.get(s, 0) + 1
             self._reliefs += 1
+        if drop:
+            st.epoch += 1
         for v in drop:
             vi = self.p.running[v]
             st.victims.discard(v)
