@@ -129,6 +129,7 @@ class _Ejector:
         self.failed: dict[tuple, int] = {}
         self.moves = 0
         self.tried: dict[str, int] = {}  # job -> moves made when it last found no place
+        self.relieved: dict[tuple, int] = {}  # (shape, storage) -> the same, for reliefs
         for j, parts in self.placements.items():
             self._link(j, parts, True)
 
@@ -232,7 +233,8 @@ class _Ejector:
             if self._place(info) is not None:
                 self.moves += 1
                 return True
-            if self.g.full_storages and self._relieve(info, self.g.full_storages, deadline):
+            if self.g.full_storages and self._relieve(info, shape, self.g.full_storages,
+                                                      deadline):
                 return True
             self.tried[job.id] = self.moves
         if not move:
@@ -266,17 +268,20 @@ class _Ejector:
         self.failed[shape] = self.moves
         return False
 
-    def _relieve(self, info: PendingInfo, storages: set[str],
+    def _relieve(self, info: PendingInfo, shape: tuple, storages: set[str],
                  deadline: float | None) -> bool:
         """Place a job that the storm limit kept out (R11/R12): for a storage target
         that refused one of its options, the placed jobs that use the victim setting
         the target's tightest cap leave, with the victims only they used, and are
         placed again without that victim; the job is placed if it now fits, else the
-        move is undone. Whether it was placed."""
+        move is undone. Whether it was placed. (A relief that failed for a job shape
+        is not tried for it again until a move changes the plan.)"""
         g, st, running = self.g, self.st, self.p.running
         for s in sorted(storages):
             if _late(self.budget, deadline):
                 return False
+            if self.relieved.get((shape, s)) == self.moves:
+                continue
             flushing = [v for v in st.victims if running[v].storage == s and running[v].flushing]
             if not flushing:
                 continue
@@ -298,6 +303,7 @@ class _Ejector:
                 self.moves += 1
                 return True
             self._undo(ops)
+            self.relieved[(shape, s)] = self.moves
         return False
 
     def place(self, info: PendingInfo) -> bool:

@@ -275,3 +275,25 @@ def test_storm_relief_is_undone_when_the_deferred_job_still_does_not_fit() -> No
     after, moves = eject(problem, before)
     assert moves == 0
     assert _nodes_of(problem, after) == {"A": ["n1"]} and after.victims == {"w1"}
+
+
+def test_a_failed_storm_relief_is_not_tried_again_for_the_same_shape(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # As above (n1, n2 only), with a second job B2 of B's shape. B's relief fails
+    # and is undone; nothing changed since, so B2's would fail the same way: it is
+    # not tried (one ban and its lift, not two).
+    snap = _storm_snap((1, 2))
+    snap["jobs"].append({**_job("B2", 10), "gpu_type": "H100"})
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    bans: list[set[str]] = []
+    real = GreedyPlanner.ban
+
+    def ban(self: GreedyPlanner, st: Any, vs: set[str]) -> None:
+        bans.append(set(vs))
+        real(self, st, vs)
+
+    monkeypatch.setattr(GreedyPlanner, "ban", ban)
+    after, moves = eject(problem, before)
+    assert moves == 0 and _nodes_of(problem, after) == {"A": ["n1"]}
+    assert bans == [{"w1"}, set()]
