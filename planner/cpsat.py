@@ -993,13 +993,14 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         lns_deadline = end - 1.5 * polish_s
         # keep a share for ejection moves when LNS still gets one whole round (at 256
         # nodes and 0.3 s it needs all its time for its two rounds). On a cluster of
-        # more than two neighbourhoods LNS does not run without one whole round: a
-        # shorter round on a small part of the cluster seldom improves the plan, and
-        # ejection moves get the time (docs/planner.md, section 2b)
+        # more than two neighbourhoods LNS runs only with two whole rounds: fewer
+        # re-solve a small part of the cluster and seldom improve its admissions, and
+        # ejection moves get the time (docs/planner.md, section 3a)
         keep = EJECT_SHARE * max(0.0, end - time.perf_counter())
-        if lns_deadline - keep - time.perf_counter() >= ROUND_S:
+        big = usable > 2 * NEIGHBOURHOOD_NODES
+        if lns_deadline - keep - time.perf_counter() >= (2 if big else 1) * ROUND_S:
             lns_deadline -= keep
-        elif usable > 2 * NEIGHBOURHOOD_NODES:
+        elif big:
             lns_deadline = time.perf_counter()
         best, lns = packed, None  # (rounds that improved, rounds, said) when LNS did
         if not deterministic and lns_deadline - time.perf_counter() >= LNS_MIN_S:

@@ -196,15 +196,17 @@ def test_plan_improves_the_greedy_plan_when_the_whole_model_does_not_fit(
     assert p.objective.key() > spare.key()
 
 
-@pytest.mark.parametrize(("hood", "runs"), [(32, False), (64, True)])
-def test_no_partial_round_on_a_cluster_of_more_than_two_neighbourhoods(
-        monkeypatch: pytest.MonkeyPatch, hood: int, runs: bool) -> None:
-    # As above, but no whole LNS round fits in the time (ROUND_S forced up). With
-    # neighbourhoods of 32 nodes the 128-node cluster is four of them: LNS does not
-    # run, the greedy plan goes to ejection moves. With 64-node neighbourhoods it is
-    # two (the 256-node benchmark at 0.3 s is such a case): LNS runs what it can.
+@pytest.mark.parametrize(("hood", "round_s", "runs"),
+                         [(32, 1e9, False), (64, 1e9, True), (32, 12.0, False), (32, 5.0, True)])
+def test_lns_on_a_cluster_of_more_than_two_neighbourhoods_needs_two_whole_rounds(
+        monkeypatch: pytest.MonkeyPatch, hood: int, round_s: float, runs: bool) -> None:
+    # As above, with a round time (ROUND_S) forced up. About 18 s of the 20 s are left
+    # for LNS. With neighbourhoods of 32 nodes the 128-node cluster is four of them:
+    # LNS runs when two whole rounds fit (5 s), not one (12 s) or none, and the
+    # greedy plan goes to ejection moves. With 64-node neighbourhoods it is two (the
+    # 256-node benchmark at 0.3 s is such a case): LNS runs what it can.
     _whole_model_too_slow(monkeypatch)
-    monkeypatch.setattr(cpsat_mod, "ROUND_S", 1e9)
+    monkeypatch.setattr(cpsat_mod, "ROUND_S", round_s)
     monkeypatch.setattr(cpsat_mod, "NEIGHBOURHOOD_NODES", hood)
     monkeypatch.setattr("planner.lns.NEIGHBOURHOOD_NODES", hood)
     data = generate(nodes=128, pending=80, seed=1)
