@@ -11,7 +11,8 @@ target that ``J``'s victims would flush to.
 :func:`eject` takes the tiers in turn, most important first. For tier ``t`` it
 starts from the plan's jobs of tiers up to ``t`` (the less important ones out, with
 the victims only they used), and takes each deferred job ``J`` of tier ``t`` in the
-greedy planner's order:
+greedy planner's order, twice (the first sweep makes only the first two moves below,
+which are quick; the second the third, slower for gangs):
 
 * ``J`` is placed at once if it now fits;
 * otherwise, when the storm limit (R11/R12) refused some of ``J``'s options, on each
