@@ -50,7 +50,7 @@ import time
 
 from planner import topology as topo
 from planner.assemble import Decision, clean, objective_of
-from planner.greedy import GreedyPlanner, job_order
+from planner.greedy import GreedyPlanner, VictimUse, job_order
 from planner.problem import PendingInfo, Problem
 
 GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
@@ -123,7 +123,7 @@ class _Ejector:
         self.g = GreedyPlanner(problem)
         self.st = self.g.state_of(d)
         self.placements = dict(d.placements)
-        self.users: dict[str, set[str]] = {}  # victim -> placed jobs on its GPUs
+        self.use = VictimUse(problem.owner)  # who uses which victim
         self.on: dict[int, set[str]] = {}  # node -> placed jobs with a shard there
         # a job shape that found no move stays without one until the plan changes:
         # shape -> number of moves made when it failed
@@ -135,42 +135,29 @@ class _Ejector:
             self._link(j, parts, True)
 
     # -- bookkeeping ----------------------------------------------------------------
-    def _victims_of(self, parts: list[tuple[int, int]]) -> set[str]:
-        out = set()
-        owner, victims = self.p.owner, self.st.victims
-        for ni, m in parts:
-            while m:
-                low = m & -m
-                m ^= low
-                v = owner.get((ni, low.bit_length() - 1))
-                if v is not None and v in victims:
-                    out.add(v)
-        return out
-
-    def _link(self, j: str, parts: list[tuple[int, int]], add: bool) -> None:
-        for v in self._victims_of(parts):
-            if add:
-                self.users.setdefault(v, set()).add(j)
-            else:
-                self.users[v].discard(j)
+    def _link(self, j: str, parts: list[tuple[int, int]], add: bool) -> set[str]:
+        """Job j holds (add) or gives back ``parts``; the victims it used (leaving)."""
+        vs: set[str] = set()
+        if add:
+            self.use.link(j, parts, self.st.victims)
+        else:
+            vs = self.use.unlink(j)
         for ni, _m in parts:
             if add:
                 self.on.setdefault(ni, set()).add(j)
             else:
                 self.on[ni].discard(j)
+        return vs
 
     def _out(self, j: str, parts: list[tuple[int, int]], drop: list[str]) -> None:
         """Give back a job's GPUs and un-evict ``drop`` (victims no one else uses)."""
         for x, (ni, m) in enumerate(parts):
             self.g._release(self.st, ni, m, drop if x == 0 else [])
-        for v in drop:
-            self.users.pop(v, None)
 
     def _leave(self, k: str) -> tuple:
         """Take placed job k out, with the victims only it used; an undo record."""
         parts = self.placements.pop(k)
-        self._link(k, parts, False)
-        drop = sorted(v for v in self._victims_of(parts) if not self.users.get(v))
+        drop = self.use.unused(self._link(k, parts, False))
         self._out(k, parts, drop)
         return ("left", k, parts, drop)
 
@@ -190,7 +177,7 @@ class _Ejector:
             if kind == "placed":  # out again, with the victims it evicted
                 del self.placements[j]
                 self._link(j, parts, False)
-                self._out(j, parts, [v for v in victims if not self.users.get(v)])
+                self._out(j, parts, self.use.unused(victims))
             else:  # back in, with its victims
                 self.g._evict(self.st, victims)
                 for ni, m in parts:
@@ -287,7 +274,7 @@ class _Ejector:
             if not flushing:
                 continue
             v = min(flushing, key=lambda v: (running[v].storm_cap_gb, v))
-            users = sorted(self.users.get(v, ()))
+            users = sorted(self.use.users.get(v, ()))
             if not users:
                 continue
             self.budget[0] -= 1

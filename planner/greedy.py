@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,44 @@ def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
 
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
+
+
+class VictimUse:
+    """Who takes which victim's GPUs in a plan being changed (ejection moves, moves
+    to cheaper victims): victim -> placed jobs on its GPUs, and job -> those
+    victims, so that a job leaving knows the victims only it used."""
+
+    def __init__(self, owner: dict[tuple[int, int], str]):
+        self.owner = owner  # (node idx, GPU) -> running job
+        self.users: dict[str, set[str]] = {}
+        self.uses: dict[str, set[str]] = {}
+
+    def link(self, j: str, parts: list[tuple[int, int]], victims: set[str]) -> None:
+        """Job j holds GPUs ``parts``: it uses the ``victims`` that own some of them."""
+        vs = self.uses.setdefault(j, set())
+        for ni, m in parts:
+            while m:
+                low = m & -m
+                m ^= low
+                v = self.owner.get((ni, low.bit_length() - 1))
+                if v is not None and v in victims:
+                    vs.add(v)
+                    self.users.setdefault(v, set()).add(j)
+
+    def unlink(self, j: str) -> set[str]:
+        """Job j leaves; the victims it used."""
+        vs = self.uses.pop(j, set())
+        for v in vs:
+            self.users[v].discard(j)
+        return vs
+
+    def own(self, j: str) -> list[str]:
+        """The victims only job j uses."""
+        return sorted(v for v in self.uses.get(j, ()) if self.users.get(v) == {j})
+
+    def unused(self, vs: Iterable[str]) -> list[str]:
+        """Of ``vs``, the victims no placed job uses."""
+        return sorted(v for v in vs if not self.users.get(v))
 
 
 class GreedyPlanner:
@@ -629,23 +668,10 @@ class GreedyPlanner:
         variants: it compares eviction costs."""
         st = self.state_of(d)
         placements = dict(d.placements)
-        users: dict[str, set[str]] = {v: set() for v in d.victims}  # victim -> jobs
-        uses: dict[str, set[str]] = {}  # job -> victims whose GPUs it takes
-
-        def link(j: str, ni: int, m: int) -> None:
-            uses.setdefault(j, set())
-            for g in range(self.p.nodes[ni].node.gpus):
-                v = self.p.owner.get((ni, g))
-                if m >> g & 1 and v in users:
-                    users[v].add(j)
-                    uses[j].add(v)
-
+        use = VictimUse(self.p.owner)
         for j, parts in placements.items():
-            for ni, m in parts:
-                link(j, ni, m)
-
-        def own(j: str) -> list[str]:
-            return sorted(v for v in uses[j] if users[v] == {j})
+            use.link(j, parts, st.victims)
+        own = use.own
 
         def movable(j: str) -> bool:  # single-node jobs, and gangs free to use any nodes
             job = self.p.pending[j].job
@@ -678,14 +704,8 @@ class GreedyPlanner:
                 continue
             self._evict(st, new)
             parts = sorted((ni, self._take(st, info, ni)) for _w, _left, ni, _vs in best)
-            for v in uses.pop(j):
-                users[v].discard(j)
-            for v in drop:
-                del users[v]
-            for v in new:
-                users[v] = set()
-            for ni, m in parts:
-                link(j, ni, m)
+            use.unlink(j)
+            use.link(j, parts, st.victims)
             placements[j] = parts
             moves += 1
         # a new victim whose GPUs the job did not take in the end has no beneficiary
