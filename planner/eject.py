@@ -12,7 +12,8 @@ target that ``J``'s victims would flush to.
 starts from the plan's jobs of tiers up to ``t`` (the less important ones out, with
 the victims only they used), and takes each deferred job ``J`` of tier ``t`` in the
 greedy planner's order, twice (the first sweep makes only the first two moves below,
-which are quick; the second the third, slower for gangs):
+which are quick, and single-node jobs make them before gangs; the second sweep the
+third move, slower for gangs):
 
 * ``J`` is placed at once if it now fits;
 * otherwise, when the storm limit (R11/R12) refused some of ``J``'s options, on each
@@ -78,8 +79,13 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
             j: p for j, p in d.placements.items() if problem.pending[j].job.tier <= tier})),
             budget)
         # the quick moves for every job first (placed at once, or by a storm relief),
-        # then the moves of one placed job
-        n = sum(ej.admit(i, deadline, move=False) for i in todo)
+        # single-node jobs before gangs: their tries are cheap (one node's options,
+        # memoised per shape) and most quick moves are theirs, while a gang's try
+        # searches every candidate node (at 4,096 nodes the gangs' tries took 0.35 s
+        # before the first single-node job's; docs/planner.md 2b). Then the moves of
+        # one placed job
+        n = sum(ej.admit(i, deadline, move=False)
+                for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         n += sum(ej.admit(i, deadline) for i in todo if i.job.id not in ej.placements)
         if not n:
             continue

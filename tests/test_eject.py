@@ -297,3 +297,27 @@ def test_a_failed_storm_relief_is_not_tried_again_for_the_same_shape(
     after, moves = eject(problem, before)
     assert moves == 0 and _nodes_of(problem, after) == {"A": ["n1"]}
     assert bans == [{"w1"}, set()]
+
+
+def test_single_node_jobs_make_their_quick_moves_before_gangs() -> None:
+    # The storm case above with a deferred tier-2 gang G (2 x 8 GPUs, H100, priority
+    # 5), in a plan given by hand: A on n1 (w1), B and G deferred. With one try:
+    # by size G comes first, and its relief fails (A leaves w1 for n2; G's only pair
+    # left, n1 + n3, would flush w1 + w2 + w3 = 130 GB to s, over w1's 50 GB), which
+    # spends the try. Single-node jobs go first: B's relief spends it and succeeds as
+    # above (A on n2, B on n3; 16 tier-2 GPUs, cost 1,120 GPU-s), and G, out of
+    # tries, stays deferred. (Without a limit both orders make B's move: G's fails.)
+    snap = _storm_snap()
+    snap["jobs"].append({**_job("G", 5), "nodes": 2, "gpu_type": "H100"})
+    problem = build_problem(load_snapshot(snap))
+    n1 = problem.node_index["n1"]
+    before = clean(problem, Decision({"w1"}, {"A": [(n1, 0xFF)]}))
+    _valid(snap, problem, before)
+    for tries in (1, None):
+        after, moves = eject(problem, before, tries=tries)
+        assert moves == 1
+        assert _nodes_of(problem, after) == {"A": ["n2"], "B": ["n3"]}
+        obj = objective_of(problem, after)
+        assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+        assert obj.eviction_cost_gpu_s == 1120
+        _valid(snap, problem, after)
