@@ -6,7 +6,8 @@ priority, then id). Each job goes where it fits on GPUs already available to it
 otherwise on the node(s) where the cheapest set of allowed victims makes room,
 as long as the storm limit (R11/R12) and the eviction budgets (R13) still hold.
 Victims on a node are chosen by trying every single victim and a cheapest-first
-augmentation, keeping the cheapest that fits.
+augmentation, keeping the cheapest that fits. A gang takes the best nodes whose
+victims stay within those limits together, not only one by one.
 
 :func:`squeaky_wheel` runs it once more with the jobs a plan deferred placed first
 within their tier.
@@ -85,6 +86,7 @@ def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
     return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve())
 
 
+GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
 
@@ -535,6 +537,13 @@ class GreedyPlanner:
             chosen = self._best_nodes(st, info, job.nodes)
             if len(chosen) < job.nodes:
                 return None
+            if job.nodes > 1 and self._together(st, chosen, job.nodes) is None:
+                # the best nodes' victims together break a limit: the best nodes that
+                # stay within it, among GANG_WIDEN times as many
+                wider = self._best_nodes(st, info, GANG_WIDEN * job.nodes)
+                chosen = self._together(st, wider, job.nodes)
+                if chosen is None:
+                    return None
         else:
             options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
             for ni in info.candidates:
@@ -545,26 +554,50 @@ class GreedyPlanner:
             groups: dict[tuple, list] = {}
             for o in options:
                 groups.setdefault(self._group_key(info, o[2]), []).append(o)
+            # per group (block or NVLink domain) its cheapest nodes whose victims
+            # together stay within the storm limit and the budgets; the cheapest
+            # group, ties by key. A group's cheapest nodes regardless of the limits
+            # bound its cost from below, and are its choice when they stay within them
+            bounds = []
+            for key, grp in groups.items():
+                if len(grp) >= job.nodes:
+                    bounds.append((sum(o[0] for o in grp[: job.nodes]), str(key), key))
             best = None
-            for key in sorted(groups, key=str):
-                grp = groups[key][: job.nodes]
-                if len(grp) < job.nodes:
-                    continue
-                cost = sum(o[0] for o in grp)
-                if best is None or cost < best[0]:
-                    best = (cost, grp)
+            for bound, name, key in sorted(bounds):
+                if best is not None and bound > best[0]:
+                    break
+                grp = self._together(st, groups[key], job.nodes)
+                if grp is not None:
+                    cand = (sum(o[0] for o in grp), name, grp)
+                    if best is None or cand[:2] < best[:2]:
+                        best = cand
             if best is None:
                 return None
-            chosen = best[1]
+            chosen = best[2]
         new: list[str] = []
         for o in chosen:
             for v in o[3]:
                 if v not in new:
                     new.append(v)
-        if len(chosen) > 1 and new and not (self._storm_ok(st, new) and self._budget_ok(st, new)):
-            return None
         self._evict(st, new)
         return [(o[2], self._take(st, info, o[2])) for o in chosen]
+
+    def _together(self, st: _State, options: list, n: int) -> list | None:
+        """The first ``n`` of a gang's node options (best first) whose victims
+        together stay within the storm limit (R11/R12) and the budgets (R13), passing
+        over those that would break them; None if fewer than n do. (Each option was
+        checked alone; their victims together may still be too many.)"""
+        picked: list = []
+        acc: list[str] = []
+        for o in options:
+            vs = [v for v in o[3] if v not in acc]
+            if vs and not (self._storm_ok(st, acc + vs) and self._budget_ok(st, acc + vs)):
+                continue
+            picked.append(o)
+            acc += vs
+            if len(picked) == n:
+                return picked
+        return None
 
     def queue(self) -> list[PendingInfo]:
         """The order in which pending jobs are placed (subclasses change it)."""

@@ -1,0 +1,87 @@
+"""Gangs whose best nodes break the storm limit together (planner/greedy.py).
+
+Each node's option is checked alone against the storm limit (R11/R12) and the
+budgets (R13). A gang takes several nodes, and their victims together may still
+flush more than a storage target may take. The greedy planner then takes the
+best nodes that stay within the limits together: in another block for a gang
+that keeps one block, further down its list for a gang free to use any nodes.
+(It used to defer the gang.)
+
+The cluster, at Monday 2026-11-30 08:00Z: storage ``s`` writes 1 GB/s, ``t``
+10 GB/s; grace ``max_s`` 150 s, safety 1. Four 8-GPU NVSwitch nodes: ``n1`` and
+``n2`` in block ``b1`` on ``s``, ``n3`` and ``n4`` in block ``b2`` on ``t``. Each
+holds one tier-3 job on all its GPUs, started 4 h ago, with a 100 GB checkpoint
+(signal, no barrier, no cleanup):
+
+- ``w1``, ``w2`` (on ``s``, restore 10 s): cost 8 x (10 + 100 / 1) = 880 GPU-s
+  each. While one flushes, ``s`` may take (150 - 0) x 1 = 150 GB: one alone
+  (100 GB) fits, both (200 GB) do not.
+- ``w3``, ``w4`` (on ``t``, restore 1,000 s): cost 8 x (1,000 + 100 / 10) =
+  8,080 GPU-s each; ``t`` may take 1,500 GB.
+
+One pending tier-2 job ``G``: 2 nodes x 8 GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models import SolverInfo, load_snapshot
+from planner.assemble import assemble, clean, objective_of
+from planner.greedy import GreedyPlanner
+from planner.problem import build_problem
+from planner.verify import verify
+
+NOW = "2026-11-30T08:00:00Z"
+OLD = "2026-11-30T04:00:00Z"
+
+
+def _snap(same_block: bool) -> dict[str, Any]:
+    def node(i: int) -> dict[str, Any]:
+        return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1" if i <= 2 else "b2",
+                "storage": "s" if i <= 2 else "t"}
+
+    def holder(i: int) -> dict[str, Any]:
+        return {"id": f"w{i}", "tier": 3, "state": "running", "gpus_per_node": 8,
+                "priority": 1, "started_at": OLD, "topology": "any",
+                "checkpoint": {"size_gb": 100, "signal": "SIGTERM", "barrier_s": 0,
+                               "cleanup_s": 0, "restore_s": 10 if i <= 2 else 1000},
+                "placement": [{"node": f"n{i}", "gpus": list(range(8))}]}
+
+    gang = {"id": "G", "tier": 2, "state": "pending", "gpus_per_node": 8, "nodes": 2,
+            "priority": 10, "topology": "any", "same_block": same_block}
+    return {"version": 1, "now": NOW, "nodes": [node(i) for i in range(1, 5)],
+            "jobs": [holder(i) for i in range(1, 5)] + [gang],
+            "storage": [{"id": "s", "write_gb_per_s": 1.0}, {"id": "t", "write_gb_per_s": 10.0}],
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+
+
+def _plan(snap: dict[str, Any]) -> tuple[dict[str, list[str]], set[str], Any]:
+    problem = build_problem(load_snapshot(snap))
+    d = clean(problem, GreedyPlanner(problem).solve())
+    p = assemble(problem, d, "feasible", SolverInfo(engine="test", status="TEST"))
+    assert verify(load_snapshot(snap), p) == []
+    nodes = {j: sorted(problem.nodes[ni].node.id for ni, _m in parts)
+             for j, parts in d.placements.items()}
+    return nodes, d.victims, objective_of(problem, d)
+
+
+def test_a_gang_that_keeps_one_block_takes_the_block_within_the_storm_limit() -> None:
+    # Block b1 is the cheaper (880 + 880 = 1,760 against 16,160 GPU-s), but w1 and
+    # w2 together would flush 200 GB to s, over its 150 GB; b2's victims flush to t
+    # (200 GB of 1,500). G takes n3 and n4: 16 tier-2 GPUs for 16,160 GPU-s.
+    nodes, victims, obj = _plan(_snap(same_block=True))
+    assert nodes == {"G": ["n3", "n4"]} and victims == {"w3", "w4"}
+    assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert (obj.eviction_cost_gpu_s, obj.evictions) == (16160, 2)
+
+
+def test_a_gang_free_to_use_any_nodes_passes_over_a_node_that_breaks_the_limit() -> None:
+    # Its two best nodes are n1 and n2 (880 each), which break the limit together.
+    # Taken best first, within the limit: n1 (w1, 100 GB on s), not n2 (s would
+    # take 200 GB), then n3 (n3 and n4 tie at 8,080; n3's id first): 880 + 8,080
+    # = 8,960 GPU-s.
+    nodes, victims, obj = _plan(_snap(same_block=False))
+    assert nodes == {"G": ["n1", "n3"]} and victims == {"w1", "w3"}
+    assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert (obj.eviction_cost_gpu_s, obj.evictions) == (8960, 2)
