@@ -31,6 +31,13 @@ third move, slower for gangs):
   raises tier ``t``'s admitted GPUs (``K`` of tier ``t`` and smaller than ``J``);
   otherwise it is undone.
 
+A third sweep takes the gangs still deferred that keep one block or NVLink domain
+("clearing"): of the groups of ``J``'s candidate nodes where ``J`` would fit with
+every placed job there gone, the one with the fewest such jobs; they leave, ``J`` is
+placed, and they are placed again, largest first. The move is kept when every one
+finds a place, else undone. (Gangs free to use any nodes can each take a node or
+two of the only block such a gang could use; moving one of them frees no block.)
+
 Then the less important tiers' jobs come back: where they were, when their GPUs
 are still available to them within the limits, else where the greedy search puts
 them now, else deferred. Tier ``t`` admits more GPUs and the more important tiers
@@ -87,6 +94,8 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
         n = sum(ej.admit(i, deadline, move=False)
                 for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         n += sum(ej.admit(i, deadline) for i in todo if i.job.id not in ej.placements)
+        # then, for gangs that keep one block or NVLink domain, the clearing of one
+        n += sum(ej.clear(i, deadline) for i in todo)
         if not n:
             continue
         # the less important tiers back where they were when that still fits (a quick
@@ -260,6 +269,63 @@ class _Ejector:
             self.moves += 1
             return True
         self.failed[shape] = self.moves
+        return False
+
+    def clear(self, info: PendingInfo, deadline: float | None) -> bool:
+        """For a deferred gang that keeps one block or NVLink domain, the third sweep's
+        move (see :meth:`_clear_group`); whether it was placed."""
+        job = info.job
+        if (job.id in self.placements or job.nodes < 2
+                or not (job.same_block or job.same_nvlink_domain) or _late(self.budget, deadline)):
+            return False
+        return self._clear_group(info)
+
+    def _clear_group(self, info: PendingInfo) -> bool:
+        """Place a gang that keeps one block or NVLink domain by clearing one: the
+        group (of its candidate nodes) where it would fit with every placed job there
+        gone, and the fewest such jobs, is chosen; those jobs leave, the gang is
+        placed, and they are placed again. The move is kept when every one finds a
+        place, else undone. (Gangs free to use any nodes can take nodes of the only
+        block a gang that keeps one could use, a few each: no one of them frees it.)
+        Whether the gang was placed."""
+        g, st, p = self.g, self.st, self.p
+        groups: dict[tuple, list[int]] = {}
+        for ni in info.candidates:
+            groups.setdefault(g._group_key(info, ni), []).append(ni)
+        best = None
+        for key, nis in groups.items():
+            fit, movers = 0, set()
+            for ni in nis:
+                avail = g._avail(st, info, ni)
+                for k in self.on.get(ni, ()):
+                    movers.add(k)
+                    avail |= next(m for n2, m in self.placements[k] if n2 == ni)
+                for v in g.by_node.get(ni, ()):  # (victims it may evict, not yet evicted)
+                    if v not in st.victims and p.running[v].job.tier in info.rights:
+                        avail |= g.vmask[(v, ni)]
+                fit += topo.layout_fits(p.nodes[ni].layout, avail, info.job.gpus_per_node,
+                                        info.need_nvlink)
+            if fit >= info.job.nodes and movers:
+                rank = (len(movers), sum(p.pending[k].job.total_gpus for k in movers), str(key))
+                if best is None or rank < best[0]:
+                    best = (rank, movers)
+        if best is None:
+            return False
+        self.budget[0] -= 1
+        movers = sorted(best[1], key=lambda k: (-p.pending[k].job.total_gpus, k))
+        ops = [self._leave(k) for k in movers]
+        placed = self._place(info)
+        if placed is not None:
+            ops.append(placed)
+            for k in movers:
+                op = self._place(p.pending[k])
+                if op is None:
+                    break
+                ops.append(op)
+            else:
+                self.moves += 1
+                return True
+        self._undo(ops)
         return False
 
     def _relieve(self, info: PendingInfo, shape: tuple, storages: set[str],

@@ -321,3 +321,34 @@ def test_single_node_jobs_make_their_quick_moves_before_gangs() -> None:
         assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
         assert obj.eviction_cost_gpu_s == 1120
         _valid(snap, problem, after)
+
+
+def test_a_gang_that_keeps_one_block_gets_one_cleared() -> None:
+    # Six free 8-GPU nodes: n1 (H100) and n2 (H200) in block b1, n3 (H100) and n4
+    # (H200) in b2, n5 (H100) alone in b3, n6 (H200) alone in b4. Tier-1 gangs of
+    # 2 x 8 GPUs, largest first, then by priority: K1 (H100, any nodes, priority
+    # 30) takes n1 and n3 (free, by node id), K2 (H200, 20) n2 and n4, and J
+    # (any type, one block, 10) finds no block with two free nodes: 32 tier-1 GPUs.
+    # Moving K1 or K2 alone frees one node per block, not a block. Clearing b1 (its
+    # two placed jobs, the fewest of any block where J fits) places J on n1 and n2,
+    # then K1 on n3 and n5 and K2 on n4 and n6: 48 tier-1 GPUs.
+    def node(i: int, block: str) -> dict[str, Any]:
+        return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": block,
+                "gpu_type": "H100" if i % 2 else "H200"}
+
+    def gang(jid: str, priority: int, **kw: Any) -> dict[str, Any]:
+        return {**_job(jid, priority, tier=1), "nodes": 2, **kw}
+
+    snap = _snap([node(1, "b1"), node(2, "b1"), node(3, "b2"), node(4, "b2"),
+                  node(5, "b3"), node(6, "b4")],
+                 [gang("K1", 30, gpu_type="H100"), gang("K2", 20, gpu_type="H200"),
+                  gang("J", 10, same_block=True)])
+    problem = build_problem(load_snapshot(snap))
+    before = clean(problem, GreedyPlanner(problem).solve())
+    assert _nodes_of(problem, before) == {"K1": ["n1", "n3"], "K2": ["n2", "n4"]}
+    after, moves = eject(problem, before)
+    assert moves == 1
+    assert {j: sorted(n) for j, n in _nodes_of(problem, after).items()} == {
+        "J": ["n1", "n2"], "K1": ["n3", "n5"], "K2": ["n4", "n6"]}
+    assert objective_of(problem, after).admitted_gpus == {"1": 48, "2": 0, "3": 0}
+    _valid(snap, problem, after)
