@@ -317,12 +317,7 @@ class _Ejector:
         placed = self._place(info)
         if placed is not None:
             ops.append(placed)
-            for k in movers:
-                op = self._place(p.pending[k])
-                if op is None:
-                    break
-                ops.append(op)
-            else:
+            if self._place_all(movers, ops):
                 self.moves += 1
                 return True
         self._undo(ops)
@@ -352,19 +347,25 @@ class _Ejector:
             self.budget[0] -= 1
             ops = [self._leave(k) for k in users]
             g.ban(st, {v})
-            for k in users:
-                op = self._place(self.p.pending[k])
-                if op is None:
-                    break
-                ops.append(op)
+            back = self._place_all(users, ops)
             g.ban(st, set())
-            placed = self._place(info) if len(ops) == 2 * len(users) else None
+            placed = self._place(info) if back else None
             if placed is not None:
                 self.moves += 1
                 return True
             self._undo(ops)
             self.relieved[(shape, s)] = self.moves
         return False
+
+    def _place_all(self, jobs: list[str], ops: list[tuple]) -> bool:
+        """Place jobs again by the greedy search, in turn, adding their undo records to
+        ``ops``; whether every one found a place (the first that did not stops it)."""
+        for k in jobs:
+            op = self._place(self.p.pending[k])
+            if op is None:
+                return False
+            ops.append(op)
+        return True
 
     def place(self, info: PendingInfo) -> bool:
         """Place a job where the greedy search puts it now; whether it fits."""
