@@ -98,6 +98,12 @@ def cascade_guarded(policy: Policy, now: datetime, job: Job) -> bool:
     return g > 0 and job.last_preempted_at is not None and age_s(now, job.last_preempted_at) < g
 
 
+def keeps_group(job: Job) -> bool:
+    """Must a gang's nodes all share a block or an NVLink domain (R2)? Only a
+    multi-node job that asks for one."""
+    return job.nodes > 1 and (job.same_block or job.same_nvlink_domain)
+
+
 def gang_group(node: Node, job: Job) -> tuple:
     """What all of a gang's nodes must share (R2): the node's block when the job asks
     for one block, its NVLink domain when it asks for one domain (None otherwise)."""

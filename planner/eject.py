@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 import time
 
+from models.rules import keeps_group
 from planner import topology as topo
 from planner.assemble import Decision, clean, objective_of
 from planner.greedy import GreedyPlanner, VictimUse, job_order
@@ -274,9 +275,8 @@ class _Ejector:
     def clear(self, info: PendingInfo, deadline: float | None) -> bool:
         """For a deferred gang that keeps one block or NVLink domain, the third sweep's
         move (see :meth:`_clear_group`); whether it was placed."""
-        job = info.job
-        if (job.id in self.placements or job.nodes < 2
-                or not (job.same_block or job.same_nvlink_domain) or _late(self.budget, deadline)):
+        if (info.job.id in self.placements or not keeps_group(info.job)
+                or _late(self.budget, deadline)):
             return False
         return self._clear_group(info)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from models import Deferred
-from models.rules import gang_group
+from models.rules import gang_group, keeps_group
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem, fmt_duration
 
@@ -37,7 +37,7 @@ def _enough(problem: Problem, info: PendingInfo, hosts: Iterable[int]) -> bool:
     """Do ``hosts`` hold the job's shards (distinct nodes, in one block or NVLink
     domain when it asks for that)? Stops at the first node that makes enough."""
     job = info.job
-    grouped = job.nodes > 1 and (job.same_block or job.same_nvlink_domain)
+    grouped = keeps_group(job)
     groups: dict[tuple, int] = {}
     for i in hosts:
         key = gang_group(problem.nodes[i].node, job) if grouped else None
@@ -148,7 +148,7 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     gpn, nvlink = job.gpus_per_node, info.need_nvlink
     # could host a shard by evicting only what the job may
     ok = {i for i in info.candidates if nodes[i].fits(avail.get(i, 0), gpn, nvlink)}
-    grouped = job.nodes > 1 and (job.same_block or job.same_nvlink_domain)
+    grouped = keeps_group(job)
     groups: dict[tuple, list[int]] = {}
     for i in info.candidates:
         groups.setdefault(gang_group(nodes[i].node, job) if grouped else (), []).append(i)

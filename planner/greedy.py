@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.rules import gang_group
+from models.rules import gang_group, keeps_group
 from planner import topology as topo
 from planner.assemble import Decision, clean
 from planner.problem import PendingInfo, Problem
@@ -533,7 +533,7 @@ class GreedyPlanner:
 
     def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
         job = info.job
-        if not (job.nodes > 1 and (job.same_block or job.same_nvlink_domain)):
+        if not keeps_group(job):
             chosen = self._best_nodes(st, info, job.nodes)
             if len(chosen) < job.nodes:
                 return None
@@ -707,8 +707,7 @@ class GreedyPlanner:
         own = use.own
 
         def movable(j: str) -> bool:  # single-node jobs, and gangs free to use any nodes
-            job = self.p.pending[j].job
-            return job.nodes == 1 or not (job.same_block or job.same_nvlink_domain)
+            return not keeps_group(self.p.pending[j].job)
 
         order = sorted((-sum(self.p.running[v].cost for v in own(j)), j)
                        for j in placements if movable(j))

@@ -40,7 +40,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from models.rules import gang_group
+from models.rules import gang_group, keeps_group
 from planner import topology as topo
 from planner.assemble import Decision
 from planner.problem import PendingInfo, Problem
@@ -148,7 +148,7 @@ def _choose(problem: Problem, info: PendingInfo, fits: list[tuple[int, int, int]
     job = info.job
     if len(fits) < job.nodes:
         return None
-    if job.nodes == 1 or not (job.same_block or job.same_nvlink_domain):
+    if not keeps_group(job):
         return fits[:job.nodes]
     groups: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
     for f in fits:
