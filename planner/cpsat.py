@@ -924,7 +924,11 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # (priced only on the storage targets where the limit refused a victim)
         variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
                          "priced": frozenset(spare.full_storages)})
-    if affordable(1.5 * len(variants) + 1.5):  # (the variants queued, and this one)
+        if affordable(1.5 * len(variants) + 1.5):  # (the variants queued, and this one)
+            # the same without sparing free GPUs, optional: there a job that spares
+            # them evicts instead, spending the storm budget its tier's other jobs need
+            variants.append({**variants[-1], "spare_free": False})
+    if affordable(1.5 * len(variants) + 1.5):
         # the sparing variant in the baselines' queue order: more important jobs
         # first within a tier. Largest-first can give a big job the nodes that two
         # smaller jobs of its tier needed (docs/planner.md, section 2)

@@ -136,7 +136,8 @@ class GreedyPlanner:
 
     def __init__(self, problem: Problem, *, spare_lower: bool = False,
                  storm_price: float = 0.0, priced: frozenset[str] | None = None,
-                 first: frozenset[str] = frozenset(), order: str = "size"):
+                 first: frozenset[str] = frozenset(), order: str = "size",
+                 spare_free: bool = SPARE_FREE):
         self.p = problem
         # order: within a tier, larger jobs first ("size") or more important jobs
         # first ("priority"); a variant whose plan is kept when it is better
@@ -158,7 +159,12 @@ class GreedyPlanner:
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
-        # tier-2 jobs need); a variant whose plan is kept when it is better
+        # tier-2 jobs need); a variant whose plan is kept when it is better.
+        # spare_free: the variant also spares free GPUs, which lower tiers can use
+        # without evicting. Where the storm limit binds this costs a tier its own
+        # admissions: free GPUs are the only ones that flush nothing, and a job that
+        # spares them evicts instead, spending the storm budget the tier's other
+        # jobs needed (docs/planner.md, section 2)
         self.contested: dict[int, frozenset[int]] = {}
         self.free_penalty: dict[int, float] = {}  # tier -> weight per free GPU taken
         if spare_lower:
@@ -166,7 +172,7 @@ class GreedyPlanner:
                 lower = [i for i in problem.pending.values()
                          if i.job.tier > t and i.held_until is None]
                 self.contested[t] = frozenset().union(*(i.rights for i in lower))
-                if lower and SPARE_FREE:
+                if lower and spare_free:
                     self.free_penalty[t] = SPARE_PENALTY  # free GPUs serve every tier
         # evictable victims per node, cheapest first
         self.by_node: dict[int, list[str]] = {}

@@ -491,3 +491,73 @@ def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
         limits.clear()
         cpsat.run_phases(model, hint, remaining, deterministic=False, workers=1, seed=0)
         assert limits[0] == pytest.approx(first - overhead)
+
+
+def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Storage fs writes 10 GB/s; grace max 60 s, safety 1. Two tier-2 jobs with a
+    # signal, 300 GB checkpoints, barrier 10 s, cleanup 5 s, restore 100 s: w on
+    # H100 node b, w2 on H200 node c (cost 8 x (100 + 300 / 10) = 1,040 GPU-s each).
+    # fs may take (60 - 10 - 5) x 10 = 450 GB while they flush: one (300 GB), not
+    # both (600). H100 node a is free. Pending: tier-1 J1 (8 GPUs, H100, priority
+    # 20), tier-1 J2 (8, H200, priority 10: only node c), tier-2 L (8 GPUs; tier 2
+    # may evict only tier 3, so only the free node a).
+    # Sparing free GPUs for L, J1 evicts w rather than take a (with or without the
+    # storm price: a free GPU weighs more than any eviction); J2 then needs w2 too,
+    # and fs refuses 600 GB: 8 tier-1 and 8 tier-2 GPUs. Without free sparing J1
+    # takes a and J2 evicts w2: 16 tier-1 GPUs, the optimum (L waits; w2 alone,
+    # 1,040 GPU-s, the only eviction; fs flushes 300 GB in 30 s).
+    from models import load_snapshot
+    from planner.assemble import clean, objective_of
+    from planner.cpsat import STORM_PRICE
+    from planner.greedy import GreedyPlanner
+    from planner.problem import build_problem
+
+    def holder(jid: str, node: str) -> dict:
+        return {"id": jid, "tier": 2, "state": "running", "gpus_per_node": 8,
+                "started_at": "2026-11-29T00:00:00Z",
+                "checkpoint": {"size_gb": 300, "signal": "SIGTERM", "barrier_s": 10,
+                               "cleanup_s": 5, "restore_s": 100},
+                "placement": [{"node": node, "gpus": list(range(8))}]}
+
+    def node(nid: str, kind: str) -> dict:
+        return {"id": nid, "gpus": 8, "gpu_type": kind, "storage": "fs"}
+
+    data = {"version": 1, "now": "2026-11-29T08:00:00Z",
+            "storage": [{"id": "fs", "write_gb_per_s": 10.0}],
+            "nodes": [node("a", "H100"), node("b", "H100"), node("c", "H200")],
+            "jobs": [holder("w", "b"), holder("w2", "c"),
+                     {"id": "J1", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "gpu_type": "H100", "priority": 20},
+                     {"id": "J2", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "gpu_type": "H200", "priority": 10},
+                     {"id": "L", "tier": 2, "state": "pending", "gpus_per_node": 8,
+                      "priority": 5}],
+            "policy": {"grace": {"min_s": 0, "max_s": 60, "safety": 1}}}
+    pr = build_problem(load_snapshot(data))
+
+    def admitted(**settings: Any) -> dict[str, int]:
+        return objective_of(pr, clean(pr, GreedyPlanner(pr, **settings).solve())).admitted_gpus
+
+    storm = {"storm_price": STORM_PRICE, "priced": frozenset({"fs"})}
+    assert admitted(spare_lower=True) == {"1": 8, "2": 8, "3": 0}
+    assert admitted(spare_lower=True, **storm) == {"1": 8, "2": 8, "3": 0}
+    assert admitted(spare_lower=True, spare_free=False, **storm) == {"1": 16, "2": 0, "3": 0}
+    # the planner runs that variant when the storm limit refused a victim and time allows
+    from planner import cpsat
+
+    seen: list[dict] = []
+
+    class Recording(GreedyPlanner):
+        def __init__(self, problem: Any, **settings: Any) -> None:
+            seen.append(settings)
+            super().__init__(problem, **settings)
+
+    monkeypatch.setattr(cpsat, "GreedyPlanner", Recording)
+    p = plan(data, time_limit_s=2.0)
+    assert {"spare_lower": True, "spare_free": False, **storm} in seen
+    assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 0}
+    assert p.objective.eviction_cost_gpu_s == 1040.0
+    assert [e.job for e in p.evictions] == ["w2"]
+    assert {pl.job: pl.placement[0].node for pl in p.placements} == {"J1": "a", "J2": "c"}
+    assert [(s.storage, s.flush_gb, s.flush_s) for s in p.storm] == [("fs", 300.0, 30.0)]
