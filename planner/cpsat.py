@@ -942,7 +942,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             # the same without sparing free GPUs, optional: there a job that spares
             # them evicts instead, spending the storm budget its tier's other jobs need
             variants.append({**variants[-1], "spare_free": False})
-    if affordable(1.5 * len(variants) + 1.5):
+    if affordable(1.5 * len(variants) + 1.5):  # (as above)
         # the sparing variant in the baselines' queue order: more important jobs
         # first within a tier. Largest-first can give a big job the nodes that two
         # smaller jobs of its tier needed (docs/planner.md, section 2)
@@ -999,7 +999,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     late = None if deterministic else t0 + time_limit_s - reserve  # the last pass ends
     end = t0 + time_limit_s - reserve - CHEAPER_TIMES * polish_s  # ... and has this long
     # ejection moves stop with a wall clock where LNS's result does, leaving the last
-    # polishing pass its time; in deterministic mode after EJECT_TRIES tried moves (R14)
+    # polishing pass its time, but not before half the time left (eject_deadline); in
+    # deterministic mode after EJECT_TRIES tried moves (R14)
     def eject_limit() -> dict[str, float]:
         if deterministic:
             return {"tries": EJECT_TRIES}
