@@ -201,6 +201,10 @@ class _Ejector:
                 self.placements[j] = parts
                 self._link(j, parts, True)
 
+    def _held(self, k: str, ni: int) -> int:
+        """The GPUs placed job k holds on node ni (one of its nodes)."""
+        return next(m for n2, m in self.placements[k] if n2 == ni)
+
     # -- moves ----------------------------------------------------------------------
     def _blockers(self, info: PendingInfo) -> list[tuple[str, int]]:
         """(placed job, node): placed jobs without whose GPUs on one of the job's
@@ -217,8 +221,7 @@ class _Ejector:
             for k in here:
                 if k in found:
                     continue
-                m = next(m for n2, m in self.placements[k] if n2 == ni)
-                if topo.layout_fits(layout, avail | m, gpn, need):
+                if topo.layout_fits(layout, avail | self._held(k, ni), gpn, need):
                     found[k] = ni
         pend = self.p.pending
         return sorted(found.items(),
@@ -299,10 +302,9 @@ class _Ejector:
                 avail = g._avail(st, info, ni)
                 for k in self.on.get(ni, ()):
                     movers.add(k)
-                    avail |= next(m for n2, m in self.placements[k] if n2 == ni)
-                for v in g.by_node.get(ni, ()):  # (victims it may evict, not yet evicted)
-                    if v not in st.victims and p.running[v].job.tier in info.rights:
-                        avail |= g.vmask[(v, ni)]
+                    avail |= self._held(k, ni)
+                for v in g.allowed_victims(st, info, ni):
+                    avail |= g.vmask[(v, ni)]
                 fit += topo.layout_fits(p.nodes[ni].layout, avail, info.job.gpus_per_node,
                                         info.need_nvlink)
             if fit >= info.job.nodes and movers:

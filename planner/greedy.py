@@ -274,11 +274,16 @@ class GreedyPlanner:
             w += self.storm_price * vi.flush_gb
         return w
 
+    def allowed_victims(self, st: _State, info: PendingInfo, ni: int) -> list[str]:
+        """Node ni's running jobs that the job may still evict: evictable, not yet
+        evicted, of a tier it may preempt, not banned (cheapest first)."""
+        return [v for v in self.by_node.get(ni, ())
+                if v not in st.victims and self.p.running[v].job.tier in info.rights
+                and v not in self.banned]
+
     def _options(self, st: _State, info: PendingInfo, ni: int,
                  base: int) -> list[tuple[float, int, list[str]]]:
-        cands = [v for v in self.by_node.get(ni, ())
-                 if v not in st.victims and self.p.running[v].job.tier in info.rights
-                 and v not in self.banned]
+        cands = self.allowed_victims(st, info, ni)
         if not cands:
             return []
         masks = {v: self.vmask[(v, ni)] for v in cands}
