@@ -686,13 +686,13 @@ def main(argv: list[str] | None = None) -> int:
     total += args.prove_runs if args.prove and any(n == args.prove_size for n, _ in args.sizes) \
         else 0
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=False) as prog:
+                  TimeElapsedColumn(), console=err, transient=False, auto_refresh=False) as prog:
         task = prog.add_task("warm-up", total=total)
         warm_up(args.planners, args.workers)
         for nodes, pending in args.sizes:
             tl = float(_lookup(args.time_limits, nodes, 1.0))
             runs = plan_runs[nodes]
-            prog.update(task, description=f"{nodes} nodes: generate")
+            prog.update(task, description=f"{nodes} nodes: generate", refresh=True)
             t0 = time.perf_counter()
             snap_dict = generate(nodes=nodes, pending=pending, seed=args.seed, **GEN)
             gen_s = time.perf_counter() - t0
@@ -716,9 +716,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.planners:
                 rr = []
                 for k in range(runs):
-                    prog.update(task, description=f"{nodes} nodes: {name} run {k + 1}/{runs}")
+                    prog.update(task, description=f"{nodes} nodes: {name} run {k + 1}/{runs}", refresh=True)
                     rr.append(run_once(snap_dict, name, tl, args.workers, args.seed))
                     prog.advance(task)
+                    prog.refresh()  # (no refresh thread: see planner/lanes.py)
                 inst["results"][name] = rr
                 inst["summary"][name] = summarise(rr)
             if "cpsat" in inst["summary"]:
@@ -727,10 +728,11 @@ def main(argv: list[str] | None = None) -> int:
                         inst["vs"][b] = compare(inst["results"]["cpsat"], inst["summary"]["cpsat"],
                                                 inst["results"][b], inst["summary"][b])
             if args.bound and nodes == args.bound_size and "cpsat" in inst["results"]:
-                prog.update(task, description=f"{nodes} nodes: {args.bound_limit:g} s reference")
+                prog.update(task, description=f"{nodes} nodes: {args.bound_limit:g} s reference", refresh=True)
                 inst["bound"] = bound_run(snap_dict, args.bound_limit, args.workers, args.seed,
                                           inst["results"]["cpsat"])
                 prog.advance(task)
+                prog.refresh()  # (no refresh thread: see planner/lanes.py)
             if args.prove and nodes == args.prove_size:
                 pr = []
                 for k in range(args.prove_runs):
@@ -739,15 +741,17 @@ def main(argv: list[str] | None = None) -> int:
                     pr.append(run_once(snap_dict, "cpsat", args.prove_limit, args.workers,
                                        args.seed + k))
                     prog.advance(task)
+                    prog.refresh()  # (no refresh thread: see planner/lanes.py)
                 inst["prove"] = {"time_limit_s": args.prove_limit, "runs": pr,
                                  "summary": summarise(pr)}
             if args.profile:
-                prog.update(task, description=f"{nodes} nodes: profile")
+                prog.update(task, description=f"{nodes} nodes: profile", refresh=True)
                 inst["profile"] = profile_run(snap_dict, tl, args.workers, args.seed)
                 prog.advance(task)
+                prog.refresh()  # (no refresh thread: see planner/lanes.py)
             res["instances"].append(inst)
             Path(args.out).write_text(json.dumps(res, indent=1, default=str))  # partial
-        prog.update(task, description="done")
+        prog.update(task, description="done", refresh=True)
     res["machine"]["loadavg_end"] = _loadavg()
     res["targets"] = targets(res)
     Path(args.out).write_text(json.dumps(res, indent=1, default=str) + "\n")

@@ -63,16 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     limits = [float(x) for x in args.limits.split(",")]
     rows: list[dict[str, Any]] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err) as prog:
+                  TimeElapsedColumn(), console=err, auto_refresh=False) as prog:
         task = prog.add_task("warm-up", total=len(sizes) * len(limits) * args.runs)
         warm_up(["cpsat"], 2)
         for nodes, pending in sizes:
-            prog.update(task, description=f"{nodes} nodes: generate")
+            prog.update(task, description=f"{nodes} nodes: generate", refresh=True)
             data = generate(nodes=nodes, pending=pending, seed=args.seed, **GEN)
             for limit in limits:
                 walls, statuses = [], {}
                 for k in range(args.runs):
-                    prog.update(task, description=f"{nodes} nodes, {limit:g} s: run {k + 1}")
+                    prog.update(task, description=f"{nodes} nodes, {limit:g} s: run {k + 1}", refresh=True)
                     snap = load_snapshot(data)
                     t0 = time.perf_counter()
                     p = plan(snap, time_limit_s=limit, seed=k)
@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                     key = f"{p.status} ({p.solver.status})"
                     statuses[key] = statuses.get(key, 0) + 1
                     prog.advance(task)
+                    prog.refresh()  # (no refresh thread: see planner/lanes.py)
                 rows.append({"nodes": nodes, "pending": pending, "time_limit_s": limit,
                              "median_wall_s": round(statistics.median(walls), 3),
                              "max_wall_s": round(max(walls), 3),

@@ -40,6 +40,8 @@ from planner.assemble import Decision, assemble, clean, objective_of
 from planner.baselines import get_baseline
 from planner.eject import eject
 from planner.greedy import GreedyPlanner, squeaky_wheel
+from planner.lanes import Lane
+from planner.lanes import available as lanes_available
 from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S, neighbourhoods
 from planner.problem import MB_PER_GB, PendingInfo, Problem
 from planner.repack import cheaper_victims, polish, relocate
@@ -865,6 +867,45 @@ def _reserve(problem: Problem, time_limit_s: float) -> float:
     return 0.05 * time_limit_s + 0.02 + min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
 
 
+def _second_lane(problem: Problem, variants: list[dict], first_s: float,
+                 late: float) -> tuple[Decision, str] | None:
+    """The second lane's plan (planner/lanes.py, in a child process) and what it says:
+    the greedy ``variants`` in order, each while 1.5 greedy runs (``first_s``) fit in
+    SQUEAKY_SHARE of the time left (the first while they fit at all), and the
+    squeaky-wheel pass of each plan better than those before it, while a greedy run
+    fits in SQUEAKY_SHARE of the time left; then, on the best plan, polishing,
+    ejection moves and moves to cheaper victims, as on the first lane, all by
+    ``late``. None if no variant fits."""
+    best: Decision | None = None
+    key: tuple = ()
+    second = ""
+    for kw in variants:
+        left = late - time.perf_counter()
+        if 1.5 * first_s > (SQUEAKY_SHARE * left if best is not None else left):
+            break
+        d = clean(problem, GreedyPlanner(problem, **kw).solve())
+        k = objective_of(problem, d).key()
+        if best is not None and k <= key:
+            continue
+        best, key, second = d, k, ""
+        if first_s <= SQUEAKY_SHARE * (late - time.perf_counter()):
+            again = squeaky_wheel(problem, d, **kw)
+            k = objective_of(problem, again).key()
+            if k > key:
+                best, key, second = again, k, " (a second pass, deferred jobs first)"
+    if best is None:
+        return None
+    tr = time.perf_counter()
+    best, polished = polish(problem, best, late, cheaper=False)
+    end = late - CHEAPER_TIMES * (time.perf_counter() - tr)
+    best, ejected = eject(problem, best, deadline=eject_deadline(time.perf_counter(), end, late))
+    best, cheaper = cheaper_victims(problem, best, late)
+    after = ", ".join(x for x in (polished, f"{ejected} job(s) admitted by ejection moves"
+                                  if ejected else "", cheaper) if x)
+    return best, (f"the second lane's greedy plan{second}, better, returned"
+                  + (f" after {after}" if after else ""))
+
+
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
                 workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True) -> Plan:
     """Plan with CP-SAT. ``prune=False`` keeps every candidate node however big the
@@ -924,6 +965,31 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         after = ROUND_S if lns_rounds else 2 * MIN_SOLVE_S
         return deterministic or (cost <= EXTRA_SHARE * left and left - cost >= after)
 
+    # the whole model must be built and solved for at least MIN_SOLVE_S within the
+    # budget: how much time is missing for that (> 0: the model is skipped, below)
+    deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
+    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
+    # building the model takes 2-6 times as long as the first greedy plan, or about
+    # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
+    # nodes on the benchmark machine); a solve shorter than the build (or than
+    # 2 x MIN_SOLVE_S, or than the FULL_SOLVE_* times per pair) rarely improves on the
+    # greedy plan as much as LNS does: then the neighbourhoods get the time
+    build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
+    full_solve = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
+                  else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
+    if not lns_rounds:
+        # one neighbourhood: LNS has nothing to re-solve but this whole model, so any
+        # time worth a solve goes to it (a 64-node soak snapshot at 0.3 s returned the
+        # greedy plan at 0.03 s before, 4 tier-2 GPUs behind the baselines' plan)
+        full_solve = 0.0
+
+    def short() -> float | None:
+        """Seconds missing to build and solve the whole model (None: deterministic)."""
+        if deadline is None:
+            return None
+        return (time.perf_counter() + build_est + max(build_est, 2 * MIN_SOLVE_S, full_solve)
+                - deadline - MIN_SOLVE_S / 2)
+
     if spare.budget_rejected and room(BASELINE_RUN + 0.5):
         # an eviction budget (R13) refused victims: the per-node baselines, which take
         # the node with the fewest victims first, often admit more under a count
@@ -947,6 +1013,22 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # first within a tier. Largest-first can give a big job the nodes that two
         # smaller jobs of its tier needed (docs/planner.md, section 2)
         variants.append(PRIORITY_FIRST)
+    lane = None  # the second lane (planner/lanes.py), when it runs
+    if (not deterministic and usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
+            and (short() or 0.0) > 0 and lanes_available(workers)):
+        # the model will be skipped (the time missing only grows) and the plan is made
+        # in Python, on one core: a second lane on the other core runs the other
+        # variants too (also those this lane cannot afford), with their squeaky-wheel
+        # passes, and ejection moves and polishing on its best plan; this lane goes on
+        # as without it, and the better plan is returned (docs/planner.md, section 2c)
+        lane_variants = [kw for kw in variants if kw is not PRIORITY_FIRST]
+        if spare.storm_rejected and len(lane_variants) == 1:
+            lane_variants.append({**lane_variants[0], "spare_free": False})
+        try:
+            lane = Lane(_second_lane, problem, [*lane_variants, PRIORITY_FIRST], first_s,
+                        t0 + time_limit_s - reserve)
+        except OSError:  # no process to be had: one lane
+            lane = None
     ran = [({"spare_lower": True}, plans[0])]  # (settings, plan) of each variant run
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())
@@ -1030,7 +1112,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
 
             # from the greedy plan relocated but not repacked (see above)
             start, _moves = relocate(problem, greedy, lns_deadline)
-            res = improve(problem, start, lns_deadline, workers=workers, seed=seed)
+            # (with a second lane on the other core, one worker)
+            res = improve(problem, start, lns_deadline,
+                          workers=max(1, workers - 1) if lane else workers, seed=seed)
             d, more = polish(problem, res.decision, end, cheaper=False)
             better = objective_of(problem, d).key() > objective_of(problem, packed).key()
             if res.improved and better:
@@ -1059,6 +1143,16 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             best, ejected = eject(problem, best, **eject_limit())
         best, cheaper = cheaper_victims(problem, best, late)
         after = also(f"{ejected} job(s) admitted by ejection moves" if ejected else "", cheaper)
+        if lane is not None:
+            other = lane.result(late)
+            if other is None:
+                why += ("; the second lane gave no plan ("
+                        f"{lane.error or 'no time for one more greedy run'})")
+            elif score(other[0]) > score(best):
+                return assemble(problem, other[0], "fallback",
+                                SolverInfo(engine="cp-sat", status="SKIPPED",
+                                           wall_s=time.perf_counter() - t0,
+                                           detail=f"{why}; {other[1]}"))
         if base_said:
             return assemble(problem, best, "fallback",
                             SolverInfo(engine="cp-sat", status="SKIPPED",
@@ -1079,29 +1173,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
                                    detail=f"{why}; greedy plan{second} returned"
                                    + (f" after {said}" if said else "")))
 
-    # the model must be built and solved for at least MIN_SOLVE_S within the budget
-    deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
-    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
-    # building the model takes 2-6 times as long as the first greedy plan, or about
-    # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
-    # nodes on the benchmark machine); a solve shorter than the build (or than
-    # 2 x MIN_SOLVE_S, or than the FULL_SOLVE_* times per pair) rarely improves on the
-    # greedy plan as much as LNS does: then the neighbourhoods get the time
-    build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
-    full_solve = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
-                  else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
-    if not lns_rounds:
-        # one neighbourhood: LNS has nothing to re-solve but this whole model, so any
-        # time worth a solve goes to it (a 64-node soak snapshot at 0.3 s returned the
-        # greedy plan at 0.03 s before, 4 tier-2 GPUs behind the baselines' plan)
-        full_solve = 0.0
-    short = None if deadline is None else (time.perf_counter() + build_est
-                                           + max(build_est, 2 * MIN_SOLVE_S, full_solve)
-                                           - deadline - MIN_SOLVE_S / 2)
-    if short is not None and short > 0:
+    missing = short()
+    if missing is not None and missing > 0:
         return skipped("no time left to build and solve the model after the greedy plan "
-                       f"(about {max(short, 0.1):.1f} s more would let CP-SAT solve the "
+                       f"(about {max(missing, 0.1):.1f} s more would let CP-SAT solve the "
                        "whole model)")
+    if lane is not None:  # (not expected: the model was to be skipped)
+        lane.close()
     factor = 0 if n_pairs <= EXACT_PAIRS or not prune else 4
     # the whole model's hint and fallback: the polished plan with cheaper victims too
     packed, cheaper = cheaper_victims(problem, packed, deadline)

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "one neighbourhood of nodes at a time (solver status LNS)")
     p.add_argument("--deterministic", action="store_true",
                    help="one worker, deterministic time budget, fixed seed (R14)")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="cores the plan may use: CP-SAT workers, and a second lane on big "
+                        "clusters (default 2)")
     p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
     p.add_argument("--planner", choices=["cpsat", "greedy", "k8s", "slurm"], default="cpsat",
                    help="cpsat (default), or a baseline: greedy, Kubernetes-style (k8s), "

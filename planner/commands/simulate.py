@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 from rich.console import Console
@@ -87,9 +88,19 @@ def run(args: Any) -> int:
     else:
         with Progress(TextColumn(f"simulating ({args.planner})"), BarColumn(),
                       TextColumn("{task.percentage:>3.0f}% of simulated time"),
-                      TimeElapsedColumn(), console=err, transient=True) as bar:
+                      TimeElapsedColumn(), console=err, transient=True, auto_refresh=False) as bar:
             task = bar.add_task("sim", total=1.0)
-            res = sim.run(lambda done, total: bar.update(task, completed=done / max(total, 1e-9)))
+            # refreshed here, at most 10 times a second, not by rich's refresh thread:
+            # with another thread running, plan() keeps to one lane (planner/lanes.py)
+            shown = [0.0]
+
+            def progress(done: float, total: float) -> None:
+                now = time.monotonic()
+                bar.update(task, completed=done / max(total, 1e-9), refresh=now - shown[0] >= 0.1)
+                if now - shown[0] >= 0.1:
+                    shown[0] = now
+
+            res = sim.run(progress)
     m = compute_metrics(res)
     if args.metrics_out:
         write_run_metrics(m, args.metrics_out)
