@@ -11,7 +11,7 @@ The child is only ever an extra candidate: the parent keeps its own plan, and
 takes the child's only when it is better and arrives before the parent's
 deadline. A child that fails, is late or cannot be started gives ``None``; a late
 child is killed. Lanes are used only where forking is safe and useful
-(:func:`available`): a POSIX ``fork``, at least two usable cores and
+(:func:`available`): Linux's ``fork``, at least two usable cores and
 ``workers >= 2``, no other Python thread in the process (forking a process
 with running threads can copy a lock some thread holds; a server calling
 ``plan()`` from threads, like planner/service.py, plans in one lane), and not
@@ -25,6 +25,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -47,10 +48,12 @@ def cores() -> int:
 
 
 def available(workers: int) -> bool:
-    """May a second lane run: ``workers >= 2``, two usable cores, ``fork``, no other
-    Python thread, and not inside a daemonic process (``multiprocessing.Pool``
-    workers may not have children)?"""
-    return (ENABLED and workers >= 2 and cores() >= 2 and "fork" in mp.get_all_start_methods()
+    """May a second lane run: ``workers >= 2``, two usable cores, Linux (``fork``
+    without ``exec`` is unsafe on macOS, absent on Windows), no other Python
+    thread, and not inside a daemonic process (``multiprocessing.Pool`` workers
+    may not have children)?"""
+    return (ENABLED and workers >= 2 and cores() >= 2 and sys.platform.startswith("linux")
+            and "fork" in mp.get_all_start_methods()
             and threading.active_count() == 1 and not mp.current_process().daemon)
 
 
