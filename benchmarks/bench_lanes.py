@@ -12,6 +12,7 @@ whose runs differ among themselves with the same setting.
 
     python benchmarks/bench_lanes.py --clusters 30 --runs 2 --out lanes.json
     python benchmarks/bench_lanes.py --clusters 30 --storm-only --seed 4242
+    python benchmarks/bench_lanes.py --clusters 30 --budgets --time-limit 0.5
 
 Clock and warm-up as in bench_planner.py; the snapshot of a cluster is generated
 once and parsed afresh for every run.
@@ -43,8 +44,9 @@ from planner.generate import generate
 err = Console(stderr=True)
 
 
-def clusters(n: int, seed: int, storm_only: bool) -> list[dict[str, Any]]:
-    """``n`` cluster specs: generator settings, grace policy and budget."""
+def clusters(n: int, seed: int, storm_only: bool, budgets: bool = False,
+             time_limit_s: float | None = None) -> list[dict[str, Any]]:
+    """``n`` cluster specs: generator settings, policy and time limit."""
     r = random.Random(seed)
     out = []
     for i in range(n):
@@ -59,8 +61,9 @@ def clusters(n: int, seed: int, storm_only: bool) -> list[dict[str, Any]]:
             grace = r.choice([None, None, {"max_s": 40, "min_s": 0, "safety": 1},
                               {"max_s": 60, "min_s": 0, "safety": 1},
                               {"max_s": 120, "min_s": 30, "safety": 1.5}])
-        out.append({"id": i, "gen": gen, "grace": grace,
-                    "time_limit_s": 1.0 if nodes <= 1024 else 2.0})
+        policy = {"max_evictions_per_tick": r.randrange(5, 61)} if budgets else {}
+        out.append({"id": i, "gen": gen, "grace": grace, "policy": policy,
+                    "time_limit_s": time_limit_s or (1.0 if nodes <= 1024 else 2.0)})
     return out
 
 
@@ -88,10 +91,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1313)
     ap.add_argument("--storm-only", action="store_true",
                     help="every cluster with grace.max_s 40-60 s (the storm limit binds)")
+    ap.add_argument("--budgets", action="store_true",
+                    help="every cluster with max_evictions_per_tick 5-60 (a count budget)")
+    ap.add_argument("--time-limit", type=float, metavar="S",
+                    help="time_limit_s for every cluster (default 1 s up to 1,024 nodes, 2 s "
+                         "above)")
     ap.add_argument("--out", help="write the results as JSON")
     args = ap.parse_args()
     warm_up(["cpsat"], 2)
-    specs = clusters(args.clusters, args.seed, args.storm_only)
+    specs = clusters(args.clusters, args.seed, args.storm_only, args.budgets, args.time_limit)
     rows = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, auto_refresh=False) as bar:
@@ -100,6 +108,7 @@ def main() -> None:
             snap = generate(**sp["gen"])
             if sp["grace"]:
                 snap["policy"]["grace"] = sp["grace"]
+            snap["policy"].update(sp["policy"])
             on: list[dict] = []
             off: list[dict] = []
             for k in range(args.runs):

@@ -867,32 +867,43 @@ def _reserve(problem: Problem, time_limit_s: float) -> float:
     return 0.05 * time_limit_s + 0.02 + min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
 
 
-def _second_lane(problem: Problem, variants: list[dict], first_s: float,
+def _lane_runs(candidate: dict | str) -> float:
+    """What a second-lane candidate costs, in greedy runs: 1.5 for a greedy variant
+    (settings), BASELINE_RUN for a baseline (its name)."""
+    return BASELINE_RUN if isinstance(candidate, str) else 1.5
+
+
+def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float,
                  late: float) -> tuple[Decision, str] | None:
     """The second lane's plan (planner/lanes.py, in a child process) and what it says:
-    the greedy ``variants`` in order, each while 1.5 greedy runs (``first_s``) fit in
-    SQUEAKY_SHARE of the time left (the first while they fit at all), and the
-    squeaky-wheel pass of each plan better than those before it, while a greedy run
-    fits in SQUEAKY_SHARE of the time left; then, on the best plan, polishing,
-    ejection moves and moves to cheaper victims, as on the first lane, all by
-    ``late``. None if no variant fits."""
+    the ``candidates`` in order (greedy variants by their settings, baselines by
+    name), each while its greedy runs (``first_s`` each, _lane_runs) fit in
+    SQUEAKY_SHARE of the time left (the first while it fits at all), and the
+    squeaky-wheel pass of each variant's plan better than those before it, while a
+    greedy run fits in SQUEAKY_SHARE of the time left; then, on the best plan,
+    polishing, ejection moves and moves to cheaper victims, as on the first lane,
+    all by ``late``. None if no candidate fits."""
     best: Decision | None = None
     key: tuple = ()
-    second = ""
-    for kw in variants:
+    what = ""  # which plan is the best, for solver.detail
+    for kw in candidates:
         left = late - time.perf_counter()
-        if 1.5 * first_s > (SQUEAKY_SHARE * left if best is not None else left):
+        if _lane_runs(kw) * first_s > (SQUEAKY_SHARE * left if best is not None else left):
             break
-        d = clean(problem, GreedyPlanner(problem, **kw).solve())
+        if isinstance(kw, str):
+            d = clean(problem, get_baseline(kw)(problem).solve())
+        else:
+            d = clean(problem, GreedyPlanner(problem, **kw).solve())
         k = objective_of(problem, d).key()
         if best is not None and k <= key:
             continue
-        best, key, second = d, k, ""
-        if first_s <= SQUEAKY_SHARE * (late - time.perf_counter()):
+        best, key, what = d, k, (f"plan (the {BASELINE_NAMES[kw]} baseline's)"
+                                 if isinstance(kw, str) else "greedy plan")
+        if not isinstance(kw, str) and first_s <= SQUEAKY_SHARE * (late - time.perf_counter()):
             again = squeaky_wheel(problem, d, **kw)
             k = objective_of(problem, again).key()
             if k > key:
-                best, key, second = again, k, " (a second pass, deferred jobs first)"
+                best, key, what = again, k, "greedy plan (a second pass, deferred jobs first)"
     if best is None:
         return None
     tr = time.perf_counter()
@@ -902,7 +913,7 @@ def _second_lane(problem: Problem, variants: list[dict], first_s: float,
     best, cheaper = cheaper_victims(problem, best, late)
     after = ", ".join(x for x in (polished, f"{ejected} job(s) admitted by ejection moves"
                                   if ejected else "", cheaper) if x)
-    return best, (f"the second lane's greedy plan{second}, better, returned"
+    return best, (f"the second lane's {what}, better, returned"
                   + (f" after {after}" if after else ""))
 
 
@@ -1021,14 +1032,21 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # variants too (also those this lane cannot afford), with their squeaky-wheel
         # passes, and ejection moves and polishing on its best plan; this lane goes on
         # as without it, and the better plan is returned (docs/planner.md, section 2c)
+        # (the Kubernetes-style baseline first and the Slurm-style one last when an
+        # eviction budget binds, as on this lane: fewest victims first often spends a
+        # count budget better, and this lane often has no time for them)
         lane_variants = [kw for kw in variants if kw is not PRIORITY_FIRST]
         if spare.storm_rejected and len(lane_variants) == 1:
             lane_variants.append({**lane_variants[0], "spare_free": False})
-        try:
-            lane = Lane(_second_lane, problem, [*lane_variants, PRIORITY_FIRST], first_s,
-                        t0 + time_limit_s - reserve)
-        except OSError:  # no process to be had: one lane
-            lane = None
+        todo: list[dict | str] = [*lane_variants, PRIORITY_FIRST]
+        if spare.budget_rejected:
+            todo = (["k8s"] if "k8s" not in baselines_ran else []) + todo + ["slurm"]
+        lane_end = t0 + time_limit_s - reserve  # (late, below)
+        if _lane_runs(todo[0]) * first_s <= lane_end - time.perf_counter():  # (as there)
+            try:
+                lane = Lane(_second_lane, problem, todo, first_s, lane_end)
+            except OSError:  # no process to be had: one lane
+                lane = None
     ran = [({"spare_lower": True}, plans[0])]  # (settings, plan) of each variant run
     for kw in variants:
         other = clean(problem, GreedyPlanner(problem, **kw).solve())

@@ -166,3 +166,64 @@ def test_deterministic_mode_never_forks(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(cpsat, "Lane", refuse)
     p = plan(_snap(), time_limit_s=0.5, deterministic=True)
     assert "second lane" not in p.solver.detail
+
+
+def test_with_a_binding_eviction_budget_the_lane_runs_the_per_node_baselines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # n1 is held by tier-3 job t3 (all 8 GPUs); tier-2 job j needs 8 NVLink GPUs,
+    # which only n1 has. With max_evictions_per_tick 0 the budget refuses t3: j waits.
+    # The first lane had no time for the Kubernetes-style baseline (it runs first
+    # when a budget binds, and fewest victims first often spends a count budget
+    # better), so the second lane gets it first, then the priority-first variant
+    # (the storm limit refused nothing), then the Slurm-style baseline.
+    started: list[list] = []
+
+    class Spy:
+        error = None
+
+        def __init__(self, _fn: Any, _problem: Any, todo: list, *_a: Any) -> None:
+            started.append(todo)
+
+        def result(self, _deadline: float) -> None:
+            return None
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1e3)
+    monkeypatch.setattr(cpsat, "BASELINE_RUN", 1e6)  # never room for a baseline here
+    monkeypatch.setattr(cpsat, "_lane_runs", lambda _c: 0.0)  # but the lane starts
+    monkeypatch.setattr(cpsat, "lanes_available", lambda _w: True)
+    monkeypatch.setattr(cpsat, "Lane", Spy)
+    snap = _snap()
+    snap["jobs"] = [snap["jobs"][1],  # j, NVLink
+                    {"id": "t3", "tier": 3, "state": "running", "gpus_per_node": 8,
+                     "nodes": 1, "priority": 5, "started_at": "2026-11-30T04:00:00Z",
+                     "checkpoint": {"restore_s": 100},
+                     "placement": [{"node": "n1", "gpus": list(range(8))}]}]
+    snap["policy"] = {"max_evictions_per_tick": 0}
+    p = plan(snap, time_limit_s=0.5)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 0, "3": 0}
+    assert started == [["k8s", cpsat.PRIORITY_FIRST, "slurm"]]
+    assert "the second lane gave no plan (no time for one more greedy run)" in p.solver.detail
+
+
+def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
+    # In-process (no fork). Both nodes free; k (priority 20, any GPUs) and j
+    # (priority 10, needs NVLink, which only n1 has). The Kubernetes-style baseline
+    # takes k first, on n1, and j waits (8 GPUs). Then the priority-first greedy
+    # variant does the same, and does not rank higher; its squeaky-wheel pass is
+    # skipped for a plan that is not better. Ejection then moves k to n2 and admits
+    # j: 16 tier-2 GPUs, priority value 240, "the Kubernetes-style baseline's" plan.
+    import time
+
+    from planner.problem import build_problem
+
+    problem = build_problem(load_snapshot(_snap()))
+    d, said = cpsat._second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
+                                 time.perf_counter() + 30)
+    assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
+            for j, parts in d.placements.items()} == {"j": ["n1"], "k": ["n2"]}
+    assert said == ("the second lane's plan (the Kubernetes-style baseline's), better, "
+                    "returned after 1 job(s) admitted by ejection moves")
