@@ -65,7 +65,12 @@ def _child(send: Connection, fn: Callable[..., Any], args: tuple) -> None:
     except Exception as e:  # noqa: BLE001 - any failure: the parent plans without it
         out = (False, f"{type(e).__name__}: {e}")
     try:
-        send.send(out)
+        try:
+            send.send(out)
+        except Exception as e:  # noqa: BLE001 - e.g. a result that does not pickle
+            send.send((False, f"{type(e).__name__} sending the result: {e}"))
+    except OSError:  # the parent is gone or stopped listening: nothing to tell it
+        pass
     finally:
         send.close()
 

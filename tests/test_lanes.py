@@ -40,6 +40,10 @@ def _die() -> None:
     os._exit(3)
 
 
+def _unpicklable() -> Any:
+    return lambda: 1  # a lambda does not pickle
+
+
 @fork_only
 def test_a_lane_returns_what_the_child_computed() -> None:
     lane = Lane(_pid_and_sum, [1, 2, 3, 4])
@@ -62,6 +66,16 @@ def test_a_late_child_is_killed() -> None:
     assert lane.result(time.perf_counter() + 0.05) is None
     assert lane.error == "late"
     assert not lane._proc.is_alive()
+
+
+@fork_only
+def test_a_result_that_does_not_pickle_gives_none_and_says_why(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    lane = Lane(_unpicklable)
+    assert lane.result(time.perf_counter() + 30) is None
+    assert lane.error == ("failed (AttributeError sending the result: Can't pickle local "
+                          "object '_unpicklable.<locals>.<lambda>')")
+    assert capfd.readouterr().err == ""  # no traceback from the child
 
 
 @fork_only
