@@ -14,7 +14,8 @@ child is killed. Lanes are used only where forking is safe and useful
 (:func:`available`): Linux's ``fork``, at least two usable cores and
 ``workers >= 2``, no other Python thread in the process (forking a process
 with running threads can copy a lock some thread holds; a server calling
-``plan()`` from threads, like planner/service.py, plans in one lane), and not
+``plan()`` from threads, like planner/service.py without ``processes``, plans in
+one lane), and not
 inside a daemonic process. Deterministic mode never uses lanes (R14: its plan
 must not depend on timing). docs/planner.md, section 2c, says what each lane
 does.

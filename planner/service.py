@@ -17,6 +17,11 @@ path; 405 (with ``Allow``) for a wrong method.
 Requests run on their own threads (``ThreadingHTTPServer``). The planner and the
 verifier are pure functions of the request, so the only shared mutable state is
 the metrics registry (thread safe) and a semaphore bounding concurrent solves.
+With ``processes=True`` (``preempt-planner serve`` by default) each plan is
+parsed and solved in a pool of worker processes, one per concurrent solve:
+concurrent plans then run in parallel instead of sharing one interpreter lock,
+and a plan may use a second lane (planner/lanes.py), which needs a process
+without other threads.
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import multiprocessing as mp
 import os
+import signal
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -100,7 +109,8 @@ class PlannerServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], *, time_limit_s: float = 1.0,
                  max_time_limit_s: float = 60.0, max_body_bytes: int = 16 * 1024 * 1024,
                  planner: str = "cpsat", workers: int = 2, max_concurrent: int | None = None,
-                 metrics: ServiceMetrics | None = None, quiet: bool = False):
+                 metrics: ServiceMetrics | None = None, quiet: bool = False,
+                 processes: bool = False):
         self.time_limit_s = time_limit_s
         self.max_time_limit_s = max(max_time_limit_s, time_limit_s)
         self.max_body_bytes = max_body_bytes
@@ -108,8 +118,35 @@ class PlannerServer(ThreadingHTTPServer):
         self.workers = workers
         self.metrics = metrics or ServiceMetrics()
         self.quiet = quiet
-        self.solves = threading.BoundedSemaphore(max_concurrent or os.cpu_count() or 2)
+        slots = max_concurrent or os.cpu_count() or 2
+        self.solves = threading.BoundedSemaphore(slots)
+        self.slots = slots
+        self._pool_lock = threading.Lock()
+        self.pool = self._new_pool() if processes else None
         super().__init__(address, _Handler)
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # worker processes started by a fork server (itself a fresh interpreter), so
+        # that none is forked from this process's request threads; started with their
+        # imports (about 1 s) now, not on the first requests
+        pool = ProcessPoolExecutor(max_workers=self.slots,
+                                   mp_context=mp.get_context("forkserver"))
+        for _ in range(self.slots):
+            pool.submit(_warm)
+        return pool
+
+    def renew_pool(self, broken: ProcessPoolExecutor) -> None:
+        """A worker died (killed, out of memory): the pool is unusable; a new one
+        replaces it (once, however many requests saw it break)."""
+        with self._pool_lock:
+            if self.pool is broken:
+                broken.shutdown(wait=False, cancel_futures=True)
+                self.pool = self._new_pool()
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
     @property
     def url(self) -> str:
@@ -121,7 +158,8 @@ class PlannerServer(ThreadingHTTPServer):
 def make_server(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> PlannerServer:
     """A bound, not yet serving, server (``port=0`` picks a free port: see ``.url``).
     Options: time_limit_s, max_time_limit_s, max_body_bytes, planner, workers,
-    max_concurrent, metrics, quiet. Run it with ``serve_forever()``."""
+    max_concurrent, metrics, quiet, processes (solve in worker processes). Run it with
+    ``serve_forever()``; ``server_close()`` also stops the workers."""
     return PlannerServer((host, port), **opts)
 
 
@@ -131,13 +169,23 @@ def serve(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> None:
 
 
 def run_until_interrupted(server: PlannerServer) -> None:
-    """Serve requests until Ctrl-C, then close the socket."""
+    """Serve requests until Ctrl-C or SIGTERM (how Kubernetes and systemd stop a
+    service), then close the socket and stop the worker processes."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -212,8 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------- requests
     _body_read = False
 
-    def _body(self) -> Any:
-        """The JSON request body; 411/413/400 before or instead of reading it."""
+    def _raw_body(self) -> bytes:
+        """The request body's bytes; 411/413/400 before or instead of reading it."""
         if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
             raise _HTTPError(411, "length required",
                              ["chunked bodies are not accepted; send Content-Length"])
@@ -235,13 +283,14 @@ class _Handler(BaseHTTPRequestHandler):
         if len(data) != length:
             raise _HTTPError(400, "incomplete body",
                              [f"got {len(data)} of {length} bytes"])
-        try:
-            return json.loads(data)
-        except UnicodeDecodeError as exc:
-            raise _HTTPError(400, "malformed JSON", [f"not UTF-8: {exc}"]) from None
-        except json.JSONDecodeError as exc:
-            raise _HTTPError(400, "malformed JSON",
-                             [f"line {exc.lineno} column {exc.colno}: {exc.msg}"]) from None
+        return data
+
+    def _body(self) -> Any:
+        """The JSON request body; 411/413/400 before or instead of reading it."""
+        doc, problem = _parse_json(self._raw_body())
+        if problem:
+            raise _HTTPError(400, "malformed JSON", problem)
+        return doc
 
     def _option(self, query: dict[str, list[str]], name: str, header: str) -> str | None:
         if name in query:
@@ -291,20 +340,38 @@ class _Handler(BaseHTTPRequestHandler):
         from planner import plan as run_plan
 
         opts = self._plan_options(query)
-        doc = self._body()
-        try:
-            snap = load_snapshot(doc)
-        except InputError as exc:
-            raise _HTTPError(400, "invalid snapshot", exc.errors) from None
         m = self.server.metrics
-        with self.server.solves:
-            t0 = time.perf_counter()
-            result = run_plan(snap, **opts)
-            m.plan_seconds.labels(opts["planner"]).observe(time.perf_counter() - t0)
-        m.plans.labels(result.status).inc()
-        m.evictions.inc(len(result.evictions))
-        m.placements.inc(len(result.placements))
-        body = result.model_dump_json().encode()
+        pool = self.server.pool
+        if pool is not None:  # parsed and solved in a worker process
+            raw = self._raw_body()
+            with self.server.solves:
+                t0 = time.perf_counter()
+                try:
+                    kind, out = pool.submit(_plan_job, raw, opts).result()
+                except BrokenProcessPool as exc:
+                    self.server.renew_pool(pool)
+                    raise _HTTPError(503, "worker process died", [
+                        f"{exc}; the workers were restarted: send the request again"]) from None
+                if kind == "plan":
+                    m.plan_seconds.labels(opts["planner"]).observe(time.perf_counter() - t0)
+            if kind != "plan":
+                raise _HTTPError(400, kind, out)
+            body, status, evictions, placements = out
+        else:
+            doc = self._body()
+            try:
+                snap = load_snapshot(doc)
+            except InputError as exc:
+                raise _HTTPError(400, "invalid snapshot", exc.errors) from None
+            with self.server.solves:
+                t0 = time.perf_counter()
+                result = run_plan(snap, **opts)
+                m.plan_seconds.labels(opts["planner"]).observe(time.perf_counter() - t0)
+            body, status = result.model_dump_json().encode(), result.status
+            evictions, placements = len(result.evictions), len(result.placements)
+        m.plans.labels(status).inc()
+        m.evictions.inc(evictions)
+        m.placements.inc(placements)
         return self._send(200, body, "application/json")
 
     def _verify(self) -> int:
@@ -364,6 +431,39 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if not self.server.quiet:
             log.info("%s - %s", self.address_string(), format % args)
+
+
+def _warm() -> None:
+    """In a new worker process: import the planner and OR-Tools."""
+    import planner.cpsat  # noqa: F401
+
+
+def _parse_json(data: bytes) -> tuple[Any, list[str]]:
+    """A request body as JSON, or the reasons it is not."""
+    try:
+        return json.loads(data), []
+    except UnicodeDecodeError as exc:
+        return None, [f"not UTF-8: {exc}"]
+    except json.JSONDecodeError as exc:
+        return None, [f"line {exc.lineno} column {exc.colno}: {exc.msg}"]
+
+
+def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
+    """In a worker process: parse, validate and plan one request body. Returns
+    ("plan", (JSON bytes, plan status, evictions, placements)), or the 400 error
+    ("malformed JSON" or "invalid snapshot") with its messages."""
+    from planner import plan as run_plan
+
+    doc, problem = _parse_json(data)
+    if problem:
+        return "malformed JSON", problem
+    try:
+        snap = load_snapshot(doc)
+    except InputError as exc:
+        return "invalid snapshot", exc.errors
+    result = run_plan(snap, **opts)
+    return "plan", (result.model_dump_json().encode(), result.status, len(result.evictions),
+                    len(result.placements))
 
 
 # ------------------------------------------------------------------ OpenAPI
@@ -463,7 +563,10 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {"200": {"description": "the plan (never breaks R1-R13)",
                                       "content": {"application/json": {"schema": {
                                           "$ref": "#/components/schemas/Plan"}}}},
-                              **common}}},
+                              **common,
+                              "503": err("a worker process died while planning (solving "
+                                         "in processes); the workers were restarted: send "
+                                         "the request again")}}},
             "/v1/verify": {"post": {
                 "operationId": "verify", "summary": "Check a plan against its snapshot",
                 "requestBody": {"required": True, "content": {"application/json": {

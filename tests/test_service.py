@@ -7,6 +7,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,9 +31,12 @@ SNAP: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[PlannerServer]:
-    srv = make_server("127.0.0.1", 0, time_limit_s=2.0, max_body_bytes=64 * 1024, quiet=True)
+@pytest.fixture(params=[False, True], ids=["threads", "processes"])
+def server(request: pytest.FixtureRequest) -> Iterator[PlannerServer]:
+    # every test runs against both ways of solving: on the request's thread, and in a
+    # worker process (parsing and validation too, so the same 400s must come back)
+    srv = make_server("127.0.0.1", 0, time_limit_s=2.0, max_body_bytes=64 * 1024, quiet=True,
+                      processes=request.param)
     t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True)
     t.start()
@@ -316,3 +320,93 @@ def test_serve_cli_rejects_bad_options() -> None:
 
     assert main(["serve", "--planner", "magic"]) == 2
     assert main(["serve", "--time-limit", "0"]) == 2
+
+
+def test_worker_processes_may_use_a_second_lane() -> None:
+    # The request threads of the server rule out the second lane (planner/lanes.py:
+    # no forking with other threads running); the pool's workers, started by a fork
+    # server, are single-threaded, non-daemonic processes, where it is allowed.
+    from planner import lanes
+
+    if lanes.cores() < 2:
+        pytest.skip("needs two cores")
+    srv = make_server("127.0.0.1", 0, quiet=True, processes=True, max_concurrent=1)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True)
+    t.start()
+    try:
+        assert not lanes.available(2)  # here: the serving thread runs
+        assert srv.pool is not None and srv.pool.submit(lanes.available, 2).result(30)
+        status, _, plan = request(srv, "POST", "/v1/plan?deterministic=true", SNAP)
+        assert status == 200 and plan["objective"]["admitted_gpus"]["1"] == 8
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+    with pytest.raises(RuntimeError):  # the workers are gone with the server
+        srv.pool.submit(lanes.available, 2)
+
+
+def test_serve_stops_cleanly_on_sigterm() -> None:
+    # Kubernetes and systemd stop a service with SIGTERM: the server then closes its
+    # socket and stops its worker processes, and exits with status 0, no traceback.
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import cli; raise SystemExit(cli.main())",
+                             "serve", "--port", "0", "--quiet"],
+                            stderr=subprocess.PIPE, text=True,
+                            cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    try:
+        assert proc.stderr is not None
+        line = ""
+        while "serving on" not in line:
+            line += proc.stderr.readline()
+            assert proc.poll() is None, line
+        url = line.split("serving on ")[1].split()[0]
+        host, port = url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/v1/plan?deterministic=true", body=json.dumps(SNAP).encode())
+        resp = conn.getresponse()
+        assert resp.status == 200 and json.loads(resp.read())["status"] == "optimal"
+        conn.close()
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert "Traceback" not in err
+
+
+def test_a_dead_worker_gives_503_and_the_workers_are_restarted() -> None:
+    # A worker process killed (say, out of memory) breaks the whole process pool; the
+    # request that finds it broken gets 503, a new pool replaces it, and the next
+    # request is planned.
+    import os
+    import signal
+
+    srv = make_server("127.0.0.1", 0, quiet=True, processes=True, max_concurrent=1)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True)
+    t.start()
+    try:
+        status, _, _plan = request(srv, "POST", "/v1/plan?deterministic=true", SNAP)
+        assert status == 200
+        broken = srv.pool
+        assert broken is not None
+        for pid in list(broken._processes):  # (the test kills them)
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 10
+        while not broken._broken and time.time() < deadline:
+            time.sleep(0.05)
+        status, _, err = request(srv, "POST", "/v1/plan?deterministic=true", SNAP)
+        assert status == 503 and err["error"] == "worker process died"
+        assert srv.pool is not broken
+        status, _, plan = request(srv, "POST", "/v1/plan?deterministic=true", SNAP)
+        assert status == 200 and plan["status"] == "optimal"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)

@@ -23,7 +23,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-body-mb", type=float, default=16.0, metavar="MB",
                    help="largest request body, MiB (default 16); larger ones get 413")
     p.add_argument("--planner", default="cpsat", help="default planner (default cpsat)")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers per plan (default 2)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="cores per plan: CP-SAT workers, and a second lane on big clusters "
+                        "(default 2)")
+    p.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
+                   help="solve each plan in a pool of worker processes, one per concurrent "
+                        "solve (default); --no-processes solves on the request's thread")
     p.add_argument("--max-concurrent", type=int, default=None,
                    help="plans solved at once; more wait (default: number of CPUs)")
     p.add_argument("--quiet", action="store_true", help="do not log each request")
@@ -47,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
                          max_time_limit_s=args.max_time_limit,
                          max_body_bytes=int(args.max_body_mb * 1024 * 1024),
                          planner=args.planner, workers=args.workers,
-                         max_concurrent=args.max_concurrent, quiet=args.quiet)
+                         max_concurrent=args.max_concurrent, quiet=args.quiet,
+                         processes=args.processes)
     err_console.print(f"preempt-planner serving on {server.url} "
                       "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)")
     run_until_interrupted(server)
