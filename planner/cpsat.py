@@ -40,6 +40,7 @@ from planner.assemble import Decision, assemble, clean, objective_of
 from planner.baselines import get_baseline
 from planner.eject import eject
 from planner.greedy import GreedyPlanner, squeaky_wheel
+from planner.lanes import GRACE_S as LANE_GRACE_S
 from planner.lanes import Lane
 from planner.lanes import available as lanes_available
 from planner.lns import NEIGHBOURHOOD_NODES, ROUND_S, neighbourhoods
@@ -1032,16 +1033,19 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # variants too (also those this lane cannot afford), with their squeaky-wheel
         # passes, and ejection moves and polishing on its best plan; this lane goes on
         # as without it, and the better plan is returned (docs/planner.md, section 2c)
-        # (the Kubernetes-style baseline first and the Slurm-style one last when an
-        # eviction budget binds, as on this lane: fewest victims first often spends a
-        # count budget better, and this lane often has no time for them)
+        # (the per-node baselines first when an eviction budget binds, the
+        # Kubernetes-style one before the Slurm-style one as on this lane: fewest
+        # victims first often spends a count budget better, and this lane often has
+        # no time for them)
         lane_variants = [kw for kw in variants if kw is not PRIORITY_FIRST]
         if spare.storm_rejected and len(lane_variants) == 1:
             lane_variants.append({**lane_variants[0], "spare_free": False})
         todo: list[dict | str] = [*lane_variants, PRIORITY_FIRST]
         if spare.budget_rejected:
-            todo = (["k8s"] if "k8s" not in baselines_ran else []) + todo + ["slurm"]
-        lane_end = t0 + time_limit_s - reserve  # (late, below)
+            todo = (["k8s"] if "k8s" not in baselines_ran else []) + ["slurm"] + todo
+        # the child ends GRACE_S before the parent's last pass (late, below), and the
+        # parent waits for it until then: its answer does not push the plan later
+        lane_end = t0 + time_limit_s - reserve - LANE_GRACE_S
         if _lane_runs(todo[0]) * first_s <= lane_end - time.perf_counter():  # (as there)
             try:
                 lane = Lane(_second_lane, problem, todo, first_s, lane_end)
@@ -1162,7 +1166,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         best, cheaper = cheaper_victims(problem, best, late)
         after = also(f"{ejected} job(s) admitted by ejection moves" if ejected else "", cheaper)
         if lane is not None:
-            other = lane.result(late)
+            other = lane.result(late - LANE_GRACE_S)
             if other is None:
                 why += ("; the second lane gave no plan ("
                         f"{lane.error or 'no time for one more greedy run'})")

@@ -35,9 +35,9 @@ from typing import Any
 
 # lanes may be used at all (benchmarks/bench_lanes.py compares plans without them)
 ENABLED = True
-# time the parent keeps, past its own deadline, for a child's answer in the pipe
-# (the child stops at the same deadline; a 4,096-node plan is 54 KB, unpickled in
-# 0.5 ms)
+# time the parent keeps, past the deadline it gave the child, for the child's answer
+# in the pipe (planner/cpsat.py ends the child this long before its own deadline; a
+# 4,096-node plan is 54 KB, unpickled in 0.5 ms)
 GRACE_S = 0.02
 
 

@@ -186,10 +186,10 @@ def test_with_a_binding_eviction_budget_the_lane_runs_the_per_node_baselines(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # n1 is held by tier-3 job t3 (all 8 GPUs); tier-2 job j needs 8 NVLink GPUs,
     # which only n1 has. With max_evictions_per_tick 0 the budget refuses t3: j waits.
-    # The first lane had no time for the Kubernetes-style baseline (it runs first
-    # when a budget binds, and fewest victims first often spends a count budget
-    # better), so the second lane gets it first, then the priority-first variant
-    # (the storm limit refused nothing), then the Slurm-style baseline.
+    # The first lane had no time for the per-node baselines (fewest victims first
+    # often spends a count budget better), so the second lane gets them first, the
+    # Kubernetes-style one, then the Slurm-style one, then the priority-first
+    # variant (the storm limit refused nothing).
     started: list[list] = []
 
     class Spy:
@@ -219,7 +219,7 @@ def test_with_a_binding_eviction_budget_the_lane_runs_the_per_node_baselines(
     snap["policy"] = {"max_evictions_per_tick": 0}
     p = plan(snap, time_limit_s=0.5)
     assert p.objective.admitted_gpus == {"1": 0, "2": 0, "3": 0}
-    assert started == [["k8s", cpsat.PRIORITY_FIRST, "slurm"]]
+    assert started == [["k8s", "slurm", cpsat.PRIORITY_FIRST]]
     assert "the second lane gave no plan (no time for one more greedy run)" in p.solver.detail
 
 
