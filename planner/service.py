@@ -126,11 +126,12 @@ class PlannerServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        # worker processes started by a fork server (itself a fresh interpreter), so
-        # that none is forked from this process's request threads; started with their
+        # worker processes started by a fork server (itself a fresh interpreter; spawned
+        # where there is none, as on Windows), so that none is forked from this
+        # process's request threads; started with their
         # imports (about 1 s) now, not on the first requests
-        pool = ProcessPoolExecutor(max_workers=self.slots,
-                                   mp_context=mp.get_context("forkserver"))
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        pool = ProcessPoolExecutor(max_workers=self.slots, mp_context=mp.get_context(method))
         for _ in range(self.slots):
             pool.submit(_warm)
         return pool
