@@ -15,10 +15,9 @@ child is killed. Lanes are used only where forking is safe and useful
 ``workers >= 2``, no other Python thread in the process (forking a process
 with running threads can copy a lock some thread holds; a server calling
 ``plan()`` from threads, like planner/service.py without ``processes``, plans in
-one lane), and not
-inside a daemonic process. Deterministic mode never uses lanes (R14: its plan
-must not depend on timing). docs/planner.md, section 2c, says what each lane
-does.
+one lane), and not inside a daemonic process. Deterministic mode never uses
+lanes (R14: its plan must not depend on timing). docs/planner.md, section 2c,
+says what each lane does.
 """
 
 from __future__ import annotations
