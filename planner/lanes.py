@@ -59,7 +59,10 @@ def available(workers: int) -> bool:
 
 
 def _child(send: Connection, fn: Callable[..., Any], args: tuple) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # Ctrl-C and SIGTERM are the parent's to handle (the Slurm loop, for one, stops
+    # after its tick): the child ignores the first and dies of the second
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         out: tuple[bool, Any] = (True, fn(*args))
     except Exception as e:  # noqa: BLE001 - any failure: the parent plans without it

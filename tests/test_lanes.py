@@ -78,6 +78,27 @@ def test_a_result_that_does_not_pickle_gives_none_and_says_why(
     assert capfd.readouterr().err == ""  # no traceback from the child
 
 
+def _sigterm_handled() -> str:
+    import signal
+
+    return "handled" if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL else "default"
+
+
+@fork_only
+def test_the_child_leaves_sigterm_to_the_parent() -> None:
+    # The Slurm loop (planner/slurm/run.py) traps SIGTERM to stop after its tick; a
+    # child forked from it must not run that handler (it would log a second stop):
+    # it gets the default action back.
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, lambda *_a: None)
+    try:
+        lane = Lane(_sigterm_handled)
+        assert lane.result(time.perf_counter() + 30) == "default"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @fork_only
 def test_a_child_that_dies_gives_none() -> None:
     lane = Lane(_die)
