@@ -868,6 +868,11 @@ def _reserve(problem: Problem, time_limit_s: float) -> float:
     return 0.05 * time_limit_s + 0.02 + min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
 
 
+def _also(*said: str) -> str:
+    """What was done, for solver.detail: the non-empty parts, comma-separated."""
+    return ", ".join(x for x in said if x)
+
+
 def _lane_runs(candidate: dict | str) -> float:
     """What a second-lane candidate costs, in greedy runs: 1.5 for a greedy variant
     (settings), BASELINE_RUN for a baseline (its name)."""
@@ -912,8 +917,8 @@ def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float,
     end = late - CHEAPER_TIMES * (time.perf_counter() - tr)
     best, ejected = eject(problem, best, deadline=eject_deadline(time.perf_counter(), end, late))
     best, cheaper = cheaper_victims(problem, best, late)
-    after = ", ".join(x for x in (polished, f"{ejected} job(s) admitted by ejection moves"
-                                  if ejected else "", cheaper) if x)
+    after = _also(polished, f"{ejected} job(s) admitted by ejection moves" if ejected else "",
+                  cheaper)
     return best, (f"the second lane's {what}, better, returned"
                   + (f" after {after}" if after else ""))
 
@@ -1010,16 +1015,19 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # other variants, when the time left holds it and the plain greedy plan below;
         # the Slurm-style one comes last
         offer(baseline("k8s"))
+    storm_variants: list[dict] = []  # the storm-priced variants, when they run
     if spare.storm_rejected and room(1.5):
         # the storage limit refused victims: also try spending the storm budget on
         # victims with small checkpoints (often admits more, see docs/planner.md)
         # (priced only on the storage targets where the limit refused a victim)
-        variants.append({"spare_lower": True, "storm_price": STORM_PRICE,
-                         "priced": frozenset(spare.full_storages)})
+        # (and the same without sparing free GPUs, optional: there a job that spares
+        # them evicts instead, spending the storm budget its tier's other jobs need)
+        storm = {"spare_lower": True, "storm_price": STORM_PRICE,
+                 "priced": frozenset(spare.full_storages)}
+        storm_variants = [storm, {**storm, "spare_free": False}]
+        variants.append(storm)
         if affordable(1.5 * len(variants) + 1.5):  # (the variants queued, and this one)
-            # the same without sparing free GPUs, optional: there a job that spares
-            # them evicts instead, spending the storm budget its tier's other jobs need
-            variants.append({**variants[-1], "spare_free": False})
+            variants.append(storm_variants[1])
     if affordable(1.5 * len(variants) + 1.5):  # (as above)
         # the sparing variant in the baselines' queue order: more important jobs
         # first within a tier. Largest-first can give a big job the nodes that two
@@ -1037,10 +1045,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # Kubernetes-style one before the Slurm-style one as on this lane: fewest
         # victims first often spends a count budget better, and this lane often has
         # no time for them)
-        lane_variants = [kw for kw in variants if kw is not PRIORITY_FIRST]
-        if spare.storm_rejected and len(lane_variants) == 1:
-            lane_variants.append({**lane_variants[0], "spare_free": False})
-        todo: list[dict | str] = [*lane_variants, PRIORITY_FIRST]
+        todo: list[dict | str] = [*storm_variants, PRIORITY_FIRST]
         if spare.budget_rejected:
             todo = (["k8s"] if "k8s" not in baselines_ran else []) + ["slurm"] + todo
         # the child ends GRACE_S before the parent's last pass (late, below), and the
@@ -1110,9 +1115,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             return {"tries": EJECT_TRIES}
         return {"deadline": eject_deadline(time.perf_counter(), end, late)}
 
-    def also(*said: str) -> str:
-        return ", ".join(x for x in said if x)
-
     def skipped(why: str) -> Plan:
         # the whole model does not fit in the budget: improve the greedy plan one
         # neighbourhood at a time with what is left (planner/lns.py)
@@ -1164,7 +1166,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if spare.budget_rejected or base_said:
             best, ejected = eject(problem, best, **eject_limit())
         best, cheaper = cheaper_victims(problem, best, late)
-        after = also(f"{ejected} job(s) admitted by ejection moves" if ejected else "", cheaper)
+        after = _also(f"{ejected} job(s) admitted by ejection moves" if ejected else "", cheaper)
         if lane is not None:
             other = lane.result(late - LANE_GRACE_S)
             if other is None:
@@ -1179,16 +1181,16 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             return assemble(problem, best, "fallback",
                             SolverInfo(engine="cp-sat", status="SKIPPED",
                                        wall_s=time.perf_counter() - t0,
-                                       detail=f"{why}; {also(base_said, after)}"))
+                                       detail=f"{why}; {_also(base_said, after)}"))
         if lns is not None:
-            more = also(lns[2], after)
+            more = _also(lns[2], after)
             return assemble(problem, best, "feasible",
                             SolverInfo(engine="cp-sat", status="LNS",
                                        wall_s=time.perf_counter() - t0,
                                        detail=f"{why}; the greedy plan{second} was improved "
                                        f"in {lns[0]} of {lns[1]} neighbourhood rounds"
                                        + (f", then by {more}" if more else "")))
-        said = also(polished, after)
+        said = _also(polished, after)
         return assemble(problem, best, "fallback",
                         SolverInfo(engine="cp-sat", status="SKIPPED",
                                    wall_s=time.perf_counter() - t0,
@@ -1245,7 +1247,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         best, ejected = eject(problem, best, **eject_limit())
         best, more = polish(problem, best, late)
         if ejected:  # the phases' bounds were for other admissions
-            more = also(f"{ejected} job(s) admitted by ejection moves", more)
+            more = _also(f"{ejected} job(s) admitted by ejection moves", more)
             bound_info = cost_bound = None
     gap = None  # relative gap of the last phase, reported only when every phase ran
     if bound_info is not None and len(statuses) == len(phases) and "SKIPPED" not in statuses:
