@@ -96,8 +96,9 @@ def run(args: Any) -> int:
 
             def progress(done: float, total: float) -> None:
                 now = time.monotonic()
-                bar.update(task, completed=done / max(total, 1e-9), refresh=now - shown[0] >= 0.1)
-                if now - shown[0] >= 0.1:
+                due = now - shown[0] >= 0.1
+                bar.update(task, completed=done / max(total, 1e-9), refresh=due)
+                if due:
                     shown[0] = now
 
             res = sim.run(progress)
