@@ -38,12 +38,19 @@ placed, and they are placed again, largest first. The move is kept when every on
 finds a place, else undone. (Gangs free to use any nodes can each take a node or
 two of the only block such a gang could use; moving one of them frees no block.)
 
+A fourth sweep makes chains of two moves, single-node jobs first: ``K`` leaves and
+``J`` is placed, but ``K`` finds no place; then each placed job ``K2`` that blocks
+``K`` is tried: ``K2`` leaves, ``K`` is placed, and ``K2`` is placed again. The move
+is kept when ``K2`` finds a place, else undone. Most tries find nothing and each
+places jobs twice, so the first chain found ends the sweep.
+
 Then the less important tiers' jobs come back: where they were, when their GPUs
 are still available to them within the limits, else where the greedy search puts
 them now, else deferred. Tier ``t`` admits more GPUs and the more important tiers
 as many, so the plan ranks above the one before (objective item 1 ranks the tiers
 first), and it is kept (checked). A shape of job that found no move is not tried
-again until a move changes the plan.
+again until a move changes the plan. A round over the tiers that admitted more is
+followed by another.
 
 Every placement comes from the greedy search or is checked like one: candidate
 nodes, rights (R7, R10), NVLink (R3), gangs (R2), the storm limit and the
@@ -73,10 +80,23 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
     plan is never worse than ``d``."""
     if _past(deadline):
         return d, 0
-    key = objective_of(problem, d).key()
     order = job_order(problem)
     admitted = 0
     budget = [math.inf if tries is None else tries]  # moves left to try, shared
+    # rounds over the tiers while one admits more (a chain ends its tier's sweep)
+    while True:
+        d, n = _round(problem, d, order, deadline, budget)
+        admitted += n
+        if not n or _late(budget, deadline):
+            return d, admitted
+
+
+def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: float | None,
+           budget: list[float]) -> tuple[Decision, int]:
+    """One round of :func:`eject` over the tiers, most important first: the improved
+    plan and the number of jobs it admits that ``d`` deferred."""
+    key = objective_of(problem, d).key()
+    admitted = 0
     for tier in sorted({i.job.tier for i in order}):
         todo = [i for i in order if i.job.tier == tier and i.job.id not in d.placements
                 and i.candidates]
@@ -97,6 +117,10 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
         n += sum(ej.admit(i, deadline) for i in todo if i.job.id not in ej.placements)
         # then, for gangs that keep one block or NVLink domain, the clearing of one
         n += sum(ej.clear(i, deadline) for i in todo)
+        # last, chains of two moves, single-node jobs first. They are slow, and most
+        # tries find nothing: the first chain found ends the sweep, so that the less
+        # important tiers get their moves in this round too (the next round goes on)
+        n += any(ej.chain(i, deadline) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         if not n:
             continue
         # the less important tiers back where they were when that still fits (a quick
@@ -129,6 +153,13 @@ def _late(budget: list[float], deadline: float | None) -> bool:
     return budget[0] <= 0 or _past(deadline)
 
 
+def _shape(info: PendingInfo) -> tuple:
+    """What a job's moves depend on: jobs of one shape find the same moves."""
+    job = info.job
+    return (job.tier, info.rights, job.gpus_per_node, info.need_nvlink, id(info.candidates),
+            job.nodes, job.same_block, job.same_nvlink_domain)
+
+
 class _Ejector:
     """One tier's pass: the greedy planner's state for plan ``d``, the plan's
     placements, and who uses which victim, kept in step through moves and undos."""
@@ -147,6 +178,7 @@ class _Ejector:
         self.moves = 0
         self.tried: dict[str, int] = {}  # job -> moves made when it last found no place
         self.relieved: dict[tuple, int] = {}  # (shape, storage) -> the same, for reliefs
+        self.unchained: dict[tuple, int] = {}  # shape -> the same, for chains
         for j, parts in self.placements.items():
             self._link(j, parts, True)
 
@@ -231,8 +263,7 @@ class _Ejector:
         """Place a deferred job at once, by a storm relief, or (``move``) by moving one
         placed job (see the module docstring); whether it was placed."""
         job = info.job
-        shape = (job.tier, info.rights, job.gpus_per_node, info.need_nvlink,
-                 id(info.candidates), job.nodes, job.same_block, job.same_nvlink_domain)
+        shape = _shape(info)
         if self.failed.get(shape) == self.moves or _late(self.budget, deadline):
             return False
         if self.tried.get(job.id) != self.moves:  # (the plan changed since it was tried)
@@ -257,15 +288,9 @@ class _Ejector:
                 return False
             self.budget[0] -= 1
             kinfo = self.p.pending[k]
-            ops = [self._leave(k)]
-            if job.nodes == 1 and self.g._node_option(self.st, info, ni) is None:
-                self._undo(ops)  # (a quick test: not even where k was)
+            ops = self._instead(info, k, ni)
+            if ops is None:
                 continue
-            placed = self._place(info)
-            if placed is None:
-                self._undo(ops)
-                continue
-            ops.append(placed)
             if self._place(kinfo) is None and not (kinfo.job.tier == tier
                                                    and kinfo.job.total_gpus < size):
                 self._undo(ops)  # (k deferred would cost its tier, or tier t, GPUs)
@@ -273,6 +298,54 @@ class _Ejector:
             self.moves += 1
             return True
         self.failed[shape] = self.moves
+        return False
+
+    def _instead(self, info: PendingInfo, k: str, ni: int) -> list[tuple] | None:
+        """Placed job k, which blocks the job on node ni, leaves and the job is placed:
+        the undo records, or None (undone) when the job still finds no place."""
+        ops = [self._leave(k)]
+        if info.job.nodes == 1 and self.g._node_option(self.st, info, ni) is None:
+            self._undo(ops)  # (a quick test: not even where k was)
+            return None
+        placed = self._place(info)
+        if placed is None:
+            self._undo(ops)
+            return None
+        return ops + [placed]
+
+    def chain(self, info: PendingInfo, deadline: float | None) -> bool:
+        """The fourth sweep's move, a chain of two: a placed job ``K`` that blocks the
+        deferred job ``J`` leaves and ``J`` is placed (as in the one-job move), but
+        ``K`` finds no place; then each placed job ``K2`` that blocks ``K`` is tried:
+        ``K2`` leaves, ``K`` is placed, and ``K2`` is placed again. The move is kept
+        when ``K2`` finds a place, else undone. Whether ``J`` was placed."""
+        job = info.job
+        shape = _shape(info)
+        if (job.id in self.placements or self.unchained.get(shape) == self.moves
+                or _late(self.budget, deadline)):
+            return False
+        pend = self.p.pending
+        for k, ni in self._blockers(info):
+            if _late(self.budget, deadline):
+                return False
+            kinfo = pend[k]
+            ops = self._instead(info, k, ni)
+            if ops is None:
+                continue
+            for k2, _n2 in self._blockers(kinfo):
+                if k2 == job.id:
+                    continue
+                if _late(self.budget, deadline):
+                    self._undo(ops)
+                    return False
+                self.budget[0] -= 1
+                more = [self._leave(k2)]
+                if self._place_all([k, k2], more):
+                    self.moves += 1
+                    return True
+                self._undo(more)
+            self._undo(ops)
+        self.unchained[shape] = self.moves
         return False
 
     def clear(self, info: PendingInfo, deadline: float | None) -> bool:

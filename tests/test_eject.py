@@ -352,3 +352,64 @@ def test_a_gang_that_keeps_one_block_gets_one_cleared() -> None:
         "J": ["n1", "n2"], "K1": ["n3", "n5"], "K2": ["n4", "n6"]}
     assert objective_of(problem, after).admitted_gpus == {"1": 48, "2": 0, "3": 0}
     _valid(snap, problem, after)
+
+
+def _chain_snap(copies: int) -> dict[str, Any]:
+    """``copies`` times: na (H200, NVSwitch), nb (H200, NVLink pairs), nc (H100,
+    pairs), all free; tier-2 jobs J (8 H200 GPUs with NVLink: na only), K (8 H200
+    GPUs: na or nb) and L (8 GPUs of any type: any of the three)."""
+    nodes, jobs = [], []
+    for c in range(copies):
+        nodes += [{**_node(f"n{c}a"), "gpu_type": "H200"},
+                  {**_node(f"n{c}b", PAIRS), "gpu_type": "H200"},
+                  {**_node(f"n{c}c", PAIRS), "gpu_type": "H100"}]
+        jobs += [{**_job(f"J{c}", 10, topology="nvlink"), "gpu_type": "H200"},
+                 {**_job(f"K{c}", 20), "gpu_type": "H200"}, _job(f"L{c}", 30)]
+    return _snap(nodes, jobs)
+
+
+def test_a_chain_of_two_moves_admits_a_job_no_single_move_can() -> None:
+    # A plan given by hand: K on na, L on nb, J deferred (16 tier-2 GPUs). Moving K
+    # alone frees na for J, but K finds no place (nb is L's, nc is H100) and, of
+    # J's tier and as large, may not be deferred: undone. The chain: J takes na, L
+    # leaves nb for nc, K takes nb. 24 tier-2 GPUs, priority value
+    # (10 + 20 + 30) x 8 = 480, nothing evicted.
+    snap = _chain_snap(1)
+    problem = build_problem(load_snapshot(snap))
+    ix = problem.node_index
+    before = Decision(set(), {"K0": [(ix["n0a"], 0xFF)], "L0": [(ix["n0b"], 0xFF)]})
+    _valid(snap, problem, before)
+    after, moves = eject(problem, before)
+    assert moves == 1
+    assert _nodes_of(problem, after) == {"J0": ["n0a"], "K0": ["n0b"], "L0": ["n0c"]}
+    obj = objective_of(problem, after)
+    assert obj.admitted_gpus == {"1": 0, "2": 24, "3": 0}
+    assert obj.priority_value == 480 and obj.evictions == 0
+    _valid(snap, problem, after)
+
+
+def test_a_chain_ends_the_sweep_and_the_next_round_makes_the_next() -> None:
+    # Two copies of the case above. The first chain found (J0's) ends tier 2's
+    # sweep in the first round; the second round makes J1's: 48 tier-2 GPUs.
+    # With four tries, only J0's chain: J0's one-job moves spend two (K0, then K1,
+    # which may leave n1a for J0; J1, of the same shape, is not tried again), and
+    # its chain two: K0 leaves and J0 takes n0a; of the jobs blocking K0, K1 (by
+    # id) leaves n1a for K0 but finds no place, undone; L0 goes to n0c and K0 takes
+    # n0b: 40 GPUs. With three, none.
+    snap = _chain_snap(2)
+    problem = build_problem(load_snapshot(snap))
+    ix = problem.node_index
+    before = Decision(set(), {f"{j}{c}": [(ix[f"n{c}{n}"], 0xFF)]
+                              for c in (0, 1) for j, n in (("K", "a"), ("L", "b"))})
+    after, moves = eject(problem, before)
+    assert moves == 2
+    assert objective_of(problem, after).admitted_gpus == {"1": 0, "2": 48, "3": 0}
+    assert _nodes_of(problem, after) == {f"{j}{c}": [f"n{c}{n}"] for c in (0, 1)
+                                         for j, n in (("J", "a"), ("K", "b"), ("L", "c"))}
+    _valid(snap, problem, after)
+    after, moves = eject(problem, before, tries=4)
+    assert moves == 1
+    assert objective_of(problem, after).admitted_gpus == {"1": 0, "2": 40, "3": 0}
+    _valid(snap, problem, after)
+    assert eject(problem, before, tries=3)[1] == 0
+    _valid(snap, problem, after)
