@@ -26,12 +26,14 @@ without other threads.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import math
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -131,7 +133,8 @@ class PlannerServer(ThreadingHTTPServer):
         # process's request threads; started with their
         # imports (about 1 s) now, not on the first requests
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        pool = ProcessPoolExecutor(max_workers=self.slots, mp_context=mp.get_context(method))
+        pool = ProcessPoolExecutor(max_workers=self.slots, mp_context=mp.get_context(method),
+                                   initializer=_end_with, initargs=(os.getpid(),))
         for _ in range(self.slots):
             pool.submit(_warm)
         return pool
@@ -432,6 +435,36 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if not self.server.quiet:
             log.info("%s - %s", self.address_string(), format % args)
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
+
+
+def _end_with(server_pid: int) -> None:
+    """In a new worker process: end with the server, even one killed by SIGKILL.
+
+    A fork-server worker receives the server's end of the pipe by which the fork
+    server knows that the server lives; while any worker kept it open, a server
+    killed without cleaning up left the fork server and its idle workers waiting
+    for ever. The worker closes it (it starts no processes by the fork server: the
+    second lane forks), so the fork server ends with the server, and on Linux the
+    worker asks to be killed when its parent, the fork server, ends."""
+    if not sys.platform.startswith("linux") or os.getppid() == server_pid:
+        return  # (spawned by the server itself: a thread of it, which may end first)
+    from multiprocessing import forkserver
+
+    fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
+    if fd is not None:
+        os.close(fd)
+        forkserver._forkserver._forkserver_alive_fd = None
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # (no prctl: a worker may then outlive a SIGKILL)
+        return
+    try:
+        os.kill(server_pid, 0)  # (the server already gone, before prctl took effect)
+    except ProcessLookupError:
+        os._exit(0)
 
 
 def _warm() -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import copy
 import http.client
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -378,6 +382,72 @@ def test_serve_stops_cleanly_on_sigterm() -> None:
             proc.kill()
     assert proc.returncode == 0
     assert "Traceback" not in err
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:  # (gone meanwhile)
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
+def test_the_workers_end_with_a_server_killed_by_sigkill() -> None:
+    # A server killed by SIGKILL (out of memory, kill -9) cannot stop its workers.
+    # They close their copy of the pipe by which the fork server knows the server
+    # lives, so the fork server ends with it, and each asks to be killed when the
+    # fork server ends: nothing is left (before, the fork server, both workers and
+    # the resource tracker waited for ever).
+    proc = subprocess.Popen([sys.executable, "-c", "import cli; raise SystemExit(cli.main())",
+                             "serve", "--port", "0", "--quiet", "--max-concurrent", "2"],
+                            stderr=subprocess.PIPE, text=True,
+                            cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    below: list[int] = []
+    try:
+        assert proc.stderr is not None
+        line = ""
+        while "serving on" not in line:
+            line += proc.stderr.readline()
+            assert proc.poll() is None, line
+        url = line.split("serving on ")[1].split()[0]
+        host, port = url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/v1/plan?deterministic=true", body=json.dumps(SNAP).encode())
+        assert conn.getresponse().status == 200  # (a worker planned it)
+        conn.close()
+        below = _descendants(proc.pid)
+        assert len(below) >= 4  # the fork server, two workers, the resource tracker
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        for _ in range(300):  # (at most 30 s; they go within a second)
+            if not any(_running(p) for p in below):
+                break
+            time.sleep(0.1)
+        assert [p for p in below if _running(p)] == []
+    finally:
+        for p in [proc.pid, *below]:
+            if _running(p):
+                os.kill(p, signal.SIGKILL)
 
 
 def test_a_dead_worker_gives_503_and_the_workers_are_restarted() -> None:
