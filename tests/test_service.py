@@ -351,15 +351,11 @@ def test_worker_processes_may_use_a_second_lane() -> None:
         srv.pool.submit(lanes.available, 2)
 
 
-def test_serve_stops_cleanly_on_sigterm() -> None:
-    # Kubernetes and systemd stop a service with SIGTERM: the server then closes its
-    # socket and stops its worker processes, and exits with status 0, no traceback.
-    import signal
-    import subprocess
-    import sys
-
+def _serve_and_plan(*args: str) -> subprocess.Popen:
+    """``preempt-planner serve --port 0 --quiet ARGS`` in a new process, once it has
+    answered one plan request (by a worker: its status is "optimal")."""
     proc = subprocess.Popen([sys.executable, "-c", "import cli; raise SystemExit(cli.main())",
-                             "serve", "--port", "0", "--quiet"],
+                             "serve", "--port", "0", "--quiet", *args],
                             stderr=subprocess.PIPE, text=True,
                             cwd=str(__import__("pathlib").Path(__file__).parent.parent))
     try:
@@ -375,6 +371,17 @@ def test_serve_stops_cleanly_on_sigterm() -> None:
         resp = conn.getresponse()
         assert resp.status == 200 and json.loads(resp.read())["status"] == "optimal"
         conn.close()
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
+
+
+def test_serve_stops_cleanly_on_sigterm() -> None:
+    # Kubernetes and systemd stop a service with SIGTERM: the server then closes its
+    # socket and stops its worker processes, and exits with status 0, no traceback.
+    proc = _serve_and_plan()
+    try:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
     finally:
@@ -418,23 +425,9 @@ def test_the_workers_end_with_a_server_killed_by_sigkill() -> None:
     # lives, so the fork server ends with it, and each asks to be killed when the
     # fork server ends: nothing is left (before, the fork server, both workers and
     # the resource tracker waited for ever).
-    proc = subprocess.Popen([sys.executable, "-c", "import cli; raise SystemExit(cli.main())",
-                             "serve", "--port", "0", "--quiet", "--max-concurrent", "2"],
-                            stderr=subprocess.PIPE, text=True,
-                            cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    proc = _serve_and_plan("--max-concurrent", "2")
     below: list[int] = []
     try:
-        assert proc.stderr is not None
-        line = ""
-        while "serving on" not in line:
-            line += proc.stderr.readline()
-            assert proc.poll() is None, line
-        url = line.split("serving on ")[1].split()[0]
-        host, port = url.removeprefix("http://").split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=30)
-        conn.request("POST", "/v1/plan?deterministic=true", body=json.dumps(SNAP).encode())
-        assert conn.getresponse().status == 200  # (a worker planned it)
-        conn.close()
         below = _descendants(proc.pid)
         assert len(below) >= 4  # the fork server, two workers, the resource tracker
         proc.send_signal(signal.SIGKILL)
