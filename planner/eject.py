@@ -41,8 +41,9 @@ two of the only block such a gang could use; moving one of them frees no block.)
 A fourth sweep makes chains of two moves, single-node jobs first: ``K`` leaves and
 ``J`` is placed, but ``K`` finds no place; then each placed job ``K2`` that blocks
 ``K`` is tried: ``K2`` leaves, ``K`` is placed, and ``K2`` is placed again. The move
-is kept when ``K2`` finds a place, else undone. Most tries find nothing and each
-places jobs twice, so the first chain found ends the sweep.
+is kept when ``K2`` finds a place, else undone (and ``K2`` is not tried again for
+``J``). Most tries find nothing and each places jobs twice, so the first chain
+found ends the sweep.
 
 Then the less important tiers' jobs come back: where they were, when their GPUs
 are still available to them within the limits, else where the greedy search puts
@@ -83,7 +84,8 @@ def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
     order = job_order(problem)
     admitted = 0
     budget = [math.inf if tries is None else tries]  # moves left to try, shared
-    # rounds over the tiers while one admits more (a chain ends its tier's sweep)
+    # rounds over the tiers while one admits more (a chain found ends its tier's
+    # sweep: the next round goes on)
     while True:
         d, n = _round(problem, d, order, deadline, budget)
         admitted += n
@@ -238,23 +240,45 @@ class _Ejector:
         return next(m for n2, m in self.placements[k] if n2 == ni)
 
     # -- moves ----------------------------------------------------------------------
-    def _blockers(self, info: PendingInfo) -> list[tuple[str, int]]:
+    def _blockers(self, info: PendingInfo, *, whole: bool = False) -> list[tuple[str, int]]:
         """(placed job, node): placed jobs without whose GPUs on one of the job's
         candidate nodes it would fit there, less important tiers first, then smaller
-        jobs first."""
-        gpn, need = info.job.gpus_per_node, info.need_nvlink
+        jobs first. With ``whole``, for a gang, only those whose leaving leaves it as
+        many nodes as it needs where it could fit, evicting what it may, in one group
+        (block or NVLink domain, when it keeps one): necessary, not sufficient (the
+        storm limit and the budgets may still refuse)."""
+        g, gpn, need = self.g, info.job.gpus_per_node, info.need_nvlink
+        whole = whole and info.job.nodes > 1
         found: dict[str, int] = {}
+        # (with whole) per group: nodes that could host a shard, evicting what it may;
+        # and job -> group -> the nodes its leaving adds
+        hosts: dict[tuple, int] = {}
+        freed: dict[str, dict[tuple, int]] = {}
         for ni in info.candidates:
             here = self.on.get(ni)
-            if not here:
+            if not (here or whole):
                 continue
-            avail = self.g._avail(self.st, info, ni)
+            avail = g._avail(self.st, info, ni)
             layout = self.p.nodes[ni].layout
-            for k in here:
-                if k in found:
-                    continue
-                if topo.layout_fits(layout, avail | self._held(k, ni), gpn, need):
+            for k in here or ():
+                if k not in found and topo.layout_fits(layout, avail | self._held(k, ni),
+                                                       gpn, need):
                     found[k] = ni
+            if whole:
+                group = g._group_key(info, ni)
+                for v in g.allowed_victims(self.st, info, ni):
+                    avail |= g.vmask[(v, ni)]
+                if topo.layout_fits(layout, avail, gpn, need):
+                    hosts[group] = hosts.get(group, 0) + 1
+                    continue
+                for k in here or ():
+                    if topo.layout_fits(layout, avail | self._held(k, ni), gpn, need):
+                        per = freed.setdefault(k, {})
+                        per[group] = per.get(group, 0) + 1
+        if whole:
+            found = {k: ni for k, ni in found.items()
+                     if any(hosts.get(gr, 0) + n >= info.job.nodes
+                            for gr, n in freed.get(k, {}).items())}
         pend = self.p.pending
         return sorted(found.items(),
                       key=lambda kn: (-pend[kn[0]].job.tier, pend[kn[0]].job.total_gpus, kn[0]))
@@ -318,22 +342,25 @@ class _Ejector:
         deferred job ``J`` leaves and ``J`` is placed (as in the one-job move), but
         ``K`` finds no place; then each placed job ``K2`` that blocks ``K`` is tried:
         ``K2`` leaves, ``K`` is placed, and ``K2`` is placed again. The move is kept
-        when ``K2`` finds a place, else undone. Whether ``J`` was placed."""
+        when ``K2`` finds a place, else undone; a ``K2`` that found no place is not
+        tried again for another ``K`` (the plan differs only by ``K`` and ``J``).
+        Whether ``J`` was placed."""
         job = info.job
         shape = _shape(info)
         if (job.id in self.placements or self.unchained.get(shape) == self.moves
                 or _late(self.budget, deadline)):
             return False
         pend = self.p.pending
-        for k, ni in self._blockers(info):
+        stuck: set[str] = set()  # jobs K2 that found no place again, for an earlier K
+        for k, ni in self._blockers(info, whole=True):
             if _late(self.budget, deadline):
                 return False
             kinfo = pend[k]
             ops = self._instead(info, k, ni)
             if ops is None:
                 continue
-            for k2, _n2 in self._blockers(kinfo):
-                if k2 == job.id:
+            for k2, _n2 in self._blockers(kinfo, whole=True):
+                if k2 == job.id or k2 in stuck:
                     continue
                 if _late(self.budget, deadline):
                     self._undo(ops)
@@ -343,6 +370,8 @@ class _Ejector:
                 if self._place_all([k, k2], more):
                     self.moves += 1
                     return True
+                if len(more) == 2:  # (k placed, k2 not)
+                    stuck.add(k2)
                 self._undo(more)
             self._undo(ops)
         self.unchained[shape] = self.moves

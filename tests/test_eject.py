@@ -19,7 +19,7 @@ import pytest
 from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.assemble import Decision, assemble, clean, objective_of
-from planner.eject import eject
+from planner.eject import _Ejector, eject
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
 from planner.verify import verify
@@ -354,15 +354,17 @@ def test_a_gang_that_keeps_one_block_gets_one_cleared() -> None:
     _valid(snap, problem, after)
 
 
-def _chain_snap(copies: int) -> dict[str, Any]:
+def _chain_snap(copies: int, spare: bool = True) -> dict[str, Any]:
     """``copies`` times: na (H200, NVSwitch), nb (H200, NVLink pairs), nc (H100,
-    pairs), all free; tier-2 jobs J (8 H200 GPUs with NVLink: na only), K (8 H200
-    GPUs: na or nb) and L (8 GPUs of any type: any of the three)."""
+    pairs; only when ``spare``), all free; tier-2 jobs J (8 H200 GPUs with NVLink:
+    na only), K (8 H200 GPUs: na or nb) and L (8 GPUs of any type: any of the
+    three)."""
     nodes, jobs = [], []
     for c in range(copies):
         nodes += [{**_node(f"n{c}a"), "gpu_type": "H200"},
-                  {**_node(f"n{c}b", PAIRS), "gpu_type": "H200"},
-                  {**_node(f"n{c}c", PAIRS), "gpu_type": "H100"}]
+                  {**_node(f"n{c}b", PAIRS), "gpu_type": "H200"}]
+        if spare:
+            nodes.append({**_node(f"n{c}c", PAIRS), "gpu_type": "H100"})
         jobs += [{**_job(f"J{c}", 10, topology="nvlink"), "gpu_type": "H200"},
                  {**_job(f"K{c}", 20), "gpu_type": "H200"}, _job(f"L{c}", 30)]
     return _snap(nodes, jobs)
@@ -413,3 +415,74 @@ def test_a_chain_ends_the_sweep_and_the_next_round_makes_the_next() -> None:
     _valid(snap, problem, after)
     assert eject(problem, before, tries=3)[1] == 0
     _valid(snap, problem, after)
+
+
+def _spy_chain_leaves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The jobs that leave their place in chain searches, in order."""
+    left: list[str] = []
+    real_chain, real_leave = _Ejector.chain, _Ejector._leave
+
+    def chain(self: _Ejector, info: Any, deadline: Any) -> bool:
+        def leave(k: str) -> tuple:
+            left.append(k)
+            return real_leave(self, k)
+
+        self._leave = leave  # type: ignore[method-assign]
+        try:
+            return real_chain(self, info, deadline)
+        finally:
+            del self._leave
+
+    monkeypatch.setattr(_Ejector, "chain", chain)
+    return left
+
+
+def test_a_chain_moves_for_a_gang_only_jobs_that_free_enough_of_one_block(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Free 8-GPU nodes: p1 (H200), p2, p3 in block b1; q1, q2 in b2; s1 alone in b4
+    # (H100). A plan given by hand: tier-1 gang K (2 x 8 GPUs, one block) on p1 and
+    # p2; tier-2 jobs X on q1, Y on q2, Z on p3; tier-2 job J (8 H200 GPUs: p1 only)
+    # deferred. Moving K alone fails: no block has two nodes for it. The chain: K
+    # leaves and J takes p1; of the jobs that block K, X and Y would each free one
+    # node of b2, where K would then have one: not tried. Z frees p3, which with p2
+    # makes two in b1: Z goes to s1 and K takes p2 and p3. 16 tier-1 GPUs, 32 tier-2.
+    def node(nid: str, block: str, gpu: str = "H100") -> dict[str, Any]:
+        return {**_node(nid), "block": block, "gpu_type": gpu}
+
+    snap = _snap([node("p1", "b1", "H200"), node("p2", "b1"), node("p3", "b1"),
+                  node("q1", "b2"), node("q2", "b2"), node("s1", "b4")],
+                 [{**_job("J", 10), "gpu_type": "H200"}, _job("X", 20), _job("Y", 20),
+                  _job("Z", 20),
+                  {**_job("K", 30, tier=1), "nodes": 2, "same_block": True}])
+    problem = build_problem(load_snapshot(snap))
+    ix = problem.node_index
+    before = Decision(set(), {"K": [(ix["p1"], 0xFF), (ix["p2"], 0xFF)],
+                              "X": [(ix["q1"], 0xFF)], "Y": [(ix["q2"], 0xFF)],
+                              "Z": [(ix["p3"], 0xFF)]})
+    _valid(snap, problem, before)
+    left = _spy_chain_leaves(monkeypatch)
+    after, moves = eject(problem, before)
+    assert moves == 1 and left == ["K", "Z"]
+    assert {j: sorted(n) for j, n in _nodes_of(problem, after).items()} == {
+        "J": ["p1"], "K": ["p2", "p3"], "X": ["q1"], "Y": ["q2"], "Z": ["s1"]}
+    assert objective_of(problem, after).admitted_gpus == {"1": 16, "2": 32, "3": 0}
+    _valid(snap, problem, after)
+
+
+def test_a_chain_search_does_not_move_a_job_that_found_no_place_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two copies without nc: K0 on n0a, L0 on n0b, K1 on n1a, L1 on n1b; no chain
+    # exists (all four nodes stay taken). J0's search: K0 leaves n0a for J0; the
+    # jobs blocking K0, by id, are K1, L0 and L1; each leaves, K0 takes its node,
+    # and it finds no place again. Then K1 leaves n1a for J0; of the jobs blocking
+    # K1 (K0, L0, L1), only K0 is tried: L0 and L1 found no place already. (J1, of
+    # J0's shape, is not searched.) Nothing changes.
+    snap = _chain_snap(2, spare=False)
+    problem = build_problem(load_snapshot(snap))
+    ix = problem.node_index
+    before = Decision(set(), {f"{j}{c}": [(ix[f"n{c}{n}"], 0xFF)]
+                              for c in (0, 1) for j, n in (("K", "a"), ("L", "b"))})
+    left = _spy_chain_leaves(monkeypatch)
+    after, moves = eject(problem, before)
+    assert moves == 0 and after is before
+    assert left == ["K0", "K1", "L0", "L1", "K1", "K0"]
