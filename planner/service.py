@@ -455,8 +455,11 @@ def _end_with(server_pid: int) -> None:
 
     fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
     if fd is not None:
-        os.close(fd)
         forkserver._forkserver._forkserver_alive_fd = None
+        try:
+            os.close(fd)
+        except OSError:  # (not open: nothing to close)
+            pass
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # (no prctl: a worker may then outlive a SIGKILL)
