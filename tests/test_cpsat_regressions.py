@@ -438,7 +438,8 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     # (EXTRA_SHARE = 0), the whole model unbuildable and LNS finding nothing: the
     # Kubernetes-style baseline's plan (16/97/6 GPUs per tier) beats the greedy
     # plans' 16/93 and is returned, polished, and the detail says so. (Ejection
-    # moves, planner/eject.py, are off: they would admit more tier-3 jobs.)
+    # moves and priority swaps, planner/eject.py, are off: they would admit more
+    # tier-3 jobs, and swap one for a priority value of 6,685.)
     import json
     from pathlib import Path
 
@@ -454,6 +455,7 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     monkeypatch.setattr(planner.lns, "improve",
                         lambda problem, d, deadline, **k: planner.lns.LnsResult(d, 0, 0))
     monkeypatch.setattr(cpsat, "eject", lambda problem, d, *a, **k: (d, 0))
+    monkeypatch.setattr(cpsat, "upgrade", lambda problem, d, *a, **k: (d, 0))
     p = plan(data, time_limit_s=1.0)
     assert p.status == "fallback" and p.solver.status == "SKIPPED"
     assert "the Kubernetes-style baseline's plan, better, returned" in p.solver.detail

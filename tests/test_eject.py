@@ -19,9 +19,10 @@ import pytest
 from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.assemble import Decision, assemble, clean, objective_of
-from planner.eject import _Ejector, eject
+from planner.eject import _Ejector, eject, upgrade
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
+from planner.repack import repack
 from planner.verify import verify
 
 NOW = "2026-11-30T08:00:00Z"
@@ -486,3 +487,32 @@ def test_a_chain_search_does_not_move_a_job_that_found_no_place_again(
     after, moves = eject(problem, before)
     assert moves == 0 and after is before
     assert left == ["K0", "K1", "L0", "L1", "K1", "K0"]
+
+
+def test_a_priority_swap_places_more_important_jobs_anywhere() -> None:
+    # Free nodes n1, n2 (H100) and n3 (H200), all NVSwitch. A plan given by hand:
+    # tier-2 gang K (2 x 8 GPUs, priority 1) on n1 and n2; tier-2 job M (8 GPUs,
+    # priority 30) on n3; deferred tier-2 jobs J1 (8 GPUs, priority 10) and J2
+    # (8 H200 GPUs, priority 20). Priority value 1 x 16 + 30 x 8 = 256. Repacking
+    # cannot swap: J2 cannot use K's H100 GPUs, and J1 alone leaves 8 of them
+    # unused. The swap: K leaves; J2, most important, takes n3 by moving M to n1;
+    # J1 takes n2. The same 24 tier-2 GPUs, priority value
+    # 30 x 8 + 20 x 8 + 10 x 8 = 480.
+    snap = _snap([{**_node("n1"), "gpu_type": "H100"}, {**_node("n2"), "gpu_type": "H100"},
+                  {**_node("n3"), "gpu_type": "H200"}],
+                 [{**_job("K", 1), "nodes": 2}, _job("M", 30), _job("J1", 10),
+                  {**_job("J2", 20), "gpu_type": "H200"}])
+    problem = build_problem(load_snapshot(snap))
+    ix = problem.node_index
+    before = Decision(set(), {"K": [(ix["n1"], 0xFF), (ix["n2"], 0xFF)],
+                              "M": [(ix["n3"], 0xFF)]})
+    _valid(snap, problem, before)
+    assert repack(problem, before)[1] == 0
+    after, swaps = upgrade(problem, before)
+    assert swaps == 1
+    assert _nodes_of(problem, after) == {"J1": ["n2"], "J2": ["n3"], "M": ["n1"]}
+    obj = objective_of(problem, after)
+    assert obj.admitted_gpus == {"1": 0, "2": 24, "3": 0} and obj.priority_value == 480
+    _valid(snap, problem, after)
+    # nothing more important to swap in: no swap
+    assert upgrade(problem, after) == (after, 0)
