@@ -225,6 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         endpoint = path if path in ROUTES else "other"
+        self._metric: tuple[str, str, float] | None = (endpoint, method, t0)
         status = 500
         try:
             allowed = ROUTES.get(path)
@@ -257,12 +258,22 @@ class _Handler(BaseHTTPRequestHandler):
             status = self._send_json(500, {"error": "internal error",
                                            "messages": [f"{type(exc).__name__}: {exc}"]})
         finally:
-            m = self.server.metrics
-            m.requests.labels(endpoint, method, str(status)).inc()
-            m.request_seconds.labels(endpoint).observe(time.perf_counter() - t0)
+            self._count(status)  # (when nothing was sent)
+
+    def _count(self, status: int) -> None:
+        """Count the request, once, before its answer goes out: a client that reads
+        /metrics after its answer must find it counted."""
+        if self._metric is None:
+            return
+        endpoint, method, t0 = self._metric
+        self._metric = None
+        m = self.server.metrics
+        m.requests.labels(endpoint, method, str(status)).inc()
+        m.request_seconds.labels(endpoint).observe(time.perf_counter() - t0)
 
     # ------------------------------------------------------------- requests
     _body_read = False
+    _metric: tuple[str, str, float] | None = None  # (endpoint, method, start) to count
 
     def _raw_body(self) -> bytes:
         """The request body's bytes; 411/413/400 before or instead of reading it."""
@@ -420,6 +431,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, ctype: str,
               headers: dict[str, str] | None = None, head: bool = False) -> int:
+        self._count(status)
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
