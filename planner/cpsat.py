@@ -102,7 +102,7 @@ EJECT_TRIES = 1000
 # (see eject_deadline)
 EJECT_LEAST_SHARE = 0.5
 # of the time ejection moves get, the share kept for priority swaps after them
-# (planner/eject.py, upgrade). None: they get what ejection leaves. Admitted GPUs
+# (planner/eject.py, upgrade). 0: they get what ejection leaves. Admitted GPUs
 # rank first: with 20%, on 36 random clusters of 128-2,048 nodes, 8 plans lost
 # 4-24 GPUs of a tier for 12 that gained priority value (docs/planner.md, 2b)
 UPGRADE_SHARE = 0.0

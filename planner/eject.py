@@ -188,8 +188,12 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
             break
         kjob = pend[k].job
         size = kjob.total_gpus
-        queue = [i for i in deferred.get(kjob.tier, ()) if i.job.priority > kjob.priority
-                 and i.job.total_gpus <= size and (ej is None or i.job.id not in ej.placements)]
+        queue = []
+        for i in deferred.get(kjob.tier, ()):  # most important first
+            if i.job.priority <= kjob.priority:
+                break
+            if i.job.total_gpus <= size and (ej is None or i.job.id not in ej.placements):
+                queue.append(i)
         if sum(i.job.total_gpus for i in queue) < size:
             continue  # they could not use as many GPUs
         if ej is None:
