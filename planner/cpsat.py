@@ -101,11 +101,6 @@ EJECT_TRIES = 1000
 # ... and at least this share of the time left until the last polishing pass must end
 # (see eject_deadline)
 EJECT_LEAST_SHARE = 0.5
-# of the time ejection moves get, the share kept for priority swaps after them
-# (planner/eject.py, upgrade). 0: they get what ejection leaves. Admitted GPUs
-# rank first: with 20%, on 36 random clusters of 128-2,048 nodes, 8 plans lost
-# 4-24 GPUs of a tier for 12 that gained priority value (docs/planner.md, 2b)
-UPGRADE_SHARE = 0.0
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
 
@@ -866,14 +861,14 @@ def eject_deadline(now: float, end: float, late: float) -> float:
 def eject_and_upgrade(problem: Problem, d: Decision, limit: dict[str, float]
                       ) -> tuple[Decision, int, int]:
     """Ejection moves, then priority swaps (planner/eject.py), within ``limit``: a
-    deadline, of which the swaps get the last UPGRADE_SHARE and whatever ejection
-    leaves (it stops early after a round that admits nothing), or in deterministic
+    deadline, of which the swaps get what ejection leaves (it stops early after a
+    round that admits nothing; admitted GPUs rank first: with the last 20% kept for
+    the swaps, on 36 random clusters of 128-2,048 nodes, 8 plans lost 4-24 GPUs of a
+    tier for 12 that gained priority value, docs/planner.md 2b), or in deterministic
     mode a number of tries for each. The plan, the jobs ejection admitted and the
     swaps made."""
     if "deadline" in limit:
-        now = time.perf_counter()
-        cut = now + (1 - UPGRADE_SHARE) * max(0.0, limit["deadline"] - now)
-        d, ejected = eject(problem, d, deadline=cut)
+        d, ejected = eject(problem, d, deadline=limit["deadline"])
         d, swaps = upgrade(problem, d, deadline=limit["deadline"])
     else:
         d, ejected = eject(problem, d, tries=int(limit["tries"]))

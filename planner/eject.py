@@ -382,28 +382,39 @@ class _Ejector:
             self.tried[job.id] = self.moves
         if not move:
             return False
-        tier, size = job.tier, job.total_gpus
         blockers = self._blockers(info)
         if job.nodes > 1:
             # a gang seldom fits by moving one job, and each try searches every
             # candidate node: only the first few (see docs/planner.md 2b)
             blockers = blockers[:GANG_BLOCKERS]
+        if self._move_one(info, blockers, deadline, may_defer=True) is not None:
+            self.moves += 1
+            return True
+        self.failed[shape] = self.moves
+        return False
+
+    def _move_one(self, info: PendingInfo, blockers: list[tuple[str, int]],
+                  deadline: float | None, *, may_defer: bool = False) -> list[tuple] | None:
+        """The one-job move: each placed job ``k`` of ``blockers`` in turn leaves, the
+        job is placed, and ``k`` is placed again; with ``may_defer``, ``k`` may stay
+        deferred when that still raises the job's tier's GPUs (``k`` of its tier and
+        smaller). The undo records of the first that works, or None."""
+        job = info.job
         for k, ni in blockers:
             if _late(self.budget, deadline):
-                return False
+                return None
             self.budget[0] -= 1
             kinfo = self.p.pending[k]
             ops = self._instead(info, k, ni)
             if ops is None:
                 continue
-            if self._place(kinfo) is None and not (kinfo.job.tier == tier
-                                                   and kinfo.job.total_gpus < size):
-                self._undo(ops)  # (k deferred would cost its tier, or tier t, GPUs)
-                continue
-            self.moves += 1
-            return True
-        self.failed[shape] = self.moves
-        return False
+            back = self._place(kinfo)
+            if back is not None:
+                return ops + [back]
+            if may_defer and kinfo.job.tier == job.tier and kinfo.job.total_gpus < job.total_gpus:
+                return ops
+            self._undo(ops)  # (k deferred would cost its tier, or the job's, GPUs)
+        return None
 
     def _instead(self, info: PendingInfo, k: str, ni: int) -> list[tuple] | None:
         """Placed job k, which blocks the job on node ni, leaves and the job is placed:
@@ -425,18 +436,7 @@ class _Ejector:
         op = self._place(info)
         if op is not None:
             return [op]
-        for k, ni in self._blockers(info)[:GANG_BLOCKERS]:
-            if _late(self.budget, deadline):
-                return None
-            self.budget[0] -= 1
-            ops = self._instead(info, k, ni)
-            if ops is None:
-                continue
-            back = self._place(self.p.pending[k])
-            if back is not None:
-                return ops + [back]
-            self._undo(ops)
-        return None
+        return self._move_one(info, self._blockers(info)[:GANG_BLOCKERS], deadline)
 
     def chain(self, info: PendingInfo, deadline: float | None) -> bool:
         """The fourth sweep's move, a chain of two: a placed job ``K`` that blocks the
