@@ -552,7 +552,8 @@ class GreedyPlanner:
                 # the best nodes' victims together break a limit: the best nodes that
                 # stay within it, among GANG_WIDEN times as many
                 wider = self._best_nodes(st, info, GANG_WIDEN * job.nodes)
-                chosen = self._together(st, wider, job.nodes)
+                chosen = (self._together(st, wider, job.nodes)
+                          or self._rescued(st, wider, job.nodes))
                 if chosen is None:
                     return None
         else:
@@ -574,14 +575,17 @@ class GreedyPlanner:
                 if len(grp) >= job.nodes:
                     bounds.append((sum(o[0] for o in grp[: job.nodes]), str(key), key))
             best = None
-            for bound, name, key in sorted(bounds):
-                if best is not None and bound > best[0]:
+            for pick in (self._together, self._rescued):  # the rescue only if none fits
+                for bound, name, key in sorted(bounds):
+                    if best is not None and bound > best[0]:
+                        break
+                    grp = pick(st, groups[key], job.nodes)
+                    if grp is not None:
+                        cand = (sum(o[0] for o in grp), name, grp)
+                        if best is None or cand[:2] < best[:2]:
+                            best = cand
+                if best is not None:
                     break
-                grp = self._together(st, groups[key], job.nodes)
-                if grp is not None:
-                    cand = (sum(o[0] for o in grp), name, grp)
-                    if best is None or cand[:2] < best[:2]:
-                        best = cand
             if best is None:
                 return None
             chosen = best[2]
@@ -609,6 +613,40 @@ class GreedyPlanner:
             if len(picked) == n:
                 return picked
         return None
+
+    def _rescued(self, st: _State, options: list, n: int) -> list | None:
+        """A gang's last chance when :meth:`_together` found no nodes anywhere.
+
+        A storage target's limit is the tightest cap of the victims flushing to it
+        (R12), so one cheap option whose victim has a low cap can refuse every later
+        option, although without it n would fit. For each cap t of the options
+        (the lowest left out: :meth:`_together` tried it), :meth:`_together` on the
+        options whose tightest cap is at least t; the cheapest n found. Only a
+        rescue: where :meth:`_together` finds nodes, the cheaper nodes found here
+        would spend storm budget that the jobs after the gang need (the A/B test
+        in docs/benchmarks-history.md, session 15)."""
+        if len(options) <= n:
+            return None
+        tight = [self._tightest_cap(o[3]) for o in options]
+        best = None
+        for t in sorted(set(tight))[1:]:
+            kept = [o for o, c in zip(options, tight) if c >= t]
+            if len(kept) < n:
+                break
+            cand = self._together(st, kept, n)
+            if cand is not None:
+                cost = sum(o[0] for o in cand)
+                if best is None or cost < best[0]:
+                    best = (cost, cand)
+        return None if best is None else best[1]
+
+    def _tightest_cap(self, vs: list[str]) -> float:
+        """The lowest storm cap (GB) among victims ``vs`` that flush to a storage
+        target (inf when none does)."""
+        running = self.p.running
+        return min((running[v].storm_cap_gb for v in vs
+                    if running[v].flushing and running[v].storage is not None),
+                   default=math.inf)
 
     def queue(self) -> list[PendingInfo]:
         """The order in which pending jobs are placed (subclasses change it)."""

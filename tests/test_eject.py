@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from snapshot_parts import whole_node_holder as holder
 
 from models import SolverInfo, load_snapshot
 from planner import plan
@@ -226,13 +227,6 @@ def _storm_snap(ids: tuple[int, ...] = (1, 2, 3, 4)) -> dict[str, Any]:
     def node(i: int) -> dict[str, Any]:
         return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1",
                 "gpu_type": "H200" if i == 4 else "H100", "storage": "t" if i == 4 else "s"}
-
-    def holder(i: int, size: float, barrier: float, restore: float) -> dict[str, Any]:
-        return {"id": f"w{i}", "tier": 3, "state": "running", "gpus_per_node": 8,
-                "priority": 1, "started_at": OLD, "topology": "any",
-                "checkpoint": {"size_gb": size, "signal": "SIGTERM", "barrier_s": barrier,
-                               "cleanup_s": 0, "restore_s": restore},
-                "placement": [{"node": f"n{i}", "gpus": list(range(8))}]}
 
     jobs = [holder(i, *{1: (10, 100, 10), 2: (60, 0, 10), 3: (60, 0, 10),
                         4: (60, 0, 1000)}[i]) for i in ids]

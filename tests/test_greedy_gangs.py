@@ -5,7 +5,9 @@ budgets (R13). A gang takes several nodes, and their victims together may still
 flush more than a storage target may take. The greedy planner then takes the
 best nodes that stay within the limits together: in another block for a gang
 that keeps one block, further down its list for a gang free to use any nodes.
-(It used to defer the gang.)
+(It used to defer the gang.) A cheap node whose victim has a low storm cap can
+refuse every later node of the block; the planner then tries the nodes whose
+victims' caps are at least each cap in turn (the last test).
 
 The cluster, at Monday 2026-11-30 08:00Z: storage ``s`` writes 1 GB/s, ``t``
 10 GB/s; grace ``max_s`` 150 s, safety 1. Four 8-GPU NVSwitch nodes: ``n1`` and
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from snapshot_parts import whole_node_holder as holder
+
 from models import SolverInfo, load_snapshot
 from planner.assemble import assemble, clean, objective_of
 from planner.greedy import GreedyPlanner
@@ -33,7 +37,6 @@ from planner.problem import build_problem
 from planner.verify import verify
 
 NOW = "2026-11-30T08:00:00Z"
-OLD = "2026-11-30T04:00:00Z"
 
 
 def _snap(same_block: bool) -> dict[str, Any]:
@@ -41,17 +44,10 @@ def _snap(same_block: bool) -> dict[str, Any]:
         return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1" if i <= 2 else "b2",
                 "storage": "s" if i <= 2 else "t"}
 
-    def holder(i: int) -> dict[str, Any]:
-        return {"id": f"w{i}", "tier": 3, "state": "running", "gpus_per_node": 8,
-                "priority": 1, "started_at": OLD, "topology": "any",
-                "checkpoint": {"size_gb": 100, "signal": "SIGTERM", "barrier_s": 0,
-                               "cleanup_s": 0, "restore_s": 10 if i <= 2 else 1000},
-                "placement": [{"node": f"n{i}", "gpus": list(range(8))}]}
-
     gang = {"id": "G", "tier": 2, "state": "pending", "gpus_per_node": 8, "nodes": 2,
             "priority": 10, "topology": "any", "same_block": same_block}
     return {"version": 1, "now": NOW, "nodes": [node(i) for i in range(1, 5)],
-            "jobs": [holder(i) for i in range(1, 5)] + [gang],
+            "jobs": [holder(i, 100, 0, 10 if i <= 2 else 1000) for i in range(1, 5)] + [gang],
             "storage": [{"id": "s", "write_gb_per_s": 1.0}, {"id": "t", "write_gb_per_s": 10.0}],
             "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
 
@@ -85,3 +81,39 @@ def test_a_gang_free_to_use_any_nodes_passes_over_a_node_that_breaks_the_limit()
     assert nodes == {"G": ["n1", "n3"]} and victims == {"w1", "w3"}
     assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
     assert (obj.eviction_cost_gpu_s, obj.evictions) == (8960, 2)
+
+
+def _low_cap_snap() -> dict[str, Any]:
+    """One block b1 of three 8-GPU NVSwitch nodes on storage s (1 GB/s); grace
+    ``max_s`` 150 s, safety 1. Each node holds one tier-3 job on all its GPUs
+    (signal, no cleanup):
+
+    - ``w1`` on n1: 20 GB, barrier 120 s, restore 10 s: cost 8 x (10 + 20) = 240
+      GPU-s. Its need is 120 + F_s / 1 <= 150, so s may take only 30 GB while it
+      flushes (its storm cap).
+    - ``w2`` on n2: 60 GB, no barrier, restore 10 s: cost 8 x (10 + 60) = 560; cap
+      150 GB.
+    - ``w3`` on n3: 60 GB, no barrier, restore 20 s: cost 8 x (20 + 60) = 640; cap
+      150 GB.
+
+    Pending tier-2 gang ``G``: 2 nodes x 8 GPUs in one block."""
+    def node(i: int) -> dict[str, Any]:
+        return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1", "storage": "s"}
+
+    gang = {"id": "G", "tier": 2, "state": "pending", "gpus_per_node": 8, "nodes": 2,
+            "priority": 10, "topology": "any", "same_block": True}
+    return {"version": 1, "now": NOW, "nodes": [node(i) for i in range(1, 4)],
+            "jobs": [holder(1, 20, 120, 10), holder(2, 60, 0, 10), holder(3, 60, 0, 20), gang],
+            "storage": [{"id": "s", "write_gb_per_s": 1.0}],
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+
+
+def test_a_gang_leaves_out_the_cheap_node_whose_victim_caps_the_storage_low() -> None:
+    # Best first, n1 (240) is taken; then n2 or n3 would make s take 20 + 60 = 80 GB
+    # while w1 flushes, over w1's 30 GB, so the greedy pass defers G (as the planner
+    # did before). Without n1 (options whose tightest cap is at least 150 GB): n2
+    # and n3 flush 120 GB <= 150. The only pair within the limit: 560 + 640 = 1,200.
+    nodes, victims, obj = _plan(_low_cap_snap())
+    assert nodes == {"G": ["n2", "n3"]} and victims == {"w2", "w3"}
+    assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert (obj.eviction_cost_gpu_s, obj.evictions) == (1200, 2)
