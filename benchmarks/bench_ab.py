@@ -41,6 +41,8 @@ err = Console(stderr=True)
 # (nodes, time_limit_s), taken in turn
 SIZES = [(128, 0.3), (256, 0.3), (256, 1.0), (512, 0.5), (512, 1.0), (768, 1.0),
          (1024, 1.0), (1536, 2.0), (2048, 2.0)]
+# with --budgets: eviction budgets (R13), which bind on such dense clusters
+BUDGET_SIZES = [(512, 0.5), (768, 0.5), (1024, 0.5), (1024, 1.0), (1536, 1.0), (1536, 2.0)]
 
 # run in a fresh process: CODE first on sys.path, the spec on stdin, one JSON line out
 CHILD = """
@@ -54,6 +56,7 @@ spec = json.loads(sys.stdin.read())
 s = generate(**spec["gen"])
 if spec["grace"]:
     s["policy"]["grace"] = spec["grace"]
+s["policy"].update(spec.get("policy", {}))
 snap = load_snapshot(s)
 t = time.perf_counter()
 p = planner.plan(snap, time_limit_s=spec["time_limit_s"])
@@ -65,19 +68,29 @@ print(json.dumps({"key": [o.admitted_gpus.get(str(t), 0) for t in (1, 2, 3)]
 """
 
 
-def clusters(n: int, seed: int) -> list[dict[str, Any]]:
-    """``n`` cluster specs: generator settings, grace policy and time limit."""
+def clusters(n: int, seed: int, budgets: bool = False) -> list[dict[str, Any]]:
+    """``n`` cluster specs: generator settings, grace policy and time limit; with
+    ``budgets``, BUDGET_SIZES and an eviction budget each (a count, sometimes a GPU
+    fraction too; drawn from a second random stream, so that the clusters without
+    them stay those of earlier runs)."""
     r = random.Random(seed)
+    rb = random.Random(seed + 1)
+    sizes = BUDGET_SIZES if budgets else SIZES
     out = []
     for i in range(n):
-        nodes, limit = SIZES[i % len(SIZES)]
+        nodes, limit = sizes[i % len(sizes)]
         gen = {"nodes": nodes, "pending": int(nodes * r.uniform(0.25, 0.5)),
                "seed": r.randrange(10**6), "occupancy": r.uniform(0.85, 0.94),
                "immune_share": r.uniform(0.05, 0.3), "multinode_share": r.uniform(0.05, 0.2),
                "pools": r.random() < 0.5, "storage_per_blocks": r.choice([4, 8])}
         grace = r.choice([None, {"max_s": 40, "min_s": 0, "safety": 1},
                           {"max_s": 60, "min_s": 0, "safety": 1}])
-        out.append({"id": i, "gen": gen, "grace": grace, "time_limit_s": limit})
+        spec = {"id": i, "gen": gen, "grace": grace, "time_limit_s": limit}
+        if budgets:
+            spec["policy"] = {"max_evictions_per_tick": rb.randrange(5, 60)}
+            if rb.random() < 0.25:
+                spec["policy"]["max_evicted_gpu_fraction"] = round(rb.uniform(0.005, 0.05), 4)
+        out.append(spec)
     return out
 
 
@@ -126,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clusters", type=int, default=36)
     ap.add_argument("--seed", type=int, default=1414)
     ap.add_argument("--runs", type=int, default=1, help="plans per cluster and version")
+    ap.add_argument("--budgets", action="store_true",
+                    help="clusters of 512-1,536 nodes with eviction budgets (R13)")
     ap.add_argument("--only", type=str, default="", help="cluster ids, comma-separated")
     ap.add_argument("--out", type=str, default="", help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -133,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (side / "planner" / "__init__.py").is_file():
             err.print(f"error: --old/--new: {side} is not a checkout of this project")
             return 2
-    specs = clusters(args.clusters, args.seed)
+    specs = clusters(args.clusters, args.seed, args.budgets)
     if args.only:
         keep = {int(x) for x in args.only.split(",")}
         specs = [s for s in specs if s["id"] in keep]

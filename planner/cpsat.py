@@ -1031,13 +1031,17 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         return (time.perf_counter() + build_est + max(build_est, 2 * MIN_SOLVE_S, full_solve)
                 - deadline - MIN_SOLVE_S / 2)
 
-    if spare.budget_rejected and room(BASELINE_RUN + 0.5):
+    if spare.budget_rejected and room(BASELINE_RUN):
         # an eviction budget (R13) refused victims: the per-node baselines, which take
         # the node with the fewest victims first, often admit more under a count
         # budget than the greedy variants, which take the cheapest victims first. The
         # Kubernetes-style one, more often the better of the two, comes before the
-        # other variants, when the time left holds it and the plain greedy plan below;
-        # the Slurm-style one comes last
+        # other variants whenever the time left holds it (not also the plain greedy
+        # plan below, which runs anyway and takes about 0.4 greedy runs: with that
+        # margin a 1,024-node cluster with a count budget at 0.5 s left it to the
+        # second lane, which had no time for it either, and trailed its plan by 104
+        # tier-2 GPUs, docs/benchmarks-history.md, session 15); the Slurm-style one
+        # comes last
         offer(baseline("k8s"))
     storm_variants: list[dict] = []  # the storm-priced variants, when they run
     if spare.storm_rejected and room(1.5):
