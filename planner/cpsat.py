@@ -85,6 +85,8 @@ SQUEAKY_SHARE = 1 / 3
 BASELINE_RUN = 1.5
 # settings of the greedy variant that takes the more important jobs of a tier first
 PRIORITY_FIRST = {"spare_lower": True, "order": "priority"}
+# the early lane's candidates, in order (_early_lane)
+EARLY_LANE: tuple[dict | str, ...] = ("k8s", "slurm", PRIORITY_FIRST)
 # optional candidates (that variant, and the baselines when no eviction budget bound)
 # run with a wall-clock budget when they take at most this share of the time left to
 # improve the plan, and leave one whole LNS round (ROUND_S) where LNS has rounds to
@@ -903,7 +905,7 @@ def _lane_runs(candidate: dict | str) -> float:
     return BASELINE_RUN if isinstance(candidate, str) else 1.5
 
 
-def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float,
+def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float | None,
                  late: float) -> tuple[Decision, str] | None:
     """The second lane's plan (planner/lanes.py, in a child process) and what it says:
     the ``candidates`` in order (greedy variants by their settings, baselines by
@@ -912,18 +914,23 @@ def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float,
     squeaky-wheel pass of each variant's plan better than those before it, while a
     greedy run fits in SQUEAKY_SHARE of the time left; then, on the best plan,
     polishing, ejection moves and moves to cheaper victims, as on the first lane,
-    all by ``late``. None if no candidate fits."""
+    all by ``late``. None if no candidate fits. ``first_s`` None (the early lane):
+    the first candidate always runs, and its time sets the pace of the others."""
     best: Decision | None = None
     key: tuple = ()
     what = ""  # which plan is the best, for solver.detail
     for kw in candidates:
         left = late - time.perf_counter()
-        if _lane_runs(kw) * first_s > (SQUEAKY_SHARE * left if best is not None else left):
+        if first_s is not None and _lane_runs(kw) * first_s > (
+                SQUEAKY_SHARE * left if best is not None else left):
             break
+        tc = time.perf_counter()
         if isinstance(kw, str):
             d = clean(problem, get_baseline(kw)(problem).solve())
         else:
             d = clean(problem, GreedyPlanner(problem, **kw).solve())
+        if first_s is None:
+            first_s = (time.perf_counter() - tc) / _lane_runs(kw)
         k = objective_of(problem, d).key()
         if best is not None and k <= key:
             continue
@@ -947,12 +954,50 @@ def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float,
                   + (f" after {after}" if after else ""))
 
 
+def _early_lane(problem: Problem, time_limit_s: float, deterministic: bool,
+                workers: int) -> bool:
+    """Should the second lane start before the first greedy plan, with the per-node
+    baselines first? Under an eviction budget (R13) they often admit far more than
+    the greedy variants (a count budget spent on few victims per node), but near
+    the floor neither lane had time for them after the first greedy plan (a
+    1,536-node cluster at 0.5 s: 939 tier-1 GPUs against the Kubernetes-style
+    baseline's 1,379). Only when the policy has a budget, the cluster is as big as
+    for any second lane, lanes are available, and the whole model is out of reach
+    even before the greedy plan's time is counted (:func:`solve_cpsat`'s ``short``
+    without it: the model is then skipped for sure, and the lane's answer taken)."""
+    pol = problem.policy
+    if deterministic or (pol.max_evictions_per_tick is None
+                         and pol.max_evicted_gpu_fraction is None):
+        return False
+    if sum(1 for n in problem.nodes if n.usable) <= SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
+        return False
+    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
+    build = 6e-6 * min(n_pairs, EXACT_PAIRS) + 0.01
+    full = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
+            else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
+    need = build + max(build, 2 * MIN_SOLVE_S, full)
+    return (need > time_limit_s - _reserve(problem, time_limit_s) - MIN_SOLVE_S / 2
+            and lanes_available(workers))
+
+
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
                 workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True) -> Plan:
     """Plan with CP-SAT. ``prune=False`` keeps every candidate node however big the
     cluster (for reference solves with long budgets; the default prunes above
     EXACT_PAIRS job x node pairs, and the plan is then at most ``feasible``)."""
     t0 = time.perf_counter()
+    reserve = _reserve(problem, time_limit_s)
+    # the child ends GRACE_S before the parent's last pass (late, below), and the
+    # parent waits for it until then: its answer does not push the plan later
+    lane_end = t0 + time_limit_s - reserve - LANE_GRACE_S
+    lane = None  # the second lane (planner/lanes.py), when it runs
+    in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates, when it runs
+    if _early_lane(problem, time_limit_s, deterministic, workers):
+        try:
+            lane = Lane(_second_lane, problem, list(EARLY_LANE), None, lane_end)
+            in_lane = EARLY_LANE
+        except OSError:  # no process to be had: one lane
+            lane = None
     # hint and fallback: the greedy variant that spares capacity less important pending
     # jobs need (usually admits more), and the plain greedy plan (below); the better
     # is kept, so the result is never worse than either
@@ -962,7 +1007,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     variants: list[dict] = []  # settings of the other greedy variants to run
     if deterministic:
         variants.append({})
-    reserve = _reserve(problem, time_limit_s)
     scored: dict[int, tuple[Decision, tuple]] = {}  # each greedy plan's objective key, once
 
     def score(d: Decision) -> tuple:
@@ -1031,7 +1075,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         return (time.perf_counter() + build_est + max(build_est, 2 * MIN_SOLVE_S, full_solve)
                 - deadline - MIN_SOLVE_S / 2)
 
-    if spare.budget_rejected and room(BASELINE_RUN):
+    if spare.budget_rejected and "k8s" not in in_lane and room(BASELINE_RUN):
         # an eviction budget (R13) refused victims: the per-node baselines, which take
         # the node with the fewest victims first, often admit more under a count
         # budget than the greedy variants, which take the cheapest victims first. The
@@ -1056,13 +1100,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         variants.append(storm)
         if affordable(1.5 * len(variants) + 1.5):  # (the variants queued, and this one)
             variants.append(storm_variants[1])
-    if affordable(1.5 * len(variants) + 1.5):  # (as above)
+    if PRIORITY_FIRST not in in_lane and affordable(1.5 * len(variants) + 1.5):  # (as above)
         # the sparing variant in the baselines' queue order: more important jobs
         # first within a tier. Largest-first can give a big job the nodes that two
         # smaller jobs of its tier needed (docs/planner.md, section 2)
         variants.append(PRIORITY_FIRST)
-    lane = None  # the second lane (planner/lanes.py), when it runs
-    if (not deterministic and usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
+    if (lane is None and not deterministic
+            and usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
             and (short() or 0.0) > 0 and lanes_available(workers)):
         # the model will be skipped (the time missing only grows) and the plan is made
         # in Python, on one core: a second lane on the other core runs the other
@@ -1076,9 +1120,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         todo: list[dict | str] = [*storm_variants, PRIORITY_FIRST]
         if spare.budget_rejected:
             todo = (["k8s"] if "k8s" not in baselines_ran else []) + ["slurm"] + todo
-        # the child ends GRACE_S before the parent's last pass (late, below), and the
-        # parent waits for it until then: its answer does not push the plan later
-        lane_end = t0 + time_limit_s - reserve - LANE_GRACE_S
         if _lane_runs(todo[0]) * first_s <= lane_end - time.perf_counter():  # (as there)
             try:
                 lane = Lane(_second_lane, problem, todo, first_s, lane_end)
@@ -1108,14 +1149,14 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # nodes for tier 3). It runs after them, so that the passes above keep their time.
         offer(clean(problem, GreedyPlanner(problem).solve()))
     if spare.budget_rejected:
-        if room(BASELINE_RUN):
+        if "slurm" not in in_lane and room(BASELINE_RUN):
             offer(baseline("slurm"))  # (see above)
     else:
         # without a binding budget the baselines' plans are rarely better (on 2% of
         # random soak snapshots, greedy plans only), but cheap where the time is long
         # next to a greedy run: optional candidates like the priority-first variant
         for name in ("k8s", "slurm"):
-            if affordable(BASELINE_RUN):
+            if name not in in_lane and affordable(BASELINE_RUN):
                 offer(baseline(name))
     # polish the greedy plan (planner/repack.py, a few ms): big jobs went first, so
     # give their GPUs to more important deferred jobs where that raises the priority
@@ -1183,7 +1224,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # deadline: the baselines that did not run above compete in the time left
         base_said = ""
         for name in ("k8s", "slurm"):
-            if name in baselines_ran or time.perf_counter() + BASELINE_RUN * first_s >= end:
+            if (name in baselines_ran or name in in_lane
+                    or time.perf_counter() + BASELINE_RUN * first_s >= end):
                 continue
             b = baseline(name)
             if score(b) > score(best):

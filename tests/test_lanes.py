@@ -203,21 +203,17 @@ def test_deterministic_mode_never_forks(monkeypatch: pytest.MonkeyPatch) -> None
     assert "second lane" not in p.solver.detail
 
 
-def test_with_a_binding_eviction_budget_the_lane_runs_the_per_node_baselines(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # n1 is held by tier-3 job t3 (all 8 GPUs); tier-2 job j needs 8 NVLink GPUs,
-    # which only n1 has. With max_evictions_per_tick 0 the budget refuses t3: j waits.
-    # The first lane had no time for the per-node baselines (fewest victims first
-    # often spends a count budget better), so the second lane gets them first, the
-    # Kubernetes-style one, then the Slurm-style one, then the priority-first
-    # variant (the storm limit refused nothing).
-    started: list[list] = []
+def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Events in order: ("lane", its candidates) when a second lane starts (a spy
+    that never answers), ("greedy",) for each greedy plan of the first lane. The
+    cluster takes the path of a big one, as in forced_lane."""
+    events: list[tuple] = []
 
     class Spy:
         error = None
 
         def __init__(self, _fn: Any, _problem: Any, todo: list, *_a: Any) -> None:
-            started.append(todo)
+            events.append(("lane", todo))
 
         def result(self, _deadline: float) -> None:
             return None
@@ -225,23 +221,76 @@ def test_with_a_binding_eviction_budget_the_lane_runs_the_per_node_baselines(
         def close(self) -> None:
             pass
 
+    solve = cpsat.GreedyPlanner.solve
+
+    def logged(self: Any) -> Any:
+        events.append(("greedy",))
+        return solve(self)
+
+    monkeypatch.setattr(cpsat.GreedyPlanner, "solve", logged)
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
     monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1e3)
     monkeypatch.setattr(cpsat, "BASELINE_RUN", 1e6)  # never room for a baseline here
-    monkeypatch.setattr(cpsat, "_lane_runs", lambda _c: 0.0)  # but the lane starts
+    monkeypatch.setattr(cpsat, "_lane_runs", lambda _c: 0.0)  # but a lane starts
     monkeypatch.setattr(cpsat, "lanes_available", lambda _w: True)
     monkeypatch.setattr(cpsat, "Lane", Spy)
+    return events
+
+
+def _budget_snap(policy: dict[str, Any]) -> dict[str, Any]:
+    # n1 is held by tier-3 job t3 (all 8 GPUs); tier-2 job j needs 8 NVLink GPUs,
+    # which only n1 has
     snap = _snap()
     snap["jobs"] = [snap["jobs"][1],  # j, NVLink
                     {"id": "t3", "tier": 3, "state": "running", "gpus_per_node": 8,
                      "nodes": 1, "priority": 5, "started_at": "2026-11-30T04:00:00Z",
                      "checkpoint": {"restore_s": 100},
                      "placement": [{"node": "n1", "gpus": list(range(8))}]}]
-    snap["policy"] = {"max_evictions_per_tick": 0}
-    p = plan(snap, time_limit_s=0.5)
+    snap["policy"] = policy
+    return snap
+
+
+def test_with_an_eviction_budget_the_lane_starts_early_with_the_per_node_baselines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With max_evictions_per_tick 0 the budget refuses t3: j waits. The policy has a
+    # budget and the whole model is out of reach, so the second lane starts before
+    # the first greedy plan, with the Kubernetes-style baseline, then the
+    # Slurm-style one, then the priority-first variant (_early_lane); the first
+    # lane runs neither baseline.
+    events = _spy_lanes(monkeypatch)
+    p = plan(_budget_snap({"max_evictions_per_tick": 0}), time_limit_s=0.5)
     assert p.objective.admitted_gpus == {"1": 0, "2": 0, "3": 0}
-    assert started == [["k8s", "slurm", cpsat.PRIORITY_FIRST]]
+    assert events[0] == ("lane", ["k8s", "slurm", cpsat.PRIORITY_FIRST])
+    assert events[1:] == [("greedy",)] * (len(events) - 1)
     assert "the second lane gave no plan (no time for one more greedy run)" in p.solver.detail
+
+
+def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # No budget: t3 is evicted and j admitted by the first greedy plan; the lane
+    # starts after it, with the priority-first variant only (the storm limit
+    # refused nothing, no budget bound)
+    events = _spy_lanes(monkeypatch)
+    p = plan(_budget_snap({}), time_limit_s=0.5)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
+    assert events[:2] == [("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
+
+
+def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
+    # In-process (no fork), the cluster of the next test, with a deadline already
+    # past: the early lane has no pace yet (first_s None), so the Kubernetes-style
+    # baseline runs (k on n1, j waits: 8 tier-2 GPUs); the priority-first variant
+    # then has no time, nor has ejection
+    import time
+
+    from planner.problem import build_problem
+
+    problem = build_problem(load_snapshot(_snap()))
+    d, said = cpsat._second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
+                                 time.perf_counter() - 1)
+    assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
+            for j, parts in d.placements.items()} == {"k": ["n1"]}
+    assert said == "the second lane's plan (the Kubernetes-style baseline's), better, returned"
 
 
 def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
