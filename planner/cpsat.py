@@ -954,8 +954,20 @@ def _second_lane(problem: Problem, candidates: list[dict | str], first_s: float 
                   + (f" after {after}" if after else ""))
 
 
-def _early_lane(problem: Problem, time_limit_s: float, deterministic: bool,
-                workers: int) -> bool:
+def _pairs_build_s(n_pairs: int) -> float:
+    """Building the model takes about 6 us per (job, candidate node) pair up to the
+    pruning threshold, plus 10 ms (see solve_cpsat's ``build_est``)."""
+    return 6e-6 * min(n_pairs, EXACT_PAIRS) + 0.01
+
+
+def _full_solve_s(n_pairs: int) -> float:
+    """The least solve worth building the whole model for (FULL_SOLVE_* per pair)."""
+    return (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
+            else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
+
+
+def _early_lane(problem: Problem, time_limit_s: float, reserve: float, usable: int,
+                n_pairs: int, deterministic: bool, workers: int) -> bool:
     """Should the second lane start before the first greedy plan, with the per-node
     baselines first? Under an eviction budget (R13) they often admit far more than
     the greedy variants (a count budget spent on few victims per node), but near
@@ -969,15 +981,11 @@ def _early_lane(problem: Problem, time_limit_s: float, deterministic: bool,
     if deterministic or (pol.max_evictions_per_tick is None
                          and pol.max_evicted_gpu_fraction is None):
         return False
-    if sum(1 for n in problem.nodes if n.usable) <= SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
+    if usable <= SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
         return False
-    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
-    build = 6e-6 * min(n_pairs, EXACT_PAIRS) + 0.01
-    full = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
-            else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
-    need = build + max(build, 2 * MIN_SOLVE_S, full)
-    return (need > time_limit_s - _reserve(problem, time_limit_s) - MIN_SOLVE_S / 2
-            and lanes_available(workers))
+    build = _pairs_build_s(n_pairs)
+    need = build + max(build, 2 * MIN_SOLVE_S, _full_solve_s(n_pairs))
+    return need > time_limit_s - reserve - MIN_SOLVE_S / 2 and lanes_available(workers)
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
@@ -987,12 +995,14 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     EXACT_PAIRS job x node pairs, and the plan is then at most ``feasible``)."""
     t0 = time.perf_counter()
     reserve = _reserve(problem, time_limit_s)
+    usable = sum(1 for n in problem.nodes if n.usable)
+    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     # the child ends GRACE_S before the parent's last pass (late, below), and the
     # parent waits for it until then: its answer does not push the plan later
     lane_end = t0 + time_limit_s - reserve - LANE_GRACE_S
     lane = None  # the second lane (planner/lanes.py), when it runs
     in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates, when it runs
-    if _early_lane(problem, time_limit_s, deterministic, workers):
+    if _early_lane(problem, time_limit_s, reserve, usable, n_pairs, deterministic, workers):
         try:
             lane = Lane(_second_lane, problem, list(EARLY_LANE), None, lane_end)
             in_lane = EARLY_LANE
@@ -1032,7 +1042,6 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         baselines_ran.add(name)
         return clean(problem, get_baseline(name)(problem).solve())
 
-    usable = sum(1 for n in problem.nodes if n.usable)
     # LNS has rounds to run only when the cluster is more than one neighbourhood
     lns_rounds = usable > NEIGHBOURHOOD_NODES or len(neighbourhoods(problem)) > 1
 
@@ -1053,15 +1062,13 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # the whole model must be built and solved for at least MIN_SOLVE_S within the
     # budget: how much time is missing for that (> 0: the model is skipped, below)
     deadline = None if deterministic else t0 + time_limit_s - reserve - MIN_SOLVE_S
-    n_pairs = sum(len(i.candidates) for i in problem.pending.values() if i.held_until is None)
     # building the model takes 2-6 times as long as the first greedy plan, or about
     # 6 us per (job, candidate node) pair up to the pruning threshold (256 to 4,096
     # nodes on the benchmark machine); a solve shorter than the build (or than
     # 2 x MIN_SOLVE_S, or than the FULL_SOLVE_* times per pair) rarely improves on the
     # greedy plan as much as LNS does: then the neighbourhoods get the time
-    build_est = max(2 * first_s, 6e-6 * min(n_pairs, EXACT_PAIRS)) + 0.01
-    full_solve = (FULL_SOLVE_EXACT_PER_PAIR_S * n_pairs if n_pairs <= EXACT_PAIRS
-                  else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
+    build_est = max(2 * first_s + 0.01, _pairs_build_s(n_pairs))
+    full_solve = _full_solve_s(n_pairs)
     if not lns_rounds:
         # one neighbourhood: LNS has nothing to re-solve but this whole model, so any
         # time worth a solve goes to it (a 64-node soak snapshot at 0.3 s returned the
