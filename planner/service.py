@@ -74,7 +74,7 @@ class ServiceMetrics:
             "preempt_planner_http_request_seconds", "HTTP request latency by endpoint",
             ["endpoint"], registry=self.registry)
         self.plan_seconds = Histogram(
-            "preempt_planner_plan_seconds", "Wall time of planner calls",
+            "preempt_planner_plan_seconds", "Wall time of plan requests: parse, validate, plan",
             ["planner"], registry=self.registry,
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
         self.plans = Counter(
@@ -352,38 +352,26 @@ class _Handler(BaseHTTPRequestHandler):
         return opts
 
     def _plan(self, query: dict[str, list[str]]) -> int:
-        from planner import plan as run_plan
-
         opts = self._plan_options(query)
         m = self.server.metrics
         pool = self.server.pool
-        if pool is not None:  # parsed and solved in a worker process
-            raw = self._raw_body()
-            with self.server.solves:
-                t0 = time.perf_counter()
+        raw = self._raw_body()
+        with self.server.solves:
+            t0 = time.perf_counter()
+            if pool is None:  # parsed and solved on this request's thread
+                kind, out = _plan_job(raw, opts)
+            else:  # in a worker process
                 try:
                     kind, out = pool.submit(_plan_job, raw, opts).result()
                 except BrokenProcessPool as exc:
                     self.server.renew_pool(pool)
                     raise _HTTPError(503, "worker process died", [
                         f"{exc}; the workers were restarted: send the request again"]) from None
-                if kind == "plan":
-                    m.plan_seconds.labels(opts["planner"]).observe(time.perf_counter() - t0)
-            if kind != "plan":
-                raise _HTTPError(400, kind, out)
-            body, status, evictions, placements = out
-        else:
-            doc = self._body()
-            try:
-                snap = load_snapshot(doc)
-            except InputError as exc:
-                raise _HTTPError(400, "invalid snapshot", exc.errors) from None
-            with self.server.solves:
-                t0 = time.perf_counter()
-                result = run_plan(snap, **opts)
+            if kind == "plan":
                 m.plan_seconds.labels(opts["planner"]).observe(time.perf_counter() - t0)
-            body, status = result.model_dump_json().encode(), result.status
-            evictions, placements = len(result.evictions), len(result.placements)
+        if kind != "plan":
+            raise _HTTPError(400, kind, out)
+        body, status, evictions, placements = out
         m.plans.labels(status).inc()
         m.evictions.inc(evictions)
         m.placements.inc(placements)
@@ -498,7 +486,8 @@ def _parse_json(data: bytes) -> tuple[Any, list[str]]:
 
 
 def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
-    """In a worker process: parse, validate and plan one request body. Returns
+    """Parse, validate and plan one request body (in a worker process, or on the
+    request's thread without ``processes``). Returns
     ("plan", (JSON bytes, plan status, evictions, placements)), or the 400 error
     ("malformed JSON" or "invalid snapshot") with its messages."""
     from planner import plan as run_plan
