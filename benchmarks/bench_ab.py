@@ -43,6 +43,11 @@ SIZES = [(128, 0.3), (256, 0.3), (256, 1.0), (512, 0.5), (512, 1.0), (768, 1.0),
          (1024, 1.0), (1536, 2.0), (2048, 2.0)]
 # with --budgets: eviction budgets (R13), which bind on such dense clusters
 BUDGET_SIZES = [(512, 0.5), (768, 0.5), (1024, 0.5), (1024, 1.0), (1536, 1.0), (1536, 2.0)]
+# with --small: clusters of two storage targets or more (more than one LNS
+# neighbourhood) whose whole model fits in short budgets, and 256 nodes near the
+# budget from which the planner builds the whole model
+SMALL_SIZES = [(80, 0.2), (96, 0.2), (96, 0.3), (128, 0.3), (160, 0.3), (192, 0.5),
+               (256, 1.5), (256, 2.0)]
 
 # run in a fresh process: CODE first on sys.path, the spec on stdin, one JSON line out
 CHILD = """
@@ -68,14 +73,15 @@ print(json.dumps({"key": [o.admitted_gpus.get(str(t), 0) for t in (1, 2, 3)]
 """
 
 
-def clusters(n: int, seed: int, budgets: bool = False) -> list[dict[str, Any]]:
+def clusters(n: int, seed: int, budgets: bool = False,
+             small: bool = False) -> list[dict[str, Any]]:
     """``n`` cluster specs: generator settings, grace policy and time limit; with
     ``budgets``, BUDGET_SIZES and an eviction budget each (a count, sometimes a GPU
     fraction too; drawn from a second random stream, so that the clusters without
-    them stay those of earlier runs)."""
+    them stay those of earlier runs); with ``small``, SMALL_SIZES."""
     r = random.Random(seed)
     rb = random.Random(seed + 1)
-    sizes = BUDGET_SIZES if budgets else SIZES
+    sizes = BUDGET_SIZES if budgets else SMALL_SIZES if small else SIZES
     out = []
     for i in range(n):
         nodes, limit = sizes[i % len(sizes)]
@@ -141,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1, help="plans per cluster and version")
     ap.add_argument("--budgets", action="store_true",
                     help="clusters of 512-1,536 nodes with eviction budgets (R13)")
+    ap.add_argument("--small", action="store_true",
+                    help="clusters of 80-256 nodes at budgets where the whole model fits")
     ap.add_argument("--only", type=str, default="", help="cluster ids, comma-separated")
     ap.add_argument("--out", type=str, default="", help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -148,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (side / "planner" / "__init__.py").is_file():
             err.print(f"error: --old/--new: {side} is not a checkout of this project")
             return 2
-    specs = clusters(args.clusters, args.seed, args.budgets)
+    if args.budgets and args.small:
+        err.print("error: --budgets and --small choose different clusters: pass one")
+        return 2
+    specs = clusters(args.clusters, args.seed, args.budgets, args.small)
     if args.only:
         keep = {int(x) for x in args.only.split(",")}
         specs = [s for s in specs if s["id"] in keep]

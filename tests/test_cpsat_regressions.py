@@ -463,6 +463,36 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     assert p.objective.priority_value == 6673
 
 
+def test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Optional candidates (the baselines, the priority-first variant) used to need an
+    # LNS round's time (ROUND_S) left after them wherever LNS had rounds to run, even
+    # when the whole model fitted and LNS would not run: a 50-node soak cluster at
+    # 0.2 s skipped the baselines and returned a plan behind the Slurm-style one's.
+    # They now need the whole model to fit after them. The 64-node soak snapshot of
+    # the tests above, as a cluster of four neighbourhoods (NEIGHBOURHOOD_NODES 16;
+    # squeaky-wheel passes and second lanes start above 4 x 16 nodes), an LNS round
+    # longer than any budget, and CP-SAT finding nothing: the fallback is the
+    # baselines' plan, 16/97/6 GPUs per tier (the greedy plans' best is 16/93).
+    import json
+    from pathlib import Path
+
+    from ortools.sat.python import cp_model
+
+    from planner import cpsat
+
+    data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 16)
+    monkeypatch.setattr(cpsat, "ROUND_S", 1e3)
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a, **k: cp_model.UNKNOWN)
+    p = plan(data, time_limit_s=2.0)
+    assert p.status == "fallback"
+    assert p.solver.detail == "solver gave no solution in time; greedy plan returned"
+    assert p.objective.admitted_gpus == {"1": 16, "2": 97, "3": 6}
+    assert p.objective.priority_value == 6673
+
+
 def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # run_phases gives the admission phase 60% of the budget (FIRST_PHASE_SHARE) and
