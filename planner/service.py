@@ -57,6 +57,7 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/healthz": ("GET", "HEAD"),
     "/metrics": ("GET", "HEAD"),
 }
+WARM_TIMEOUT_S = 120.0  # for the first pool's workers to start (imports take about 1 s)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -124,19 +125,39 @@ class PlannerServer(ThreadingHTTPServer):
         self.solves = threading.BoundedSemaphore(slots)
         self.slots = slots
         self._pool_lock = threading.Lock()
-        self.pool = self._new_pool() if processes else None
-        super().__init__(address, _Handler)
+        self.pool: ProcessPoolExecutor | None = None
+        super().__init__(address, _Handler)  # (bound first: no workers start for a busy port)
+        if processes:
+            try:
+                self.pool = self._new_pool(wait=True)
+            except BaseException:
+                super().server_close()
+                raise
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        # worker processes started by a fork server (itself a fresh interpreter; spawned
-        # where there is none, as on Windows), so that none is forked from this
-        # process's request threads; started with their
-        # imports (about 1 s) now, not on the first requests
+    def _new_pool(self, wait: bool = False) -> ProcessPoolExecutor:
+        """Worker processes started by a fork server (itself a fresh interpreter;
+        spawned where there is none, as on Windows), so that none is forked from this
+        process's request threads; started with their imports (about 1 s) now, not
+        on the first requests. ``wait``: until they are (the server's first pool), or
+        RuntimeError if they cannot start (every request would get 503)."""
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         pool = ProcessPoolExecutor(max_workers=self.slots, mp_context=mp.get_context(method),
                                    initializer=_end_with, initargs=(os.getpid(),))
-        for _ in range(self.slots):
-            pool.submit(_warm)
+        warm = [pool.submit(_warm) for _ in range(self.slots)]
+        if wait:
+            end = time.monotonic() + WARM_TIMEOUT_S
+            try:
+                for f in warm:
+                    f.result(timeout=max(0.0, end - time.monotonic()))
+            except (BrokenProcessPool, TimeoutError) as exc:
+                pool.shutdown(wait=False, cancel_futures=True)
+                why = (f"did not start within {WARM_TIMEOUT_S:g} s"
+                       if isinstance(exc, TimeoutError) else "died while starting")
+                raise RuntimeError(
+                    f"processes=True: the worker processes {why}. They import the main "
+                    "module: a script that creates the server must do so under "
+                    '`if __name__ == "__main__":` (see the traceback above, if any); '
+                    "or pass processes=False") from None
         return pool
 
     def renew_pool(self, broken: ProcessPoolExecutor) -> None:
@@ -162,8 +183,11 @@ class PlannerServer(ThreadingHTTPServer):
 def make_server(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> PlannerServer:
     """A bound, not yet serving, server (``port=0`` picks a free port: see ``.url``).
     Options: time_limit_s, max_time_limit_s, max_body_bytes, planner, workers,
-    max_concurrent, metrics, quiet, processes (solve in worker processes). Run it with
-    ``serve_forever()``; ``server_close()`` also stops the workers."""
+    max_concurrent, metrics, quiet, processes (solve in worker processes; then it
+    returns once they have started, or raises RuntimeError if they cannot, as in a
+    script that creates the server without the ``__main__`` guard). OSError if the
+    address cannot be bound. Run it with ``serve_forever()``; ``server_close()`` also
+    stops the workers."""
     return PlannerServer((host, port), **opts)
 
 

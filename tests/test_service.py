@@ -494,3 +494,44 @@ def test_a_dead_worker_gives_503_and_the_workers_are_restarted() -> None:
         srv.shutdown()
         srv.server_close()
         t.join(5)
+
+
+def test_serve_on_a_busy_port_says_so_and_exits_2() -> None:
+    # Bad --host/--port input: a clear error naming the options, exit status 2, no
+    # traceback (and no worker processes: the socket is bound before they start).
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        res = subprocess.run([sys.executable, "-c", "import cli; raise SystemExit(cli.main())",
+                              "serve", "--port", str(port), "--quiet"],
+                             check=False, capture_output=True, text=True, timeout=60,
+                             cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    finally:
+        busy.close()
+    assert res.returncode == 2
+    assert f"--host/--port: cannot listen on 127.0.0.1:{port}: Address already in use" in (
+        " ".join(res.stderr.split()))
+    assert "Traceback" not in res.stderr
+
+
+def test_a_script_without_the_main_guard_fails_at_once_with_the_reason(tmp_path: Any) -> None:
+    # The worker processes import the main module. A script that creates the server
+    # at import time re-creates it in them (first in the fork server, which may not
+    # start processes while it imports the module, and dies), and every request got
+    # 503. Now make_server waits for the workers to start, and raises a RuntimeError
+    # that names the fix.
+    script = tmp_path / "embed.py"
+    repo = str(__import__("pathlib").Path(__file__).parent.parent)
+    script.write_text(f"import sys\nsys.path.insert(0, {repo!r})\n"
+                      "from planner.service import make_server\n"
+                      "srv = make_server('127.0.0.1', 0, processes=True, quiet=True)\n"
+                      "print('serving', flush=True)\n")
+    res = subprocess.run([sys.executable, str(script)], check=False, capture_output=True,
+                         text=True, timeout=120, cwd=str(tmp_path))
+    assert res.returncode == 1 and "serving" not in res.stdout
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: processes=True: the worker processes died while "
+                           "starting. They import the main module: a script that creates "
+                           'the server must do so under `if __name__ == "__main__":`'), last

@@ -48,12 +48,20 @@ def run(args: argparse.Namespace) -> int:
                           "must be positive")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    server = make_server(args.host, args.port, time_limit_s=args.time_limit,
-                         max_time_limit_s=args.max_time_limit,
-                         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                         planner=args.planner, workers=args.workers,
-                         max_concurrent=args.max_concurrent, quiet=args.quiet,
-                         processes=args.processes)
+    try:
+        server = make_server(args.host, args.port, time_limit_s=args.time_limit,
+                             max_time_limit_s=args.max_time_limit,
+                             max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                             planner=args.planner, workers=args.workers,
+                             max_concurrent=args.max_concurrent, quiet=args.quiet,
+                             processes=args.processes)
+    except OSError as exc:  # the address: in use, not ours, not resolvable
+        err_console.print(f"[bold red]error:[/] --host/--port: cannot listen on "
+                          f"{args.host}:{args.port}: {exc.strerror or exc}")
+        return 2
+    except RuntimeError as exc:  # the worker processes could not start
+        err_console.print(f"[bold red]error:[/] {exc}")
+        return 1
     err_console.print(f"preempt-planner serving on {server.url} "
                       "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)")
     run_until_interrupted(server)
