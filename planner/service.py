@@ -150,7 +150,8 @@ class PlannerServer(ThreadingHTTPServer):
                 for f in warm:
                     f.result(timeout=max(0.0, end - time.monotonic()))
             except (BrokenProcessPool, TimeoutError) as exc:
-                pool.shutdown(wait=False, cancel_futures=True)
+                # (waiting for a broken pool's cleanup is quick, and leaks no semaphore)
+                pool.shutdown(wait=isinstance(exc, BrokenProcessPool), cancel_futures=True)
                 why = (f"did not start within {WARM_TIMEOUT_S:g} s"
                        if isinstance(exc, TimeoutError) else "died while starting")
                 raise RuntimeError(

@@ -531,7 +531,8 @@ def test_a_script_without_the_main_guard_fails_at_once_with_the_reason(tmp_path:
     res = subprocess.run([sys.executable, str(script)], check=False, capture_output=True,
                          text=True, timeout=120, cwd=str(tmp_path))
     assert res.returncode == 1 and "serving" not in res.stdout
-    last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("RuntimeError: processes=True: the worker processes died while "
-                           "starting. They import the main module: a script that creates "
-                           'the server must do so under `if __name__ == "__main__":`'), last
+    said = [x for x in res.stderr.splitlines() if x.startswith("RuntimeError: processes=True")]
+    assert said and said[0].startswith(
+        "RuntimeError: processes=True: the worker processes died while starting. They import "
+        'the main module: a script that creates the server must do so under `if __name__ == '
+        '"__main__":`'), res.stderr
