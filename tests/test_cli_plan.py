@@ -56,3 +56,41 @@ def test_baseline_planners_on_the_example(capsys) -> None:
         p = json.loads(capsys.readouterr().out)
         assert p["solver"]["engine"] == name
         assert [e["job"] for e in p["evictions"]] == ["sweep-17"]
+
+
+def test_bad_output_paths_and_options_exit_2_before_any_work(tmp_path: Path, capsys) -> None:
+    # An output path that cannot be written is bad input: named, exit status 2, checked
+    # before planning (a simulation may run for hours), nothing written anywhere (the
+    # temporary file of a folder given as --out went to its parent folder before).
+    (tmp_path / "a-file").write_text("x")
+    cases = [
+        (["plan", EXAMPLE, "--out", str(tmp_path / "missing" / "p.json")],
+         f"--out: folder {tmp_path / 'missing'} does not exist"),
+        (["plan", EXAMPLE, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a "
+         "file name"),
+        (["plan", EXAMPLE, "--metrics-out", str(tmp_path / "a-file" / "m.prom")],
+         f"--metrics-out: folder {tmp_path / 'a-file'} does not exist"),
+        (["plan", EXAMPLE, "--time-limit", "nan"],
+         "--time-limit: must be a positive number of seconds, got nan"),
+        (["plan", EXAMPLE, "--time-limit", "0"],
+         "--time-limit: must be a positive number of seconds, got 0"),
+        (["plan", EXAMPLE, "--workers", "0"], "--workers: must be at least 1, got 0"),
+        (["generate", "--nodes", "4", "--out", str(tmp_path)],
+         f"--out: {tmp_path} is a folder; give a file name"),
+        (["schema", "--out", str(tmp_path / "missing" / "s.json")],
+         f"--out: folder {tmp_path / 'missing'} does not exist"),
+        (["simulate", "--cluster", EXAMPLE, "--trace", "no-such-trace",
+          "--result-out", str(tmp_path / "missing" / "r.json")],
+         f"--result-out: folder {tmp_path / 'missing'} does not exist"),
+        (["compare", "--cluster", EXAMPLE, "--trace", "no-such-trace",
+          "--out", str(tmp_path / "a-file")], f"--out: {tmp_path / 'a-file'} is a file; give a "
+         "folder"),
+    ]
+    for argv, said in cases:
+        assert cli.main(argv) == 2, argv
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"error: invalid input (1 problem(s)) - {said}" in err, (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    # (the old temporary file of --out FOLDER: .<folder name>.tmp beside it)
+    assert [p.name for p in tmp_path.parent.iterdir() if p.name.startswith(f".{tmp_path.name}")
+            ] == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,43 @@ def load_snapshot_arg(path: str, policy: str | None = None) -> Snapshot:
     return load_snapshot(Path(path), policy=Path(policy) if policy else None)
 
 
-def write_output(text: str, out: str | None) -> None:
+def check_output(path: str | None, option: str, *, folder: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written (InputError,
+    exit status 2): a folder where a file is meant (or a file where a folder is, with
+    ``folder``), a missing or read-only parent folder."""
+    if not path:
+        return
+    p = Path(path)
+    if not folder and p.is_dir():
+        raise InputError([f"{option}: {path} is a folder; give a file name"])
+    if folder and p.exists() and not p.is_dir():
+        raise InputError([f"{option}: {path} is a file; give a folder"])
+    where = p if folder and p.is_dir() else p.parent  # the folder written into
+    while folder and not where.exists() and where != where.parent:
+        where = where.parent  # (a new folder is created with its parents)
+    if not where.is_dir():
+        raise InputError([f"{option}: folder {where} does not exist"])
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise InputError([f"{option}: folder {where} is not writable"])
+
+
+def write_file(text: str, path: str | Path, option: str = "--out") -> None:
+    """Write ``text`` to ``path`` atomically (the file is untouched or complete, even
+    if the process dies); an OSError becomes an InputError naming the option."""
+    from planner.trap import atomic_write
+
+    try:
+        atomic_write(path, (text if text.endswith("\n") else text + "\n").encode())
+    except OSError as exc:
+        raise InputError([f"{option}: cannot write {path}: {exc.strerror or exc}"]) from None
+
+
+def write_output(text: str, out: str | None, option: str = "--out") -> None:
     """Write to ``--out FILE`` atomically (nothing half-written), else stdout."""
     if not out:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    target = Path(out)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text if text.endswith("\n") else text + "\n")
-    tmp.replace(target)
+    write_file(text, out, option)
 
 
 def add_snapshot_args(p: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from models import InputError
+from planner.commands._common import check_output, write_file
 from planner.commands.simulate import PLANNER_CHOICES, add_run_args, spec_from_args
 
 
@@ -58,6 +59,7 @@ def run(args: Any) -> int:
     from planner.sim.report import comparison_table, markdown_report, write_charts
     from planner.sim.runner import prepare
 
+    check_output(args.out, "--out", folder=True)  # (before the runs, which may be long)
     specs = variants(args)
     for s in specs[:1]:
         prepare(s)  # bad input is reported here, before any worker starts
@@ -77,8 +79,8 @@ def run(args: Any) -> int:
               f"{' (carry-over warm start)' if first.carry_over else ''}, "
               f"tick {first.config['tick_s']:g} s, days {first.config['days']}, "
               f"seed {first.config['seed']}.")
-    (out / "report.md").write_text(markdown_report(metrics, charts, header, note))
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    write_file(markdown_report(metrics, charts, header, note), out / "report.md")
+    write_file(json.dumps(metrics, indent=2, sort_keys=True), out / "metrics.json")
     if args.format == "json":
         print(json.dumps(metrics, indent=2, sort_keys=True))
     else:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from models import load_snapshot
-from planner.commands._common import EXIT_OK, EXIT_USAGE, err_console, write_output
+from planner.commands._common import EXIT_OK, EXIT_USAGE, check_output, err_console, write_output
 from planner.generate import DEFAULT_NOW, generate, parse_mix, to_json
 
 
@@ -50,6 +50,7 @@ _count = _int_at_least(0, "must not be negative")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.out, "--out")
     try:
         snap = generate(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                         nvlink_mix=args.nvlink_mix, occupancy=args.occupancy,

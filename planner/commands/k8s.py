@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from models import InputError, load_plan, read_document
-from planner.commands._common import err_console, write_output
+from planner.commands._common import check_output, err_console, write_output
 
 
 def register(subparsers: Any) -> None:
@@ -49,6 +49,8 @@ def run_snapshot(args: argparse.Namespace) -> int:
     from planner.k8s import build_snapshot, load_config
     from planner.k8s.objects import parse_time
 
+    check_output(args.out, "--out")
+    check_output(args.meta_out, "--meta-out")
     now = None
     if args.now:
         now = parse_time(args.now)
@@ -59,7 +61,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if args.meta_out:
-        write_output(json.dumps(result.meta, indent=2), args.meta_out)
+        write_output(json.dumps(result.meta, indent=2), args.meta_out, "--meta-out")
     write_output(json.dumps(result.snapshot, indent=2), args.out)
     return 0
 
@@ -67,6 +69,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
 def run_apply(args: argparse.Namespace) -> int:
     from planner.k8s import kubectl_script, object_list, read_meta
 
+    check_output(args.out, "--out")
     plan = load_plan(args.plan)
     meta = None
     if args.snapshot_meta:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from rich.console import Console
 from rich.table import Table
 
-from models import Plan, Snapshot
-from planner.commands._common import add_snapshot_args, load_snapshot_arg, write_output
+from models import InputError, Plan, Snapshot
+from planner.commands._common import (
+    add_snapshot_args,
+    check_output,
+    load_snapshot_arg,
+    write_file,
+    write_output,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,18 +48,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from planner import plan
 
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        why = f"--time-limit: must be a positive number of seconds, got {args.time_limit:g}"
+        raise InputError([why])
+    if args.workers < 1:
+        raise InputError([f"--workers: must be at least 1, got {args.workers}"])
+    check_output(args.out, "--out")
+    check_output(args.metrics_out, "--metrics-out")
     snap = load_snapshot_arg(args.snapshot, args.policy)
-    if args.time_limit <= 0:
-        raise SystemExit("preempt-planner plan: --time-limit must be positive")
     result = plan(snap, time_limit_s=args.time_limit, deterministic=args.deterministic,
                   workers=args.workers, planner=args.planner, seed=args.seed)
     text = result.to_json()
     if args.out:
         write_output(text, args.out)
     if args.metrics_out:
-        from planner.sim.prom import plan_metrics, write_text_atomic
+        from planner.sim.prom import plan_metrics
 
-        write_text_atomic(plan_metrics(result, snap), args.metrics_out)
+        write_file(plan_metrics(result, snap), args.metrics_out, "--metrics-out")
     if args.format == "json":
         if not args.out:
             write_output(text, None)

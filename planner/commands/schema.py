@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from models import Plan, Policy, Snapshot
-from planner.commands._common import EXIT_OK, write_output
+from planner.commands._common import EXIT_OK, check_output, write_output
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 KINDS = ("snapshot", "policy", "plan")
@@ -74,6 +74,7 @@ def all_schemas() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.out, "--out")
     doc = all_schemas() if args.kind == "all" else build_schema(args.kind)
     write_output(json.dumps(doc, indent=2), args.out)
     return EXIT_OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from typing import Any
 
 from planner.commands._common import err_console
@@ -43,9 +44,10 @@ def run(args: argparse.Namespace) -> int:
         err_console.print(f"[bold red]error:[/] unknown planner {args.planner!r} "
                           f"(choose from {', '.join(PLANNERS)})")
         return 2
-    if args.time_limit <= 0 or args.max_body_mb <= 0 or args.workers < 1:
-        err_console.print("[bold red]error:[/] --time-limit, --max-body-mb and --workers "
-                          "must be positive")
+    if not all(math.isfinite(x) and x > 0 for x in (args.time_limit, args.max_time_limit,
+                                                      args.max_body_mb)) or args.workers < 1:
+        err_console.print("[bold red]error:[/] --time-limit, --max-time-limit, --max-body-mb "
+                          "and --workers must be positive")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from planner.commands._common import write_output
+from planner.commands._common import check_output, write_file, write_output
 
 PLANNER_CHOICES = ["cpsat", "greedy", "k8s", "slurm", "naive"]
 
@@ -80,6 +80,9 @@ def run(args: Any) -> int:
     from planner.sim.report import metrics_table
     from planner.sim.runner import prepare
 
+    for path, option in ((args.out, "--out"), (args.metrics_out, "--metrics-out"),
+                         (args.result_out, "--result-out")):
+        check_output(path, option)  # (before the run, which may be long)
     spec = spec_from_args(args, args.planner, args.policy)
     sim = prepare(spec)
     err = Console(stderr=True)
@@ -106,8 +109,7 @@ def run(args: Any) -> int:
     if args.metrics_out:
         write_run_metrics(m, args.metrics_out)
     if args.result_out:
-        with open(args.result_out, "w") as fh:
-            json.dump(res.to_json(), fh)
+        write_file(json.dumps(res.to_json()), args.result_out, "--result-out")
     if args.format == "json":
         write_output(json.dumps(m, indent=2, sort_keys=True), args.out)
     else:

@@ -9,7 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from planner.commands._common import add_snapshot_args, load_snapshot_arg, write_output
+from planner.commands._common import (
+    add_snapshot_args,
+    check_output,
+    load_snapshot_arg,
+    write_output,
+)
 
 PLANNERS = ["cpsat", "greedy", "k8s", "slurm", "naive"]
 
@@ -85,6 +90,7 @@ def render_table(result: dict[str, Any]) -> Table:
 def run(args: Any) -> int:
     from planner.sim.whatif import Variant, load_scenarios, parse_assignment, parse_job, run_whatif
 
+    check_output(args.out, "--out")
     snap = load_snapshot_arg(args.snapshot, args.policy)
     variants: list[Variant] = []
     if args.scenario:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from planner.commands._common import check_output, write_output
 from planner.slurm.config import CONFIG_ENV, ConfigError, SlurmConfig, load_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -80,16 +81,6 @@ def _config(args: argparse.Namespace) -> SlurmConfig | None:
         return None
 
 
-def _write(text: str, out: str | None) -> None:
-    if not out:
-        sys.stdout.write(text + "\n")
-        return
-    target = Path(out)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text + "\n")
-    tmp.replace(target)
-
-
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from models import InputError, load_snapshot, read_document
     from planner.slurm.parse import build_snapshot, parse_time
@@ -97,6 +88,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from planner.slurm.state import AdapterState
 
     _setup_logging(args.log_level)
+    check_output(args.out, "--out")
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
@@ -128,7 +120,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     load_snapshot(result.snapshot)  # raises InputError (exit 2) on a bad snapshot
-    _write(json.dumps(result.snapshot, indent=1), args.out)
+    write_output(json.dumps(result.snapshot, indent=1), args.out)
     return EXIT_OK
 
 
@@ -138,6 +130,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from planner.slurm.state import AdapterState
 
     _setup_logging(args.log_level)
+    check_output(args.report, "--report")  # (before any command runs)
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
@@ -157,7 +150,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(f"failed (rc {failed.rc}): {failed.text}: {failed.stderr.strip()}",
               file=sys.stderr)
     if args.report:
-        _write(json.dumps(report.to_dict(), indent=1), args.report)
+        write_output(json.dumps(report.to_dict(), indent=1), args.report, "--report")
     if report.problems and not report.commands:
         return EXIT_USAGE
     return EXIT_OK if report.ok else EXIT_FAILED
@@ -171,6 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cfg is None:
         return EXIT_USAGE
     if args.plan_dir:
+        check_output(args.plan_dir, "--plan-dir", folder=True)
         cfg = cfg.model_copy(update={"plan_dir": Path(args.plan_dir)})
     if args.ticks is not None and args.ticks < 1:
         print("error: --ticks must be at least 1", file=sys.stderr)

@@ -23,6 +23,7 @@ from planner.slurm.apply import ApplyReport, Runner, apply_plan, subprocess_runn
 from planner.slurm.config import SlurmConfig
 from planner.slurm.parse import ParseResult, build_snapshot, iso
 from planner.slurm.state import AdapterState
+from planner.trap import atomic_write
 
 log = logging.getLogger("planner.slurm")
 
@@ -153,9 +154,7 @@ def _write_tick(directory: Path, number: int, now: float, result: TickResult) ->
     doc = {"tick": number, "snapshot": result.snapshot, "plan": plan,
            "apply": result.report.to_dict()}
     path = directory / f"tick-{number:05d}-{stamp}.json"
-    tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
 class _StopFlag:
