@@ -39,6 +39,10 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
     """
     if planner not in PLANNERS:
         raise ValueError(f"unknown planner {planner!r} (choose from {', '.join(PLANNERS)})")
+    if not time_limit_s > 0:  # (NaN too)
+        raise ValueError(f"time_limit_s must be a positive number of seconds, got {time_limit_s!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers!r}")
     # the cyclic garbage collector would walk the whole snapshot several times per
     # tick (0.08 s each at 1,024 nodes): pause it while planning, as latency-critical
     # Python services do, and restore the caller's setting afterwards

@@ -66,8 +66,8 @@ def test_bad_output_paths_and_options_exit_2_before_any_work(tmp_path: Path, cap
     cases = [
         (["plan", EXAMPLE, "--out", str(tmp_path / "missing" / "p.json")],
          f"--out: folder {tmp_path / 'missing'} does not exist"),
-        (["plan", EXAMPLE, "--out", str(tmp_path)], f"--out: {tmp_path} is a folder; give a "
-         "file name"),
+        (["plan", EXAMPLE, "--out", str(tmp_path)], (f"--out: {tmp_path} is a folder; give a "
+         "file name")),
         (["plan", EXAMPLE, "--metrics-out", str(tmp_path / "a-file" / "m.prom")],
          f"--metrics-out: folder {tmp_path / 'a-file'} does not exist"),
         (["plan", EXAMPLE, "--time-limit", "nan"],
@@ -83,8 +83,8 @@ def test_bad_output_paths_and_options_exit_2_before_any_work(tmp_path: Path, cap
           "--result-out", str(tmp_path / "missing" / "r.json")],
          f"--result-out: folder {tmp_path / 'missing'} does not exist"),
         (["compare", "--cluster", EXAMPLE, "--trace", "no-such-trace",
-          "--out", str(tmp_path / "a-file")], f"--out: {tmp_path / 'a-file'} is a file; give a "
-         "folder"),
+          "--out", str(tmp_path / "a-file")], (f"--out: {tmp_path / 'a-file'} is a file; give a "
+         "folder")),
     ]
     for argv, said in cases:
         assert cli.main(argv) == 2, argv

@@ -174,6 +174,20 @@ def test_plan_restores_the_garbage_collector_setting() -> None:
     assert gc.isenabled()
 
 
+@pytest.mark.parametrize("kw,said", [
+    ({"time_limit_s": float("nan")}, "time_limit_s must be a positive number of seconds, got nan"),
+    ({"time_limit_s": 0}, "time_limit_s must be a positive number of seconds, got 0"),
+    ({"time_limit_s": -1.0}, "time_limit_s must be a positive number of seconds, got -1.0"),
+    ({"workers": 0}, "workers must be at least 1, got 0"),
+])
+def test_plan_refuses_a_meaningless_budget_or_worker_count(kw: dict, said: str) -> None:
+    # These used to return the greedy plan as a fallback (NaN, 0, -1 s) or let CP-SAT
+    # pick its own worker count (0): the caller's mistake went unnoticed.
+    with pytest.raises(ValueError) as exc:
+        plan(generate(nodes=4, pending=2, seed=1), **kw)
+    assert str(exc.value) == said
+
+
 def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     # A budget too short to build and solve the model: the planner returns the spare
     # greedy plan, polished (planner/repack.py), with status fallback and solver

@@ -131,3 +131,16 @@ def test_run_metrics_text_has_per_tier_delays():
 @pytest.mark.parametrize("value, text", [(None, "-"), (0.25, "25.0%")])
 def test_report_formatting(value, text):
     assert report._pct(value) == text
+
+
+def test_simulate_refuses_meaningless_numbers_before_running(capsys):
+    # Every number of the run by its option, all at once, exit 2; before, a tick of
+    # -5 s or a time limit of 0 ran (the planner returning its greedy fallback).
+    rc = cli.main(["simulate", "--cluster", CLUSTER, "--trace", PING_PONG, "--no-progress",
+                   "--tick", "-5", "--days", "nan", "--time-limit", "0", "--workers", "0"])
+    assert rc == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("invalid input (4 problem(s)) - --tick: must be a positive number, got -5 "
+            "- --days: must be a positive number, got nan "
+            "- --time-limit: must be a positive number, got 0 "
+            "- --workers: must be at least 1, got 0") in err, err

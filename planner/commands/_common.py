@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,12 @@ def report_input_error(exc: InputError) -> int:
 def load_snapshot_arg(path: str, policy: str | None = None) -> Snapshot:
     """Load the snapshot named on the command line (raises InputError)."""
     return load_snapshot(Path(path), policy=Path(policy) if policy else None)
+
+
+def check_time_limit(value: float, option: str = "--time-limit") -> None:
+    """A planner time limit: a positive, finite number of seconds (InputError)."""
+    if not (math.isfinite(value) and value > 0):
+        raise InputError([f"{option}: must be a positive number of seconds, got {value:g}"])
 
 
 def check_output(path: str | None, option: str, *, folder: bool = False) -> None:

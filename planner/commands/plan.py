@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from rich.console import Console
@@ -13,6 +12,7 @@ from models import InputError, Plan, Snapshot
 from planner.commands._common import (
     add_snapshot_args,
     check_output,
+    check_time_limit,
     load_snapshot_arg,
     write_file,
     write_output,
@@ -48,9 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from planner import plan
 
-    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        why = f"--time-limit: must be a positive number of seconds, got {args.time_limit:g}"
-        raise InputError([why])
+    check_time_limit(args.time_limit)
     if args.workers < 1:
         raise InputError([f"--workers: must be at least 1, got {args.workers}"])
     check_output(args.out, "--out")

@@ -12,6 +12,7 @@ from rich.table import Table
 from planner.commands._common import (
     add_snapshot_args,
     check_output,
+    check_time_limit,
     load_snapshot_arg,
     write_output,
 )
@@ -91,6 +92,7 @@ def run(args: Any) -> int:
     from planner.sim.whatif import Variant, load_scenarios, parse_assignment, parse_job, run_whatif
 
     check_output(args.out, "--out")
+    check_time_limit(args.time_limit)
     snap = load_snapshot_arg(args.snapshot, args.policy)
     variants: list[Variant] = []
     if args.scenario:

@@ -3,6 +3,7 @@ worker processes share)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,15 +34,28 @@ class RunSpec:
     config: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_numbers(cfg: SimConfig, time_scale: float) -> None:
+    """The run's numbers, by the CLI option that sets each (InputError, exit 2)."""
+    errors = []
+    for option, value in (("--tick", cfg.tick_s), ("--days", cfg.days),
+                          ("--time-limit", cfg.time_limit_s), ("--halflife", cfg.halflife_s),
+                          ("--time-scale", time_scale)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            errors.append(f"{option}: must be a positive number, got {value:g}")
+    if cfg.workers < 1:
+        errors.append(f"--workers: must be at least 1, got {cfg.workers}")
+    if errors:
+        raise InputError(errors)
+
+
 def prepare(spec: RunSpec) -> Simulator:
     """Load the cluster, policy and trace of a spec; raises InputError on bad input."""
     cfg = SimConfig(**spec.config)
+    _check_numbers(cfg, spec.time_scale)
     policy = load_policy(Path(spec.policy)) if spec.policy else None
     cluster = load_cluster(spec.cluster, policy)
     jobs = load_trace(spec.trace, spec.trace_format, seed=cfg.seed, node_gpus=spec.node_gpus)
     scale = spec.time_scale
-    if scale <= 0:
-        raise InputError([f"--time-scale: must be positive, got {scale}"])
     if cfg.start is not None or spec.carry_over or cfg.days is not None or scale != 1.0:
         # the arrivals of days / scale trace days, compressed into the simulated days
         trace_days = None if cfg.days is None else cfg.days / scale
