@@ -536,3 +536,17 @@ def test_a_script_without_the_main_guard_fails_at_once_with_the_reason(tmp_path:
         "RuntimeError: processes=True: the worker processes died while starting. They import "
         'the main module: a script that creates the server must do so under `if __name__ == '
         '"__main__":`'), res.stderr
+
+
+def test_serve_names_every_meaningless_option(capsys: pytest.CaptureFixture[str]) -> None:
+    # Each bad number by its option, at once, exit 2. Before, one sentence named all
+    # four options whichever was wrong, NaN time limits passed, and --max-concurrent -2
+    # ended in a traceback (a semaphore of -2 slots).
+    import cli
+
+    assert cli.main(["serve", "--port", "0", "--time-limit", "nan", "--max-body-mb", "0",
+                     "--max-concurrent", "-2"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("error: invalid input (3 problem(s)) - --time-limit: must be a positive number, "
+            "got nan - --max-body-mb: must be a positive number, got 0 - --max-concurrent: "
+            "must be at least 1, got -2") in err, err

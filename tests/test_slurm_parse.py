@@ -653,3 +653,14 @@ def test_apply_does_not_evict_for_a_job_it_could_not_pin() -> None:
     assert not rep.ok and len(rep.failures) == 1
     assert not fake.commands("scancel") and not fake.commands("requeuehold")
     assert len(rep.problems) == 3 and all("could be pinned" in p for p in rep.problems)
+
+
+def test_run_refuses_an_interval_that_is_not_a_positive_number(capsys) -> None:
+    # NaN compared false with 0 and ran the loop with a NaN interval.
+    import cli
+
+    for bad in ("nan", "0", "-1"):
+        assert cli.main(["slurm", "run", "--interval", bad, "--ticks", "1", "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert f"error: --interval: must be a positive number of seconds, got {float(bad):g}" \
+            in err, err

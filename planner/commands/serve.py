@@ -7,6 +7,7 @@ import logging
 import math
 from typing import Any
 
+from models import InputError
 from planner.commands._common import err_console
 
 
@@ -44,11 +45,17 @@ def run(args: argparse.Namespace) -> int:
         err_console.print(f"[bold red]error:[/] unknown planner {args.planner!r} "
                           f"(choose from {', '.join(PLANNERS)})")
         return 2
-    if not all(math.isfinite(x) and x > 0 for x in (args.time_limit, args.max_time_limit,
-                                                      args.max_body_mb)) or args.workers < 1:
-        err_console.print("[bold red]error:[/] --time-limit, --max-time-limit, --max-body-mb "
-                          "and --workers must be positive")
-        return 2
+    bad = [f"{option}: must be a positive number, got {value:g}"
+           for option, value in (("--time-limit", args.time_limit),
+                                 ("--max-time-limit", args.max_time_limit),
+                                 ("--max-body-mb", args.max_body_mb))
+           if not (math.isfinite(value) and value > 0)]
+    bad += [f"{option}: must be at least 1, got {value}"
+            for option, value in (("--workers", args.workers),
+                                  ("--max-concurrent", args.max_concurrent))
+            if value is not None and value < 1]
+    if bad:
+        raise InputError(bad)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         server = make_server(args.host, args.port, time_limit_s=args.time_limit,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ticks is not None and args.ticks < 1:
         print("error: --ticks must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    if args.interval is not None and args.interval <= 0:
-        print("error: --interval must be positive", file=sys.stderr)
+    if args.interval is not None and not (math.isfinite(args.interval) and args.interval > 0):
+        print(f"error: --interval: must be a positive number of seconds, got {args.interval:g}",
+              file=sys.stderr)
         return EXIT_USAGE
     echo = (lambda line: print(line, flush=True)) if args.dry_run else None
     return run_loop(cfg, interval_s=args.interval, ticks=args.ticks, dry_run=args.dry_run,
