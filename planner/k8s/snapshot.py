@@ -495,21 +495,60 @@ class _Builder:
         return None
 
 
+# what a field of the wrong type or range raises in the conversion (kubectl's own
+# output never has one; a hand-edited or foreign file may)
+_SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError)
+
+
+def _shape_error(source: str, where: str, exc: Exception) -> InputError:
+    what = ("the output of 'kubectl get nodes -o json'" if source == "nodes" else
+            "the output of 'kubectl get pods -A -o json'" if source == "pods" else
+            "the outputs of 'kubectl get nodes -o json' and 'kubectl get pods -A -o json'")
+    return InputError([(f"{where}a field has a value of the wrong type or range "
+                       f"({type(exc).__name__}: {exc}); give {what} unchanged")], source)
+
+
+def _each(objs: list[dict[str, Any]], convert: Any, source: str) -> list[Any]:
+    """``convert`` applied to each object; a shape error names the object."""
+    out = []
+    for i, obj in enumerate(objs):
+        try:
+            out.append(convert(obj))
+        except InputError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            named = f" ({name})" if isinstance(name, str) else ""
+            raise _shape_error(source, f"items[{i}]{named}: ", exc) from None
+    return out
+
+
 def build_snapshot(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None = None,
                    now: datetime | None = None) -> K8sSnapshot:
     """Convert Node and Pod lists into a contract snapshot; the result passes
-    ``models.load_snapshot`` (checked here; raises InputError otherwise)."""
+    ``models.load_snapshot`` (checked here; raises InputError otherwise, also for
+    fields of the wrong type, naming the object where it can)."""
+    try:
+        return _build(nodes_doc, pods_doc, config, now)
+    except InputError:
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise _shape_error("nodes and pods", "", exc) from None
+
+
+def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
+           now: datetime | None) -> K8sSnapshot:
     from planner.k8s.objects import items_of
 
     cfg = config or K8sConfig()
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     b = _Builder(cfg, now)
     nodes: dict[str, dict[str, Any]] = {}
-    for obj in items_of(nodes_doc, "Node", "nodes"):
-        rec = b.node(obj)
+    for rec in _each(items_of(nodes_doc, "Node", "nodes"), b.node, "nodes"):
         if rec is not None:
             nodes[rec["id"]] = rec
-    pods = [p for p in (b.pod(o) for o in items_of(pods_doc, "Pod", "pods")) if p is not None]
+    pods = [p for p in _each(items_of(pods_doc, "Pod", "pods"), b.pod, "pods") if p is not None]
     pods = b.assign_gpus(nodes, pods)
 
     groups: dict[tuple[str, str], list[Pod]] = defaultdict(list)
