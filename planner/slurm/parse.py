@@ -33,6 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from models import InputError
 from planner.slurm.config import SlurmConfig
 from planner.slurm.hostlist import HostlistError, expand
 from planner.slurm.state import AdapterState
@@ -543,35 +544,50 @@ def build_snapshot(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any]
     ``scontrol show nodes --json`` (either Slurm shape); `now` is epoch seconds.
     Jobs the planner cannot or must not act on are left out, each with a note.
     """
+    try:
+        return _build(squeue_json, nodes_json, cfg, now, read_sidecar, state)
+    except InputError:
+        raise
+    except _SHAPE_ERRORS as exc:  # (not where a job or a node list names it)
+        raise _shape_error("squeue --json", "", exc) from None
+
+
+# what a field of the wrong type or range raises in the conversion (Slurm's own
+# output never has one; a hand-edited or foreign file may)
+_SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError)
+
+
+def _shape_error(source: str, where: str, exc: Exception) -> InputError:
+    return InputError([(f"{where}a field has a value of the wrong type or range "
+                       f"({type(exc).__name__}: {exc})")], source)
+
+
+def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: SlurmConfig,
+           now: float, read_sidecar: SidecarReader | None,
+           state: AdapterState | None) -> ParseResult:
     notes: list[str] = []
     state = state or AdapterState()
     read_sidecar = read_sidecar or sidecar_reader(cfg.sidecar_dir)
-    slurm_nodes = read_nodes(nodes_json)
-    nodes = build_nodes(slurm_nodes, cfg, notes)
+    try:
+        slurm_nodes = read_nodes(nodes_json)
+        nodes = build_nodes(slurm_nodes, cfg, notes)
+    except _SHAPE_ERRORS as exc:
+        raise _shape_error("sinfo --json", "nodes: ", exc) from None
     node_gpus = {n["id"]: n["gpus"] for n in nodes}
     jobs: list[dict[str, Any]] = []
     unmanaged_used = False
-    for raw in squeue_json.get("jobs") or []:
+    for i, raw in enumerate(squeue_json.get("jobs") or []):
         if not isinstance(raw, dict) or raw.get("job_id") is None:
             continue
-        jid = str(as_int(raw.get("job_id")))
-        flags = states_of(raw.get("job_state"))
-        base = flags[0] if flags else ""
-        tier = _tier_of(raw, cfg)
-        if "COMPLETING" in flags:
-            continue  # leaving; its GPUs are about to be free
-        if base in _RUNNING:
-            built = _running_job(raw, jid, tier, cfg, now, node_gpus, read_sidecar, state,
-                                 notes)
-            if built and tier is None:
-                unmanaged_used = True
-            jobs.extend(built)
-        elif base == "PENDING" and not set(flags) & _HELD_FLAGS:
-            if tier is None:
-                continue  # not managed: Slurm schedules it alone
-            job = _pending_job(raw, jid, tier, cfg, now, read_sidecar, state, notes)
-            if job:
-                jobs.append(job)
+        try:
+            jid = str(as_int(raw.get("job_id")))
+        except _SHAPE_ERRORS as exc:
+            raise _shape_error("squeue --json", f"jobs[{i}]: ", exc) from None
+        try:
+            unmanaged_used |= _add_job(raw, jid, cfg, now, node_gpus, read_sidecar, state,
+                                       notes, jobs)
+        except _SHAPE_ERRORS as exc:
+            raise _shape_error("squeue --json", f"jobs[{i}] (job {jid}): ", exc) from None
     policy = cfg.policy_dict()
     if unmanaged_used:
         tiers = dict(policy.get("tiers") or {})
@@ -590,6 +606,28 @@ def build_snapshot(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any]
         "_slurm": {"release": version, "notes": notes},
     }
     return ParseResult(snapshot, notes, version)
+
+
+def _add_job(raw: Mapping[str, Any], jid: str, cfg: SlurmConfig, now: float,
+             node_gpus: dict[str, int], read_sidecar: SidecarReader, state: AdapterState,
+             notes: list[str], jobs: list[dict[str, Any]]) -> bool:
+    """Append the snapshot job(s) of one squeue record; True when a running job of
+    no managed tier was added (its tier must then be in the policy)."""
+    flags = states_of(raw.get("job_state"))
+    base = flags[0] if flags else ""
+    tier = _tier_of(raw, cfg)
+    if "COMPLETING" in flags:
+        return False  # leaving; its GPUs are about to be free
+    if base in _RUNNING:
+        built = _running_job(raw, jid, tier, cfg, now, node_gpus, read_sidecar, state, notes)
+        jobs.extend(built)
+        return bool(built) and tier is None
+    if base == "PENDING" and not set(flags) & _HELD_FLAGS and tier is not None:
+        # (a pending job of no managed tier is left to Slurm)
+        job = _pending_job(raw, jid, tier, cfg, now, read_sidecar, state, notes)
+        if job:
+            jobs.append(job)
+    return False
 
 
 def _checkpoint(raw: Mapping[str, Any], jid: str, cfg: SlurmConfig, now: float,
