@@ -6,6 +6,7 @@ No solver imports here: the planner, the verifier and the simulator share these.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,9 +89,21 @@ class Window(_Record):
         return (today in days and minute >= start) or (yesterday in days and minute < end)
 
 
+# Implementation limits (docs/format.md, "Limits"): far beyond any real cluster, and
+# what keeps every cost, hold and objective term a finite number the solver can use
+MAX_SECONDS = 1e9  # a duration: about 32 years
+MAX_GB = 1e9  # a checkpoint: an exabyte
+MAX_GB_PER_S = 1e6  # a write bandwidth
+MIN_GB_PER_S = 1e-3  # ... at least 1 MB/s
+MAX_PRIORITY = 10**9  # |priority|, as Kubernetes PriorityClass values
+MAX_NODES = 100_000  # nodes of one job
+MAX_COUNT = 10**6  # preemptions of a job, evictions per tick
+MAX_FACTOR = 1e3  # backoff factor, grace safety
+
+
 class TierPolicy(_Record):
     preemptible: bool = False
-    min_runtime_s: float = Field(0, ge=0)
+    min_runtime_s: float = Field(0, ge=0, le=MAX_SECONDS)
     can_preempt: list[int] = Field(default_factory=list)
     windows: list[Window] = Field(default_factory=list)
 
@@ -102,22 +115,26 @@ class TierPolicy(_Record):
 
 
 class Backoff(_Record):
-    cooldown_s: float = Field(1800, ge=0)
-    free_preemptions: int = Field(3, ge=0)
-    factor: float = Field(2.0, ge=1.0)
-    max_s: float = Field(28800, ge=0)
+    cooldown_s: float = Field(1800, ge=0, le=MAX_SECONDS)
+    free_preemptions: int = Field(3, ge=0, le=MAX_COUNT)
+    factor: float = Field(2.0, ge=1.0, le=MAX_FACTOR)
+    max_s: float = Field(28800, ge=0, le=MAX_SECONDS)
 
     def cooldown(self, k: int) -> float:
         """Hold after a job's k-th preemption (section 3)."""
         if k <= self.free_preemptions:
             return float(self.cooldown_s)
-        return float(min(self.max_s, self.cooldown_s * self.factor ** (k - self.free_preemptions)))
+        try:
+            grown = self.cooldown_s * self.factor ** (k - self.free_preemptions)
+        except OverflowError:  # (thousands of preemptions)
+            grown = math.inf
+        return float(min(self.max_s, grown))
 
 
 class Grace(_Record):
-    min_s: float = Field(60, ge=0)
-    max_s: float = Field(180, ge=0)
-    safety: float = Field(2.0, gt=0)
+    min_s: float = Field(60, ge=0, le=MAX_SECONDS)
+    max_s: float = Field(180, ge=0, le=MAX_SECONDS)
+    safety: float = Field(2.0, gt=0, le=MAX_FACTOR)
 
     @model_validator(mode="after")
     def _order(self) -> Grace:
@@ -146,9 +163,9 @@ class Policy(_Record):
     pools: dict[str, list[int]] = Field(default_factory=dict)
     backoff: Backoff = Field(default_factory=Backoff)
     grace: Grace = Field(default_factory=Grace)
-    max_evictions_per_tick: int | None = Field(None, ge=0)
+    max_evictions_per_tick: int | None = Field(None, ge=0, le=MAX_COUNT)
     max_evicted_gpu_fraction: float | None = Field(None, ge=0, le=1)
-    cascade_guard_s: float = Field(0, ge=0)
+    cascade_guard_s: float = Field(0, ge=0, le=MAX_SECONDS)
 
     @model_validator(mode="before")
     @classmethod

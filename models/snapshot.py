@@ -6,13 +6,37 @@ that every error of an input is reported at once.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, Field, field_validator
+from pydantic import AfterValidator, AwareDatetime, Field, field_validator
 
-from models.policy import Policy, _Record
+from models.policy import (
+    MAX_COUNT,
+    MAX_GB,
+    MAX_GB_PER_S,
+    MAX_NODES,
+    MAX_PRIORITY,
+    MAX_SECONDS,
+    MIN_GB_PER_S,
+    Policy,
+    _Record,
+)
+
+# Implementation limits for times (docs/format.md, "Limits"): room for every hold
+# and duration (at most MAX_SECONDS) on either side
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(t: datetime) -> datetime:
+    if not _EARLIEST <= t < _LATEST:
+        raise ValueError(f"{t.isoformat()} is outside 1970-01-01 to 9000-01-01")
+    return t
+
+
+Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
 
 NodeState = Literal["up", "drain", "down"]
 JobState = Literal["running", "pending"]
@@ -21,7 +45,7 @@ Topology = Literal["nvlink", "any"]
 
 class Storage(_Record):
     id: str = Field(min_length=1)
-    write_gb_per_s: float = Field(gt=0)
+    write_gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
 
 
 class NvlinkEdges(_Record):
@@ -40,7 +64,7 @@ class Node(_Record):
     block: str | None = None
     nvlink_domain: str | None = None
     storage: str | None = None
-    local_write_gb_per_s: float | None = Field(None, gt=0)
+    local_write_gb_per_s: float | None = Field(None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
     state: NodeState = "up"
 
     def nvlink_raw(self) -> Any:
@@ -51,12 +75,12 @@ class Node(_Record):
 
 
 class Checkpoint(_Record):
-    size_gb: float = Field(0, ge=0)
+    size_gb: float = Field(0, ge=0, le=MAX_GB)
     signal: str | None = "SIGTERM"
-    barrier_s: float = Field(0, ge=0)
-    cleanup_s: float = Field(0, ge=0)
-    restore_s: float = Field(0, ge=0)
-    last_at: AwareDatetime | None = None
+    barrier_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    cleanup_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    restore_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    last_at: Time | None = None
 
 
 class PlacementPart(_Record):
@@ -78,19 +102,19 @@ class Job(_Record):
     tier: int
     state: JobState
     gpus_per_node: int = Field(ge=1, le=1024)
-    priority: int = 0
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     team: str | None = None
-    nodes: int = Field(1, ge=1)
+    nodes: int = Field(1, ge=1, le=MAX_NODES)
     gpu_type: str | None = None
     topology: Topology = "nvlink"
     same_block: bool = False
     same_nvlink_domain: bool = False
-    started_at: AwareDatetime | None = None
-    submitted_at: AwareDatetime | None = None
+    started_at: Time | None = None
+    submitted_at: Time | None = None
     placement: list[PlacementPart] | None = None
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    preemptions: int = Field(0, ge=0)
-    last_preempted_at: AwareDatetime | None = None
+    preemptions: int = Field(0, ge=0, le=MAX_COUNT)
+    last_preempted_at: Time | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -99,7 +123,7 @@ class Job(_Record):
 
 class Snapshot(_Record):
     version: Literal[1] = 1
-    now: AwareDatetime
+    now: Time
     storage: list[Storage] = Field(default_factory=list)
     nodes: list[Node] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)

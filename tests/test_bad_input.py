@@ -155,7 +155,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("non-finite bandwidth", _set("storage.0.write_gb_per_s", float("inf")),
      "storage[0].write_gb_per_s: Input should be a finite number"),
     ("zero bandwidth", _set("storage.0.write_gb_per_s", 0),
-     "storage[0].write_gb_per_s: Input should be greater than 0"),
+     "storage[0].write_gb_per_s: Input should be greater than or equal to 0.001"),
     ("node without GPUs", _set("nodes.0.gpus", 0),
      "nodes[0].gpus: Input should be greater than or equal to 1"),
     ("pending job with a placement", _set("jobs.2.placement", [{"node": "n2", "gpus": [4]}]),
@@ -192,6 +192,21 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "jobs[0].checkpoint.signal: unknown signal 'SIGFOO'"),
     ("wrong version", _set("version", 2), "version: Input should be 1, got 2"),
     ("empty id", _set("jobs.0.id", ""), "jobs[0].id: String should have at least 1 character"),
+    # implementation limits (docs/format.md, "Limits"): each value below crashed the
+    # planner (an objective term or a cost beyond what CP-SAT takes, a hold past the
+    # last date Python has)
+    ("priority beyond the limit", _set("jobs.2.priority", 10**30),
+     "jobs[2].priority: Input should be less than or equal to 1000000000"),
+    ("gang beyond the limit", _set("jobs.2.nodes", 10**30),
+     "jobs[2].nodes: Input should be less than or equal to 100000"),
+    ("restore time beyond the limit", _set("jobs.0.checkpoint.restore_s", 1e308),
+     "jobs[0].checkpoint.restore_s: Input should be less than or equal to 1000000000"),
+    ("eviction budget beyond the limit", _set("policy", {"max_evictions_per_tick": 10**30}),
+     "policy.max_evictions_per_tick: Input should be less than or equal to 1000000"),
+    ("cooldown beyond the limit", _set("policy", {"backoff": {"cooldown_s": 1e308}}),
+     "policy.backoff.cooldown_s: Input should be less than or equal to 1000000000"),
+    ("time beyond the limit", _set("now", "9999-12-31T23:59:59Z"),
+     "now: 9999-12-31T23:59:59+00:00 is outside 1970-01-01 to 9000-01-01"),
 ]
 
 
@@ -305,3 +320,16 @@ def test_validate_policy_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert cli.main(["validate", "--kind", "policy", str(bad)]) == 2
     assert "policy.tiers.2.min_runtime_s: Input should be greater than or equal to 0" \
         in _output(capsys)
+
+
+def test_thousands_of_preemptions_hold_a_job_for_the_longest_cooldown() -> None:
+    # factor ** (k - free) overflowed a float for k in the thousands (a crash); the
+    # hold is then backoff.max_s: 28,800 s after 2026-11-29T07:00:00Z.
+    from planner import plan
+
+    doc = copy.deepcopy(BASE)
+    doc["jobs"][2].update(preemptions=5000, last_preempted_at="2026-11-29T07:00:00Z")
+    p = plan(doc, deterministic=True, time_limit_s=0.5)
+    (d,) = p.deferred
+    assert (d.job, d.reason) == ("p", "COOLDOWN")
+    assert d.until is not None and d.until.isoformat() == "2026-11-29T15:00:00+00:00"

@@ -426,6 +426,22 @@ def test_a_field_of_the_wrong_type_is_bad_input_naming_the_object(tmp_path: Path
     assert not out.exists()
 
 
+def test_annotation_values_beyond_the_contracts_limits_are_ignored_with_a_warning() -> None:
+    # One pod's annotation must not invalidate the whole snapshot: a priority beyond
+    # +-10^9 and a checkpoint size beyond 10^9 GB (docs/format.md, "Limits") are
+    # ignored with a warning, like malformed ones.
+    pods = _load("pods.json")
+    meta = pods["items"][2]["metadata"]
+    assert meta["name"] == "sweep-17"
+    meta.setdefault("annotations", {}).update({"preempt-planner.io/priority": "10000000000",
+                                               "preempt-planner.io/checkpoint-size-gb": "2e9"})
+    res = build_snapshot(_load("nodes.json"), pods, load_config(FIX / "config.yaml"), NOW)
+    load_snapshot(res.snapshot)
+    said = " ".join(res.warnings)
+    assert "preempt-planner.io/priority='10000000000' is not an integer within +-1e+09" in said
+    assert "preempt-planner.io/checkpoint-size-gb='2e9' is not a number from 0 to 1e+09" in said
+
+
 # ---------------------------------------------------------------- end to end
 def test_end_to_end_plan_verify_apply(result: Any) -> None:
     planner = pytest.importorskip("planner")

@@ -690,3 +690,13 @@ def test_a_field_of_the_wrong_type_is_bad_input_naming_the_job_or_the_node_list(
     assert exc.value.source == "sinfo --json"
     assert exc.value.errors[0].startswith("nodes: a field has a value of the wrong type or "
                                           "range (TypeError: ")
+
+
+def test_comment_values_beyond_the_contracts_limits_are_ignored_with_a_problem() -> None:
+    # A user's comment must not invalidate the whole tick's snapshot: values beyond
+    # the implementation limits (docs/format.md) are dropped like malformed ones.
+    fields, problems = parse_comment("priority=10000000000 restore_s=2e9 size_gb=40")
+    assert fields == {"size_gb": 40.0}
+    assert len(problems) == 2
+    assert any("priority must be within +-1e+09" in p for p in problems), problems
+    assert any("restore_s must be a number from 0 to 1e+09" in p for p in problems), problems

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from models.policy import MAX_SECONDS
+
 _SIGNALS = {s.name for s in _signal.Signals}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 _SUFFIX: dict[str, int | Decimal] = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
@@ -129,11 +131,12 @@ def iso(dt: datetime) -> str:
 
 
 def parse_number(value: str) -> float | None:
+    """A number from 0 to 10^9 (the contract's limits for durations and sizes)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
         return None
-    return x if math.isfinite(x) and x >= 0 else None
+    return x if math.isfinite(x) and 0 <= x <= MAX_SECONDS else None
 
 
 def parse_int(value: str) -> int | None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from models import InputError, load_snapshot
+from models.policy import MAX_GB_PER_S, MAX_PRIORITY, MIN_GB_PER_S
 from models.snapshot import NvlinkEdges
 from planner.k8s.config import K8sConfig
 from planner.k8s.objects import (
@@ -129,9 +130,9 @@ class _Builder:
         text = annotations.get(cfg.key("local-write-gb-per-s"))
         if text is not None:
             v = parse_number(text)
-            if v is None or v <= 0:
+            if v is None or not MIN_GB_PER_S <= v <= MAX_GB_PER_S:
                 self.warn(f"node {name}: annotation {cfg.key('local-write-gb-per-s')}={text!r} "
-                          "is not a positive number; ignored")
+                          f"is not a number from {MIN_GB_PER_S:g} to {MAX_GB_PER_S:g}; ignored")
             else:
                 local = v
         if local is not None:
@@ -280,7 +281,7 @@ class _Builder:
         p, text = found
         v = parse_int(text) if kind == "int" else parse_number(text)
         if v is None:
-            what = "a whole number >= 0" if kind == "int" else "a number >= 0"
+            what = "a whole number >= 0" if kind == "int" else "a number from 0 to 1e+09"
             self.warn(f"pod {p.ref}: annotation {self.cfg.key(key)}={text!r} is not {what}; "
                       "ignored")
         return v
@@ -396,9 +397,12 @@ class _Builder:
         if p2 is not None:
             try:
                 prio = int(p2[1])
+                if abs(prio) > MAX_PRIORITY:
+                    raise ValueError
             except ValueError:
+                prio = cfg.tier_of_class(first.priority_class)[1]
                 self.warn(f"pod {p2[0].ref}: annotation {cfg.key('priority')}={p2[1]!r} is not "
-                          "an integer; ignored")
+                          f"an integer within +-{MAX_PRIORITY:g}; ignored")
         team = first.labels.get(cfg.team_label) if cfg.team_label else None
         rec: dict[str, Any] = {"id": job_id, "tier": tier, "priority": prio,
                                "team": team or first.namespace,

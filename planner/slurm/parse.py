@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from models import InputError
+from models.policy import MAX_GB, MAX_PRIORITY, MAX_SECONDS
 from planner.slurm.config import SlurmConfig
 from planner.slurm.hostlist import HostlistError, expand
 from planner.slurm.state import AdapterState
@@ -229,8 +230,9 @@ def coerce_field(key: str, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"{key} must be a number")
         x = float(value)
-        if not math.isfinite(x) or x < 0:
-            raise ValueError(f"{key} must be a finite number >= 0")
+        top = MAX_GB if key == "size_gb" else MAX_SECONDS
+        if not math.isfinite(x) or x < 0 or x > top:
+            raise ValueError(f"{key} must be a number from 0 to {top:g}")
         return x
     if key == "signal":
         return normalize_signal(value)
@@ -242,6 +244,8 @@ def coerce_field(key: str, value: Any) -> Any:
     if key == "priority":
         if isinstance(value, bool) or float(value) != int(float(value)):
             raise ValueError("priority must be an integer")
+        if abs(int(float(value))) > MAX_PRIORITY:
+            raise ValueError(f"priority must be within +-{MAX_PRIORITY:g}")
         return int(float(value))
     if key == "team":
         return str(value)
