@@ -3,11 +3,13 @@ records. No solver imports: the planner, verifier, simulator and adapters build
 on these."""
 
 from models.load import (
+    SHAPE_ERRORS,
     InputError,
     check_snapshot,
     load_plan,
     load_policy,
     load_snapshot,
+    range_problems,
     read_document,
 )
 from models.plan import (
@@ -24,8 +26,8 @@ from models.policy import Backoff, Grace, Policy, TierPolicy, Window
 from models.snapshot import Checkpoint, Job, Node, PlacementPart, Snapshot, Storage
 
 __all__ = [
-    "REASONS", "Backoff", "Checkpoint", "Deferred", "Eviction", "Grace", "InputError", "Job",
+    "REASONS", "SHAPE_ERRORS", "Backoff", "Checkpoint", "Deferred", "Eviction", "Grace", "InputError", "Job",
     "Node", "Objective", "Placement", "PlacementPart", "Plan", "Policy", "Snapshot",
     "SolverInfo", "Storage", "StormLoad", "TierPolicy", "Window", "check_snapshot", "load_plan",
-    "load_policy", "load_snapshot", "read_document",
+    "load_policy", "load_snapshot", "range_problems", "read_document",
 ]

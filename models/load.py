@@ -7,7 +7,9 @@ naming the field path (``jobs[3].placement[0].gpus: ...``).
 from __future__ import annotations
 
 import json
+import math
 import signal as _signal
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,22 @@ class InputError(ValueError):
         self.source = source
         head = f"{source}: " if source else ""
         super().__init__(head + f"{len(errors)} problem(s):\n  " + "\n  ".join(errors))
+
+
+# what a field of the wrong type or range raises in code that converts a foreign
+# document (kubectl's or Slurm's JSON): the adapters turn these into InputError
+SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError)
+
+
+def range_problems(positive: Iterable[tuple[str, float | None]] = (),
+                   at_least_one: Iterable[tuple[str, int | None]] = ()) -> list[str]:
+    """One message per option out of range: ``positive`` (option, value) pairs must be
+    finite numbers > 0, ``at_least_one`` pairs counts >= 1; None is not given."""
+    out = [f"{option}: must be a positive number, got {value:g}" for option, value in positive
+           if value is not None and not (math.isfinite(value) and value > 0)]
+    out += [f"{option}: must be at least 1, got {value}" for option, value in at_least_one
+            if value is not None and value < 1]
+    return out
 
 
 def _path(loc: tuple[Any, ...]) -> str:

@@ -966,6 +966,12 @@ def _full_solve_s(n_pairs: int) -> float:
             else FULL_SOLVE_PER_PAIR_S * EXACT_PAIRS)
 
 
+def _model_s(build_s: float, full_solve_s: float) -> float:
+    """Time to build the whole model and solve it long enough to be worth it: a solve
+    shorter than the build, than 2 x MIN_SOLVE_S or than ``full_solve_s`` is not."""
+    return build_s + max(build_s, 2 * MIN_SOLVE_S, full_solve_s)
+
+
 def _early_lane(problem: Problem, time_limit_s: float, reserve: float, usable: int,
                 n_pairs: int, deterministic: bool, workers: int) -> bool:
     """Should the second lane start before the first greedy plan, with the per-node
@@ -983,8 +989,7 @@ def _early_lane(problem: Problem, time_limit_s: float, reserve: float, usable: i
         return False
     if usable <= SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
         return False
-    build = _pairs_build_s(n_pairs)
-    need = build + max(build, 2 * MIN_SOLVE_S, _full_solve_s(n_pairs))
+    need = _model_s(_pairs_build_s(n_pairs), _full_solve_s(n_pairs))
     return need > time_limit_s - reserve - MIN_SOLVE_S / 2 and lanes_available(workers)
 
 
@@ -1089,8 +1094,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         """Seconds missing to build and solve the whole model (None: deterministic)."""
         if deadline is None:
             return None
-        return (time.perf_counter() + build_est + max(build_est, 2 * MIN_SOLVE_S, full_solve)
-                - deadline - MIN_SOLVE_S / 2)
+        return (time.perf_counter() + _model_s(build_est, full_solve) - deadline
+                - MIN_SOLVE_S / 2)
 
     if spare.budget_rejected and "k8s" not in in_lane and room(BASELINE_RUN):
         # an eviction budget (R13) refused victims: the per-node baselines, which take

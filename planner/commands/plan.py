@@ -8,7 +8,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from models import InputError, Plan, Snapshot
+from models import InputError, Plan, Snapshot, range_problems
 from planner.commands._common import (
     add_snapshot_args,
     check_output,
@@ -49,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
     from planner import plan
 
     check_time_limit(args.time_limit)
-    if args.workers < 1:
-        raise InputError([f"--workers: must be at least 1, got {args.workers}"])
+    bad = range_problems(at_least_one=[("--workers", args.workers)])
+    if bad:
+        raise InputError(bad)
     check_output(args.out, "--out")
     check_output(args.metrics_out, "--metrics-out")
     snap = load_snapshot_arg(args.snapshot, args.policy)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from typing import Any
 
-from models import InputError
+from models import InputError, range_problems
 from planner.commands._common import err_console
 
 
@@ -45,15 +44,10 @@ def run(args: argparse.Namespace) -> int:
         err_console.print(f"[bold red]error:[/] unknown planner {args.planner!r} "
                           f"(choose from {', '.join(PLANNERS)})")
         return 2
-    bad = [f"{option}: must be a positive number, got {value:g}"
-           for option, value in (("--time-limit", args.time_limit),
-                                 ("--max-time-limit", args.max_time_limit),
-                                 ("--max-body-mb", args.max_body_mb))
-           if not (math.isfinite(value) and value > 0)]
-    bad += [f"{option}: must be at least 1, got {value}"
-            for option, value in (("--workers", args.workers),
-                                  ("--max-concurrent", args.max_concurrent))
-            if value is not None and value < 1]
+    bad = range_problems([("--time-limit", args.time_limit),
+                          ("--max-time-limit", args.max_time_limit),
+                          ("--max-body-mb", args.max_body_mb)],
+                         [("--workers", args.workers), ("--max-concurrent", args.max_concurrent)])
     if bad:
         raise InputError(bad)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

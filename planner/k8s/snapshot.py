@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from models import InputError, load_snapshot
+from models import SHAPE_ERRORS, InputError, load_snapshot
 from models.policy import MAX_GB_PER_S, MAX_PRIORITY, MIN_GB_PER_S
 from models.snapshot import NvlinkEdges
 from planner.k8s.config import K8sConfig
@@ -499,11 +499,6 @@ class _Builder:
         return None
 
 
-# what a field of the wrong type or range raises in the conversion (kubectl's own
-# output never has one; a hand-edited or foreign file may)
-_SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError)
-
-
 def _shape_error(source: str, where: str, exc: Exception) -> InputError:
     what = ("the output of 'kubectl get nodes -o json'" if source == "nodes" else
             "the output of 'kubectl get pods -A -o json'" if source == "pods" else
@@ -520,7 +515,7 @@ def _each(objs: list[dict[str, Any]], convert: Any, source: str) -> list[Any]:
             out.append(convert(obj))
         except InputError:
             raise
-        except _SHAPE_ERRORS as exc:
+        except SHAPE_ERRORS as exc:
             meta = obj.get("metadata") if isinstance(obj, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
             named = f" ({name})" if isinstance(name, str) else ""
@@ -537,7 +532,7 @@ def build_snapshot(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None = Non
         return _build(nodes_doc, pods_doc, config, now)
     except InputError:
         raise
-    except _SHAPE_ERRORS as exc:
+    except SHAPE_ERRORS as exc:
         raise _shape_error("nodes and pods", "", exc) from None
 
 

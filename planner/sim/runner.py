@@ -3,12 +3,11 @@ worker processes share)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from models import InputError, load_policy
+from models import InputError, load_policy, range_problems
 from planner.sim.cluster import load_cluster
 from planner.sim.engine import SimConfig, SimResult, Simulator
 from planner.sim.metrics import compute_metrics
@@ -36,14 +35,9 @@ class RunSpec:
 
 def _check_numbers(cfg: SimConfig, time_scale: float) -> None:
     """The run's numbers, by the CLI option that sets each (InputError, exit 2)."""
-    errors = []
-    for option, value in (("--tick", cfg.tick_s), ("--days", cfg.days),
-                          ("--time-limit", cfg.time_limit_s), ("--halflife", cfg.halflife_s),
-                          ("--time-scale", time_scale)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            errors.append(f"{option}: must be a positive number, got {value:g}")
-    if cfg.workers < 1:
-        errors.append(f"--workers: must be at least 1, got {cfg.workers}")
+    errors = range_problems([("--tick", cfg.tick_s), ("--days", cfg.days),
+                             ("--time-limit", cfg.time_limit_s), ("--halflife", cfg.halflife_s),
+                             ("--time-scale", time_scale)], [("--workers", cfg.workers)])
     if errors:
         raise InputError(errors)
 

@@ -33,7 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from models import InputError
+from models import SHAPE_ERRORS, InputError
 from models.policy import MAX_GB, MAX_PRIORITY, MAX_SECONDS
 from planner.slurm.config import SlurmConfig
 from planner.slurm.hostlist import HostlistError, expand
@@ -552,13 +552,8 @@ def build_snapshot(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any]
         return _build(squeue_json, nodes_json, cfg, now, read_sidecar, state)
     except InputError:
         raise
-    except _SHAPE_ERRORS as exc:  # (not where a job or a node list names it)
+    except SHAPE_ERRORS as exc:  # (not where a job or a node list names it)
         raise _shape_error("squeue --json", "", exc) from None
-
-
-# what a field of the wrong type or range raises in the conversion (Slurm's own
-# output never has one; a hand-edited or foreign file may)
-_SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError)
 
 
 def _shape_error(source: str, where: str, exc: Exception) -> InputError:
@@ -575,7 +570,7 @@ def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: S
     try:
         slurm_nodes = read_nodes(nodes_json)
         nodes = build_nodes(slurm_nodes, cfg, notes)
-    except _SHAPE_ERRORS as exc:
+    except SHAPE_ERRORS as exc:
         raise _shape_error("sinfo --json", "nodes: ", exc) from None
     node_gpus = {n["id"]: n["gpus"] for n in nodes}
     jobs: list[dict[str, Any]] = []
@@ -585,12 +580,12 @@ def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: S
             continue
         try:
             jid = str(as_int(raw.get("job_id")))
-        except _SHAPE_ERRORS as exc:
+        except SHAPE_ERRORS as exc:
             raise _shape_error("squeue --json", f"jobs[{i}]: ", exc) from None
         try:
             unmanaged_used |= _add_job(raw, jid, cfg, now, node_gpus, read_sidecar, state,
                                        notes, jobs)
-        except _SHAPE_ERRORS as exc:
+        except SHAPE_ERRORS as exc:
             raise _shape_error("squeue --json", f"jobs[{i}] (job {jid}): ", exc) from None
     policy = cfg.policy_dict()
     if unmanaged_used:
