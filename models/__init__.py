@@ -22,12 +22,20 @@ from models.plan import (
     SolverInfo,
     StormLoad,
 )
-from models.policy import Backoff, Grace, Policy, TierPolicy, Window
-from models.snapshot import Checkpoint, Job, Node, PlacementPart, Snapshot, Storage
+from models.policy import Backoff, Grace, Policy, Thrash, TierPolicy, Window
+from models.snapshot import (
+    Checkpoint,
+    Job,
+    Node,
+    PlacementPart,
+    RecentEviction,
+    Snapshot,
+    Storage,
+)
 
 __all__ = [
     "REASONS", "SHAPE_ERRORS", "Backoff", "Checkpoint", "Deferred", "Eviction", "Grace", "InputError", "Job",
-    "Node", "Objective", "Placement", "PlacementPart", "Plan", "Policy", "Snapshot",
-    "SolverInfo", "Storage", "StormLoad", "TierPolicy", "Window", "check_snapshot", "load_plan",
+    "Node", "Objective", "Placement", "PlacementPart", "Plan", "Policy", "RecentEviction", "Snapshot",
+    "SolverInfo", "Storage", "StormLoad", "Thrash", "TierPolicy", "Window", "check_snapshot", "load_plan",
     "load_policy", "load_snapshot", "range_problems", "read_document",
 ]

@@ -136,6 +136,11 @@ def _policy_errors(pol: Policy) -> list[str]:
         for v in tp.can_preempt:
             if v not in pol.tiers:
                 errors.append(f"policy.tiers.{t}.can_preempt: tier {v} is not defined in the policy")
+    if pol.thrash is not None:
+        for v in pol.thrash.exempt_tiers:
+            if v not in pol.tiers:
+                errors.append(f"policy.thrash.exempt_tiers: tier {v} is not defined in the policy "
+                              "(R15)")
     return errors
 
 
@@ -216,6 +221,10 @@ def check_snapshot(snap: Snapshot) -> list[str]:
             errors.append(f"nodes[{i}].storage: required when there are several storage targets "
                           f"({', '.join(sorted(storages))})")
         errors += _nvlink_errors(f"nodes[{i}].nvlink", n.nvlink, n.gpus)
+    for i, e in enumerate(snap.recent_evictions):
+        if e.at > snap.now:
+            errors.append(f"recent_evictions[{i}].at: {e.at.isoformat()} is after now "
+                          f"({snap.now.isoformat()}); only evictions already carried out count (R15)")
     owner: dict[tuple[str, int], str] = {}
     for i, j in enumerate(snap.jobs):
         p = f"jobs[{i}]"

@@ -10,9 +10,10 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_serializ
 from models.snapshot import PlacementPart
 
 PlanStatus = Literal["optimal", "feasible", "fallback"]
-Reason = Literal["COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", "STORM", "BUDGET", "OUTRANKED"]
+Reason = Literal["COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", "STORM", "BUDGET",
+                 "OUTRANKED", "THRASH_BUDGET", "PATIENCE", "ENDING_SOON"]
 REASONS: tuple[str, ...] = ("COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", "STORM",
-                            "BUDGET", "OUTRANKED")
+                            "BUDGET", "OUTRANKED", "THRASH_BUDGET", "PATIENCE", "ENDING_SOON")
 
 
 def _iso(dt: AwareDatetime | None) -> str | None:

@@ -106,6 +106,9 @@ class TierPolicy(_Record):
     min_runtime_s: float = Field(0, ge=0, le=MAX_SECONDS)
     can_preempt: list[int] = Field(default_factory=list)
     windows: list[Window] = Field(default_factory=list)
+    # R16 (section 9): a pending job of this tier may use GPUs freed by victims only
+    # after it has been queued this long
+    preempt_after_s: float = Field(0, ge=0, le=MAX_SECONDS)
 
     def preemptible_at(self, now: datetime) -> bool:
         """R5 and R8: preemptible at all, and inside a window when windows are set."""
@@ -147,12 +150,30 @@ class Grace(_Record):
         return max(self.min_s, self.safety * (flush_s + barrier_s + cleanup_s))
 
 
+class Thrash(_Record):
+    """R15, the rolling eviction budget (section 9): at most
+    ``max(min_evictions, floor(max_fraction * running jobs))`` evictions per
+    ``window_s``, counting the recent ones; victims of jobs of ``exempt_tiers`` are
+    never refused but use up the budget of the others."""
+
+    window_s: float = Field(3600, ge=0, le=MAX_SECONDS)
+    max_fraction: float = Field(0.05, ge=0, le=1)
+    min_evictions: int = Field(4, ge=0, le=MAX_COUNT)
+    exempt_tiers: list[int] = Field(default_factory=lambda: [1])
+
+    def limit(self, running: int) -> int:
+        """``B``: the evictions the window allows with ``running`` running jobs."""
+        return max(self.min_evictions, math.floor(self.max_fraction * running + 1e-9))
+
+
 DEFAULT_TIERS: dict[int, dict[str, Any]] = {
-    1: {"preemptible": False, "min_runtime_s": 0, "can_preempt": [2, 3]},
-    2: {"preemptible": True, "min_runtime_s": 3600, "can_preempt": [3], "windows": []},
-    3: {"preemptible": True, "min_runtime_s": 1800, "can_preempt": []},
+    1: {"preemptible": False, "min_runtime_s": 0, "can_preempt": [2, 3], "preempt_after_s": 0},
+    2: {"preemptible": True, "min_runtime_s": 3600, "can_preempt": [3], "windows": [],
+        "preempt_after_s": 600},
+    3: {"preemptible": True, "min_runtime_s": 1800, "can_preempt": [], "preempt_after_s": 0},
 }
-NEW_TIER: dict[str, Any] = {"preemptible": False, "min_runtime_s": 0, "can_preempt": [], "windows": []}
+NEW_TIER: dict[str, Any] = {"preemptible": False, "min_runtime_s": 0, "can_preempt": [], "windows": [],
+                            "preempt_after_s": 0}
 
 
 class Policy(_Record):
@@ -166,6 +187,10 @@ class Policy(_Record):
     max_evictions_per_tick: int | None = Field(None, ge=0, le=MAX_COUNT)
     max_evicted_gpu_fraction: float | None = Field(None, ge=0, le=1)
     cascade_guard_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    # section 9: R15 (null turns it off; merges field by field over the default)
+    thrash: Thrash | None = Field(default_factory=Thrash)
+    # section 9: R17, a running job expected to end within this many seconds is spared
+    spare_ending_within_s: float = Field(600, ge=0, le=MAX_SECONDS)
 
     @model_validator(mode="before")
     @classmethod
@@ -199,6 +224,7 @@ class Policy(_Record):
 
     def tier(self, t: int) -> TierPolicy:
         return self.tiers[t]
+
 
     def pool_admits(self, pool: str, tier: int) -> bool:
         """R4: a pool not listed admits every tier."""

@@ -115,10 +115,27 @@ class Job(_Record):
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     preemptions: int = Field(0, ge=0, le=MAX_COUNT)
     last_preempted_at: Time | None = None
+    # section 9: when a running job will have ended at the latest, by a limit the
+    # scheduler enforces (Slurm's EndTime, Kubernetes activeDeadlineSeconds); R17
+    expected_end_at: Time | None = None
 
     @property
     def total_gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    def queue_start(self) -> datetime | None:
+        """R16: the later of ``submitted_at`` and ``last_preempted_at`` (None when
+        neither is known: the job counts as having waited long enough)."""
+        known = [t for t in (self.submitted_at, self.last_preempted_at) if t is not None]
+        return max(known) if known else None
+
+
+class RecentEviction(_Record):
+    """Section 9: an eviction carried out before ``now`` by whoever runs the ticks (R15)."""
+
+    job: str = Field(min_length=1)
+    at: Time
+    gpus: int | None = Field(None, ge=0, le=MAX_COUNT)
 
 
 class Snapshot(_Record):
@@ -128,6 +145,7 @@ class Snapshot(_Record):
     nodes: list[Node] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
+    recent_evictions: list[RecentEviction] = Field(default_factory=list)
     comment: str | None = Field(None, description="free text; `_comment` in files")
 
     # ---- lookups (built once; the record is frozen so they never go stale) ----

@@ -107,10 +107,57 @@ def objective_of(problem: Problem, d: Decision) -> Objective:
                      eviction_cost_gpu_s=round(cost, 6), evictions=len(d.victims))
 
 
+def exempt_victims(problem: Problem, pre: dict[str, list[str]]) -> set[str]:
+    """R15: the victims with a preemptor of an exempt tier (``pre``: victim -> its
+    preemptors, as :func:`preemptors_of` gives them)."""
+    tb = problem.thrash
+    if tb is None or not tb.exempt_tiers:
+        return set()
+    tiers, pending = tb.exempt_tiers, problem.pending
+    return {v for v, js in pre.items() if any(pending[j].job.tier in tiers for j in js)}
+
+
 def clean(problem: Problem, d: Decision) -> Decision:
-    """Drop victims that no placed job uses (R7's second half)."""
+    """Drop victims that no placed job uses (R7's second half); then, if the plan
+    breaks the rolling eviction budget (R15), the least valuable placements that
+    use victims which are not exempt, until it holds (every heuristic keeps R15
+    while it searches; this is the net under them)."""
     pre = preemptors_of(problem, d)
-    return Decision({v for v in d.victims if pre[v]}, dict(d.placements))
+    out = Decision({v for v in d.victims if pre[v]}, dict(d.placements))
+    tb = problem.thrash
+    if tb is not None and len(out.victims) > tb.left:
+        _within_thrash_budget(problem, out, {v: set(pre[v]) for v in out.victims})
+    return out
+
+
+def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]]) -> None:
+    """Make ``d`` (cleaned; ``pre`` its victims' preemptors) satisfy R15 in place:
+    drop placements of tiers that are not exempt, least valuable first (the
+    objective's order reversed: lowest tier, fewest GPUs, lowest priority), each
+    only while it uses a victim that is not exempt, until R15 holds. Exempt victims
+    stay exempt throughout (their exempt preemptors are never dropped), so one
+    pass in that order is enough; at worst every victim left is exempt."""
+    tb = problem.thrash
+    assert tb is not None
+    pending = problem.pending
+    exempt = exempt_victims(problem, {v: list(js) for v, js in pre.items()})
+    uses: dict[str, set[str]] = {}
+    for v, js in pre.items():
+        for j in js:
+            uses.setdefault(j, set()).add(v)
+    order = sorted((j for j in uses if pending[j].job.tier not in tb.exempt_tiers),
+                   key=lambda j: (-pending[j].job.tier, pending[j].job.total_gpus,
+                                  pending[j].job.priority, j))
+    for j in order:
+        if tb.allows(len(d.victims), len(exempt)):
+            return
+        if not any(v not in exempt for v in uses[j]):
+            continue
+        del d.placements[j]
+        for v in uses[j]:
+            pre[v].discard(j)
+            if not pre[v]:
+                d.victims.discard(v)
 
 
 def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo) -> Plan:

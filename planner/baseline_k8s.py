@@ -178,9 +178,11 @@ class PerNodeBaseline(GreedyPlanner):
         at 4,096 nodes."""
         shape = self._shape(info)
         kept = self._kept.setdefault(shape, {})
-        q = self._queues.get((*shape, id(info.candidates)))
+        # (R15 refuses victims of jobs whose tier is not exempt that it allows others)
+        qkey = (*shape, id(info.candidates), self.placing_exempt)
+        q = self._queues.get(qkey)
         if q is None:
-            q = self._queues[(*shape, id(info.candidates))] = _ClassHeap(
+            q = self._queues[qkey] = _ClassHeap(
                 members=frozenset(info.candidates))
             todo: list[int] = info.candidates
         else:
@@ -199,6 +201,7 @@ class PerNodeBaseline(GreedyPlanner):
 
     # -- placing one job ------------------------------------------------------------
     def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
+        self.placing(info)
         if info.job.nodes == 1:
             o = self._best_allowed(st, info)
             if o is None:

@@ -19,7 +19,8 @@ Aggregation keeps the model small whatever the queue length:
 Rules: R2 gangs by count constraints (per block / NVLink domain when required),
 R4/R1 node filters, R5/R6/R8/R9 by pruning, R7 as above plus "every victim has a
 beneficiary", R10 as an empty rights set, R11/R12 as a per-storage load cap,
-R13 as two linear budgets. The lexicographic objective is solved in phases;
+R13 as two linear budgets, R15 by _thrash_budget, R16 as an empty rights set
+(like R10) and R17 as a protected victim (like R6), both in planner/problem.py. The lexicographic objective is solved in phases;
 consecutive items are merged into one weighted phase while the weights fit in
 64 bits. The greedy plan, polished (planner/repack.py), is the hint and the
 fallback.
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from models import Plan, SolverInfo
-from planner.assemble import Decision, assemble, clean, objective_of
+from planner.assemble import Decision, assemble, clean, exempt_victims, objective_of, preemptors_of
 from planner.baselines import get_baseline
 from planner.eject import eject, upgrade
 from planner.greedy import GreedyPlanner, squeaky_wheel
@@ -155,6 +156,9 @@ class CpsatModel:
         self.gpu_demand: dict[tuple[int, int], list] = defaultdict(list)
         self.items: list[tuple[str, list, list[int], int, int]] = []  # objective items
         self.caps: list[tuple[cp_model.IntVar, list[str], list[int], int]] = []  # storm caps
+        # R15: victim -> "exempt" literal, and the literal "within what the window has left"
+        self.exempt: dict[str, cp_model.IntVar] = {}
+        self.within: cp_model.IntVar | None = None
         self._build()
 
     # -- construction ---------------------------------------------------------------
@@ -184,6 +188,7 @@ class CpsatModel:
         self._beneficiary()
         self._storm()
         self._budgets()
+        self._thrash_budget()
         self._objective_items()
 
     def _check_time(self) -> None:
@@ -458,6 +463,67 @@ class CpsatModel:
             self.m.add(_wsum([e for _, e in es], [self.p.running[v].job.total_gpus for v, _ in es])
                        <= limit)
 
+    def _thrash_budget(self) -> None:
+        """R15: ``X <= max(E, B - H)`` (X victims, E of them exempt): either within what
+        the window has left (``within``), or every victim exempt. A victim's exempt
+        literal needs a shard of a class of an exempt tier, with the right to take its
+        GPUs, on one of its nodes, and on each node at most one exempt victim (wholly
+        there) per GPU such shards take; extraction then gives those shards the
+        exempt victims' GPUs (_pick), and ``clean`` drops what still breaks R15."""
+        tb = self.p.thrash
+        if tb is None or len(self.evict) <= tb.left:
+            return
+        m = self.m
+        users: dict[str, list] = defaultdict(list)  # victim -> shard counts that exempt it
+        demand: dict[int, tuple[list, list[int]]] = {}  # node -> exempt shards, GPUs each
+        for c in self.classes:
+            if c.tier not in tb.exempt_tiers:
+                continue
+            for ni in c.candidates:
+                vs = c.node_total.get(ni, [])
+                d = demand.setdefault(ni, ([], []))
+                d[0].extend(vs)
+                d[1].extend([c.gpn] * len(vs))
+                for vid in self._victims_on.get(ni, ()):
+                    if vid in self.evict and self.p.running[vid].job.tier in c.rights:
+                        users[vid].extend(vs)
+        alone: dict[int, list] = defaultdict(list)  # node -> exempt literals of its victims
+        for vid, e in self.evict.items():
+            if not users[vid]:
+                continue
+            x = m.new_bool_var(f"ex[{vid}]")
+            self.exempt[vid] = x
+            m.add_implication(x, e)
+            m.add(_wsum([*users[vid], x], [1] * len(users[vid]) + [-1]) >= 0)
+            nodes = {ni for ni, _m in self.p.running[vid].parts}
+            if len(nodes) == 1:
+                alone[next(iter(nodes))].append(x)
+        for ni, xs in alone.items():
+            vs, cs = demand.get(ni, ([], []))
+            m.add(_wsum([*vs, *xs], [*(-c for c in cs), *([1] * len(xs))]) <= 0)
+        es, xs = list(self.evict.values()), list(self.exempt.values())
+        left = tb.left
+        # X - E <= max(0, B - H) holds either way: the whole rule when no victim can be
+        # exempt or nothing is left, and a strong row for the LP otherwise
+        m.add(_wsum([*es, *xs], [1] * len(es) + [-1] * len(xs)) <= max(0, left))
+        if not xs or left <= 0:
+            return
+        # E is at most the GPUs the exempt classes could take (each exempt victim has
+        # one of them) and the number of exempt literals
+        most = min(len(xs), sum(c.gpn * c.nodes * len(c.jobs) for c in self.classes
+                                if c.tier in tb.exempt_tiers))
+        if most <= left:  # then max(E, B - H) = B - H
+            m.add(_sum(es) <= left)
+            return
+        # the convex hull of the rule in (X, E), between (B - H, 0) and (most, most):
+        # X * most <= (B - H) * most + E * (most - B + H); without it the solver
+        # branched for seconds on 100 symmetric victims (tests/test_cross_tick.py)
+        m.add(_wsum([*es, *xs], [most] * len(es) + [-(most - left)] * len(xs)) <= left * most)
+        self.within = m.new_bool_var("r15_within")
+        m.add(_sum(es) <= left).only_enforce_if(self.within)
+        m.add(_wsum([*es, *xs], [1] * len(es) + [-1] * len(xs)) <= 0).only_enforce_if(
+            ~self.within)
+
     def _objective_items(self) -> None:
         """Items of the lexicographic objective as (name, vars, coefs, lo, hi), maximised."""
         tiers = sorted({c.tier for c in self.classes})
@@ -573,6 +639,12 @@ class CpsatModel:
             hints.append((e, vid in d.victims))
         for cap, vids, caps, total in self.caps:
             hints.append((cap, min([total] + [cv for v, cv in zip(vids, caps) if v in d.victims])))
+        if self.within is not None:
+            tb = self.p.thrash
+            assert tb is not None
+            exempt = exempt_victims(self.p, preemptors_of(self.p, d))
+            hints += [(x, vid in exempt and vid in d.victims) for vid, x in self.exempt.items()]
+            hints.append((self.within, len(d.victims) <= tb.left))
         self.set_hints(hints)
 
     def set_hints(self, hints: list[tuple[cp_model.IntVar, int]]) -> None:
@@ -592,6 +664,9 @@ class CpsatModel:
             out += [c.count, *c.hintable, *(g for g, _n in c.groups)]
         out += list(self.evict.values())
         out += [cap for cap, *_rest in self.caps]
+        out += list(self.exempt.values())
+        if self.within is not None:
+            out.append(self.within)
         return out
 
 
@@ -634,6 +709,8 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
     """Concrete victims and GPU indices from a solution (None if it does not realise)."""
     p = model.p
     d = Decision(victims={v for v, e in model.evict.items() if solver.value(e)})
+    # R15: the victims the solution counts as exempt go to shards of exempt classes first
+    exempt = frozenset(v for v, x in model.exempt.items() if solver.value(x))
     # which jobs of each class, and their shards per node/island
     freed: dict[int, dict[str, int]] = defaultdict(dict)
     for v in d.victims:
@@ -675,8 +752,9 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
             isl = info.islands[key]
             n_gpus = val * c.gpn if c.single_island else val
             chunks = [c.gpn] * val if c.single_island else [n_gpus]
+            prefer = exempt if p.exempt(c.tier) else frozenset()
             for size in chunks:
-                mask = _pick(free, freed, p, ni, rights, isl, size, shared)
+                mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer)
                 if mask is None:
                     return None
                 _consume(free, freed, ni, mask)
@@ -734,16 +812,17 @@ def _take_pool(free: dict[int, int], freed: dict[int, dict[str, int]], p: Proble
 
 def _pick(free: dict[int, int], freed: dict[int, dict[str, int]], p: Problem, ni: int,
           rights: frozenset[int], isl: int, size: int,
-          shared: dict[int, int] | None = None) -> int | None:
+          shared: dict[int, int] | None = None,
+          prefer: frozenset[str] = frozenset()) -> int | None:
     """``size`` GPUs of island ``isl`` for a shard with these rights: GPUs freed by
-    victims it may use, those that the fewest other shards could use first, then
-    free GPUs (usable by everyone) last."""
+    victims it may use (those in ``prefer`` first, then those that the fewest other
+    shards could use), then free GPUs (usable by everyone) last."""
     mask = 0
     got = 0
     shared = shared or {}
-    usable = [(shared.get(p.running[v].job.tier, 0), v, fm)
+    usable = [(v not in prefer, shared.get(p.running[v].job.tier, 0), v, fm)
               for v, fm in freed.get(ni, {}).items() if p.running[v].job.tier in rights]
-    pools = [fm for _n, _v, fm in sorted(usable)]
+    pools = [fm for _x, _n, _v, fm in sorted(usable)]
     pools.append(free.get(ni, 0))
     for pool in pools:
         g = pool & isl & ~mask

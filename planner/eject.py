@@ -271,6 +271,8 @@ class _Ejector:
         vs: set[str] = set()
         if add:
             self.use.link(j, parts, self.st.victims)
+            if self.p.exempt(self.p.pending[j].job.tier):  # R15: they are exempt
+                self.st.exempt |= self.use.uses.get(j, set())
         else:
             vs = self.use.unlink(j)
         for ni, _m in parts:
@@ -288,9 +290,21 @@ class _Ejector:
     def _leave(self, k: str) -> tuple:
         """Take placed job k out, with the victims only it used; an undo record."""
         parts = self.placements.pop(k)
-        drop = self.use.unused(self._link(k, parts, False))
+        used = self._link(k, parts, False)
+        drop = self.use.unused(used)
         self._out(k, parts, drop)
+        self._exempt_again(used - set(drop))
         return ("left", k, parts, drop)
+
+    def _exempt_again(self, vs: set[str]) -> None:
+        """R15: victims that stay after a job left are exempt only while a job of an
+        exempt tier still uses them."""
+        if self.p.thrash is None:
+            return
+        for v in vs:
+            if not any(self.p.exempt(self.p.pending[j].job.tier)
+                       for j in self.use.users.get(v, ())):
+                self.st.exempt.discard(v)
 
     def _place(self, info: PendingInfo) -> tuple | None:
         """Place a job by the greedy search; an undo record, or None."""
@@ -310,6 +324,7 @@ class _Ejector:
                 self._link(j, parts, False)
                 self._out(j, parts, self.use.unused(victims))
             else:  # back in, with its victims
+                self.g.placing(self.p.pending[j])
                 self.g._evict(self.st, victims)
                 for ni, m in parts:
                     self.g._use(self.st, ni, m)
@@ -581,6 +596,7 @@ class _Ejector:
         still available to it: free, freed by victims its tier may preempt, or held
         by running jobs it may evict within the storm limit and the budgets."""
         g, st, running = self.g, self.st, self.p.running
+        g.placing(info)
         need: set[str] = set()
         for ni, m in parts:
             avail = g._avail(st, info, ni)

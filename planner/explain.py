@@ -3,18 +3,20 @@ sentence a user understands, found by direct reasoning over the snapshot.
 
 The order of the checks follows the rules: backoff (R9) first, then whether any
 node could host the job at all, then what would have to be evicted and what
-protects it (R5-R8, R10, R11, R13); when it could have fit, the capacity went to
+protects it (R5-R8, R10, R11, R13, R15-R17); when it could have fit, the capacity went to
 more valuable jobs (OUTRANKED).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from models import Deferred
 from models.rules import gang_group, keeps_group
-from planner.assemble import Decision
+from planner.assemble import Decision, exempt_victims, preemptors_of
 from planner.problem import PendingInfo, Problem, fmt_duration
 
 
@@ -71,14 +73,16 @@ def _shape(info: PendingInfo) -> tuple:
 def _avail(problem: Problem, info: PendingInfo, mode: str) -> dict[int, int]:
     """Free GPUs plus, per mode, GPUs of running jobs that could be let go, per node:
     "free" none, "rightful" evictable jobs of tiers the job may preempt, "stormy"
-    those plus jobs protected only by the storm rule (R11)."""
+    those plus jobs protected only by the storm rule (R11), "ending" those plus jobs
+    protected only because they end soon (R17)."""
     key = ("avail", mode, info.rights)
     memo = _cache(problem)
     if key not in memo:
         out = {n.idx: n.free for n in problem.nodes}
         if mode != "free":
+            extra = {"stormy": "R11", "ending": "R17"}.get(mode)
             for v in problem.running.values():
-                ok = v.evictable or (mode == "stormy" and v.rule == "R11")
+                ok = v.evictable or v.rule == extra
                 if ok and v.job.tier in info.rights:
                     for i, m in v.parts:
                         out[i] |= m
@@ -235,6 +239,44 @@ def _who_took(problem: Problem, d: Decision, room: Iterable[int]) -> str | None:
     return "; ".join(said)
 
 
+GANG_COMBINATIONS = 500  # node sets a gang's storm check looks at before it gives up
+
+
+def _gang_overloads(problem: Problem, info: PendingInfo, ok: list[tuple[int, list]],
+                    overloaded: Callable[[list], set[str]]) -> bool:
+    """For a gang: does every set of ``nodes`` of the node options ``ok`` (each within
+    the storm limit alone; in one block or NVLink domain when it asks for one)
+    overload a storage target together? False when there are too many sets to look
+    at (GANG_COMBINATIONS): then it is not said to be a storm."""
+    job = info.job
+    if job.nodes < 2:
+        return False
+    groups: dict[tuple, list[tuple[int, list]]] = {}
+    for o in ok:
+        key = gang_group(problem.nodes[o[0]].node, job) if keeps_group(job) else ()
+        groups.setdefault(key, []).append(o)
+    looked = 0
+    for members in groups.values():
+        for combo in itertools.combinations(members, job.nodes):
+            looked += 1
+            if looked > GANG_COMBINATIONS:
+                return False
+            vs = list({v.job.id: v for _i, victims in combo for v in victims}.values())
+            if not overloaded(vs):
+                return False
+    return True
+
+
+def _exempt_of(problem: Problem, d: Decision) -> set[str]:
+    """R15: the exempt victims of decision ``d`` (kept per decision)."""
+    return _once(problem, ("exempt", d is _NOTHING),
+                 lambda: exempt_victims(problem, preemptors_of(problem, d)))
+
+
+def _iso(t: datetime | None) -> str:
+    return "unknown" if t is None else t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def _names(items: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
@@ -266,13 +308,57 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                         detail=f"{shape(job)}; preempted {fmt_duration(ago)} ago, so within the "
                                f"cascade guard of {pol.cascade_guard_s:.0f} s it may use only "
                                "free GPUs, and not enough are free (R10)")
+    if info.patient_until is not None:
+        start = job.queue_start()
+        assert start is not None
+        queued = (problem.now - start).total_seconds()
+        wait = pol.tier(job.tier).preempt_after_s
+        return Deferred(job=job.id, reason="PATIENCE", until=info.patient_until,
+                        detail=f"{shape(job)}; queued for {fmt_duration(queued)}, so until it "
+                               f"has waited tier {job.tier}'s preempt_after_s of "
+                               f"{fmt_duration(wait)} it may use only free GPUs, and not "
+                               "enough are free (R16)")
     if _fits_with(problem, info, "rightful"):
         return _why_not_taken(problem, info, d, loads)
     if _fits_with(problem, info, "stormy"):
         return Deferred(job=job.id, reason="STORM",
                         detail=f"{shape(job)}; the jobs it would evict have checkpoints too big "
                                f"to flush within grace.max_s {pol.grace.max_s:.0f} s (R11/R12)")
+    if _fits_with(problem, info, "ending"):
+        return _ending_soon(problem, info)
     return Deferred(job=job.id, reason="PROTECTED", detail=_protectors(problem, info))
+
+
+def _ending_soon(problem: Problem, info: PendingInfo) -> Deferred:
+    """ENDING_SOON: the job could fit only with GPUs of jobs spared because they end
+    soon (R17); until the earliest time one node it could use has them all back."""
+    def compute() -> Deferred:
+        job, nodes = info.job, problem.nodes
+        rightful = _avail(problem, info, "rightful")
+        ending: dict[int, list] = {}
+        for v in problem.running.values():
+            if v.rule == "R17" and v.job.tier in info.rights:
+                for i, _m in v.parts:
+                    ending.setdefault(i, []).append(v)
+        best = None  # (time all its ending jobs are gone, node id, those jobs)
+        for i in info.candidates:
+            if i in ending and not nodes[i].fits(rightful.get(i, 0), job.gpus_per_node,
+                                                info.need_nvlink):
+                end = max(v.job.expected_end_at for v in ending[i])
+                cand = (end, nodes[i].node.id, sorted(v.job.id for v in ending[i]))
+                if best is None or cand < best:
+                    best = cand
+        assert best is not None
+        end, node, ids = best
+        return Deferred(job="", reason="ENDING_SOON", until=end,
+                        detail=f"{shape(job)}; it waits for {node}, where "
+                               f"{_tier_jobs(problem.running[ids[0]].job.tier, ids)} "
+                               f"{'is' if len(ids) == 1 else 'are'} expected to end by "
+                               f"{_iso(end)} and so not evicted "
+                               f"(spare_ending_within_s {problem.policy.spare_ending_within_s:.0f} s, R17)")
+
+    said = _once(problem, ("ending", *_shape(info)), compute)
+    return said.model_copy(update={"job": info.job.id})
 
 
 _NOTHING = Decision()  # "as if nothing else happened this tick"
@@ -362,6 +448,18 @@ def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
     n_gpus = sum(v.job.total_gpus for _i, vs in need for v in vs)
     used = len(d.victims)
     used_gpus = sum(problem.running[v].job.total_gpus for v in d.victims)
+    tb = problem.thrash
+    if tb is not None and n_victims > 0:
+        exempt = len(_exempt_of(problem, d))
+        if not ((problem.exempt(job.tier) and used == exempt) or used + n_victims <= tb.left):
+            left = max(0, tb.left - used)
+            frees = (f"; the oldest of them leaves the window at {_iso(tb.oldest)}"
+                     if tb.oldest is not None else "")
+            return Deferred(job=job.id, reason="THRASH_BUDGET", until=tb.oldest,
+                            detail=f"{shape(job)}; it needs at least {n_victims} eviction(s) and "
+                                   f"the rolling budget of {tb.limit} per "
+                                   f"{fmt_duration(tb.window_s)} ({tb.recent} already in the "
+                                   f"window{frees}, {used} in this plan) leaves {left} (R15)")
     mx = pol.max_evictions_per_tick
     if mx is not None and n_victims > 0 and used + n_victims > mx:
         left = max(0, mx - used)
@@ -393,7 +491,8 @@ def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
         return {s for s, f in add.items() if loads.get(s, 0.0) + f > cap[s] + 1e-9}
 
     over = [overloaded(o[1]) for o in opts]
-    if sum(not x for x in over) < job.nodes and len(opts) >= job.nodes:
+    if len(opts) >= job.nodes and (sum(not x for x in over) < job.nodes or _gang_overloads(
+            problem, info, [o for o, x in zip(opts, over) if not x], overloaded)):
         # name the loaded targets that the ways of making room would overload
         busy = sorted({s for x in over for s in x if loads.get(s, 0.0) > 0})
         named = ", ".join(busy[:3]) + (f" and {len(busy) - 3} more" if len(busy) > 3 else "")

@@ -29,7 +29,7 @@ from typing import Any
 
 from models.rules import gang_group, keeps_group
 from planner import topology as topo
-from planner.assemble import Decision, clean
+from planner.assemble import Decision, clean, exempt_victims, preemptors_of
 from planner.problem import PendingInfo, Problem
 
 
@@ -38,6 +38,7 @@ class _State:
     free: dict[int, int]  # node idx -> free GPUs not yet used
     freed: dict[int, dict[str, int]] = field(default_factory=dict)  # node -> victim -> mask
     victims: set[str] = field(default_factory=set)
+    exempt: set[str] = field(default_factory=set)  # victims evicted for exempt tiers (R15)
     loads: dict[str, float] = field(default_factory=dict)
     min_cap: dict[str, float] = field(default_factory=dict)  # storage -> tightest victim cap
     evicted_gpus: int = 0
@@ -156,6 +157,9 @@ class GreedyPlanner:
         self.full_storages: set[str] = set()  # storages where it did
         self.refusals = 0  # options the storm limit or a budget refused
         self.banned: set[str] = set()  # victims no option may use (see ban)
+        # R15: are the victims of the job being placed exempt (its tier is)? Set by
+        # placing() before every search and commit for one job
+        self.placing_exempt = False
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
@@ -231,8 +235,20 @@ class GreedyPlanner:
             self.full_storages |= full
         return not full
 
+    def placing(self, info: PendingInfo) -> None:
+        """The job whose options are searched and whose victims are evicted next
+        (R15: its tier says whether they are exempt)."""
+        self.placing_exempt = self.p.exempt(info.job.tier)
+
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
         pol = self.p.policy
+        tb = self.p.thrash
+        if tb is not None and new and len(st.victims) + len(new) > tb.left and not (
+                self.placing_exempt and len(st.victims) == len(st.exempt)):
+            # R15: more than the window has left, unless every victim is exempt
+            self.refusals += 1
+            self.budget_rejected = True
+            return False
         if (pol.max_evictions_per_tick is not None
                 and len(st.victims) + len(new) > pol.max_evictions_per_tick):
             self.refusals += 1
@@ -328,6 +344,8 @@ class GreedyPlanner:
         for v in vs:
             vi = self.p.running[v]
             st.victims.add(v)
+            if self.placing_exempt:
+                st.exempt.add(v)
             st.evicted_gpus += vi.job.total_gpus
             if vi.storage is not None and vi.flushing:
                 st.loads[vi.storage] = st.loads.get(vi.storage, 0.0) + vi.flush_gb
@@ -416,7 +434,7 @@ class GreedyPlanner:
         hit = self._limits_memo.get(ss)
         if hit is not None and hit[0] == st.epoch and hit[1] is st:
             return hit[2]
-        out: list[float] = [len(st.victims), st.evicted_gpus]
+        out: list[float] = [len(st.victims), st.evicted_gpus, len(st.victims) - len(st.exempt)]
         for s in ss[1:]:
             out += [round(st.loads.get(s, 0.0), 6), st.min_cap.get(s, math.inf)]
         self._limits_memo[ss] = (st.epoch, st, tuple(out))
@@ -424,12 +442,13 @@ class GreedyPlanner:
 
     @staticmethod
     def _looser(now: tuple[float, ...], then: tuple[float, ...]) -> bool:
-        """Are limits ``now`` looser than ``then``: fewer evictions, or a lower load or
-        a higher cap on one of the storage targets? (Otherwise options refused then
-        are refused again: the limits only tightened.)"""
-        return (now[0] < then[0] or now[1] < then[1]
+        """Are limits ``now`` looser than ``then``: fewer evictions (in all, by GPUs,
+        or not exempt), or a lower load or a higher cap on one of the storage
+        targets? (Otherwise options refused then are refused again: the limits only
+        tightened.)"""
+        return (now[0] < then[0] or now[1] < then[1] or now[2] < then[2]
                 or any(now[i] < then[i] or now[i + 1] > then[i + 1]
-                       for i in range(2, len(now), 2)))
+                       for i in range(3, len(now), 2)))
 
     def _bound(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
         """A cheap lower bound on a node's option, as a heap entry that sorts before
@@ -543,6 +562,7 @@ class GreedyPlanner:
         return [(e[0], e[2], e[4], e[6]) for e in chosen]
 
     def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
+        self.placing(info)
         job = info.job
         if not keeps_group(job):
             chosen = self._best_nodes(st, info, job.nodes)
@@ -661,6 +681,7 @@ class GreedyPlanner:
         for info in self.queue():
             if not info.candidates:
                 continue
+            self.placing(info)
             parts = self.place(st, info)
             if parts is not None:
                 d.placements[info.job.id] = parts
@@ -673,7 +694,10 @@ class GreedyPlanner:
         storm loads, tightest caps, evicted GPUs; every node it touches is marked
         changed, so that the heaps score it from this state."""
         st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
-        self._evict(st, sorted(d.victims))
+        exempt = exempt_victims(self.p, preemptors_of(self.p, d))
+        for flag in (True, False):  # R15: the victims of exempt jobs, then the others
+            self.placing_exempt = flag
+            self._evict(st, sorted(v for v in d.victims if (v in exempt) == flag))
         for _j, parts in sorted(d.placements.items()):
             for ni, m in parts:
                 self._use(st, ni, m)
@@ -705,7 +729,8 @@ class GreedyPlanner:
         pol = self.p.policy
         for s in {self.p.running[v].storage for v in drop if self.p.running[v].flushing} | (
                 {None} if drop and (pol.max_evictions_per_tick is not None
-                                    or pol.max_evicted_gpu_fraction is not None) else set()):
+                                    or pol.max_evicted_gpu_fraction is not None
+                                    or self.p.thrash is not None) else set()):
             self._relief[s] = self._relief.get(s, 0) + 1
             self._reliefs += 1
         if drop:
@@ -713,6 +738,7 @@ class GreedyPlanner:
         for v in drop:
             vi = self.p.running[v]
             st.victims.discard(v)
+            st.exempt.discard(v)
             st.evicted_gpus -= vi.job.total_gpus
             for n2, m2 in vi.parts:
                 st.freed.get(n2, {}).pop(v, None)
@@ -769,6 +795,7 @@ class GreedyPlanner:
             if saving <= 0:
                 continue
             info = self.p.pending[j]
+            self.placing(info)
             old = placements[j]
             for k, (ni, m) in enumerate(old):  # out with the job and its own victims
                 self._release(st, ni, m, drop if k == 0 else [])

@@ -13,7 +13,7 @@ open again, everything else stays as it is:
   jobs that use their GPUs, to closure: R7 needs every victim's beneficiary);
 * the other placed jobs, and every job the plan defers, may go to any of their
   candidate nodes inside the neighbourhood, evicting what they may (R5-R10);
-* the storage targets' flush loads (R11/R12) and the eviction budgets (R13)
+* the storage targets' flush loads (R11/R12) and the eviction budgets (R13, R15)
   count the victims that stay: each victim inside gets the storm cap that is left.
 
 The sub-problem is an ordinary :class:`~planner.problem.Problem`, solved by the
@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from planner.assemble import Decision, clean, objective_of, preemptors_of
+from planner.assemble import Decision, clean, exempt_victims, objective_of, preemptors_of
 from planner.problem import Problem
 
 NEIGHBOURHOOD_NODES = 128  # nodes re-solved per round
@@ -143,6 +143,16 @@ def sub_problem(problem: Problem, d: Decision,
         if left < 0 or total <= 0:
             return None
         update["max_evicted_gpu_fraction"] = min(1.0, left / total)
+    thrash = problem.thrash
+    if thrash is not None and keep_victims:
+        # R15: the victims that stay count as evicted in the window; when one of them
+        # is not exempt, the plan may have at most B - H victims in all, so every
+        # victim inside counts the same (no tier exempt)
+        kept_exempt = exempt_victims(problem, {v: pre[v] for v in keep_victims})
+        thrash = dataclasses.replace(
+            thrash, recent=thrash.recent + len(keep_victims),
+            exempt_tiers=(thrash.exempt_tiers if len(kept_exempt) == len(keep_victims)
+                          else frozenset()))
     inside: dict[int, list[int]] = {}  # jobs of one shape share their candidate list
     pending = {}
     for j, info in problem.pending.items():
@@ -152,7 +162,8 @@ def sub_problem(problem: Problem, d: Decision,
                 cands = inside[id(info.candidates)] = [n for n in info.candidates if n in area]
             pending[j] = dataclasses.replace(info, candidates=cands)
     sub = dataclasses.replace(problem, nodes=nodes, running=running, pending=pending,
-                              policy=pol.model_copy(update=update) if update else pol)
+                              policy=pol.model_copy(update=update) if update else pol,
+                              thrash=thrash)
     stay = Decision(set(keep_victims), {j: d.placements[j] for j in keep_jobs})
     again = Decision({v for v in d.victims if v not in keep_victims},
                      {j: p for j, p in d.placements.items() if j not in keep_jobs})

@@ -7,7 +7,7 @@ Everything here is solver-free and deterministic (ids in canonical order).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 import networkx as nx
@@ -121,6 +121,32 @@ class PendingInfo:
     rights: frozenset[int]  # tiers whose victims' GPUs it may use
     candidates: list[int] = field(default_factory=list)  # nodes that could host a shard if empty
     need_nvlink: bool = True
+    patient_until: datetime | None = None  # R16: free GPUs only until then (None: no wait)
+
+
+@dataclass(frozen=True)
+class ThrashBudget:
+    """R15, the rolling eviction budget of this tick (section 9).
+
+    ``limit`` is B, ``recent`` is H (evictions in the window before now): a plan is
+    valid iff it has no victim that is not exempt, or at most ``left = B - H``
+    victims in all. ``oldest`` is when the oldest counted eviction leaves the
+    window (None when none is counted), for explanations."""
+
+    limit: int
+    recent: int
+    exempt_tiers: frozenset[int]
+    window_s: float
+    running: int
+    oldest: datetime | None = None
+
+    @property
+    def left(self) -> int:
+        return self.limit - self.recent
+
+    def allows(self, victims: int, exempt: int) -> bool:
+        """``N <= max(0, B - H - E)`` with N = victims - exempt."""
+        return victims == exempt or victims <= self.left
 
 
 @dataclass
@@ -134,10 +160,15 @@ class Problem:
     warnings: list[str]
     owner: dict[tuple[int, int], str]  # (node idx, gpu) -> running job id
     total_gpus_up_drain: int
+    thrash: ThrashBudget | None = None  # R15 (None: off)
 
     @property
     def now(self) -> datetime:
         return self.snap.now
+
+    def exempt(self, tier: int) -> bool:
+        """R15: do the victims of a job of this tier count as exempt?"""
+        return self.thrash is not None and tier in self.thrash.exempt_tiers
 
 
 def _storm_cap(policy: Policy, job: Job, storage: Storage | None, local_s: float) -> float:
@@ -198,6 +229,9 @@ def build_problem(snap: Snapshot) -> Problem:
             why, rule = f"immune for another {_dur(immune)}", "R6"
         elif not tp.preemptible_at(now):
             why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
+        elif (ending := ending_soon(policy, now, j)) is not None:
+            why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
+                         f"{_iso(j.expected_end_at)})"), "R17"
         elif cap < 0 or (flushes(j) and j.checkpoint.size_gb > cap + 1e-9):
             solo = solo_flush_s(snap, j, node_map)
             need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
@@ -227,16 +261,56 @@ def build_problem(snap: Snapshot) -> Problem:
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
         guarded = cascade_guarded(policy, now, j)
-        rights = frozenset() if guarded else frozenset(policy.tier(j.tier).can_preempt)
+        waits = patience_until(policy, now, j)
+        # R10 and R16: only GPUs free in the snapshot
+        rights = (frozenset() if guarded or waits is not None
+                  else frozenset(policy.tier(j.tier).can_preempt))
         need_nv = j.topology == "nvlink" and j.gpus_per_node > 1
-        info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv)
+        info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv, patient_until=waits)
         key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
         if key not in hosts:
             hosts[key] = sorted(i for members in kinds.values()
                                 if node_can_host(nodes[members[0]], j, policy) for i in members)
         info.candidates = hosts[key]
         pending[j.id] = info
-    return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total)
+    ignored = sum(1 for v in running.values() if v.rule == "down")
+    return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
+                   thrash_budget(snap, len(running) - ignored))
+
+
+def patience_until(policy: Policy, now: datetime, job: Job) -> datetime | None:
+    """R16: until when a pending job may take only free GPUs (None: it has waited its
+    tier's ``preempt_after_s``, or its queue start is unknown)."""
+    wait = policy.tier(job.tier).preempt_after_s
+    start = job.queue_start()
+    if wait <= 0 or start is None:
+        return None
+    until = start + timedelta(seconds=wait)
+    return until if now < until else None
+
+
+def ending_soon(policy: Policy, now: datetime, job: Job) -> float | None:
+    """R17: the seconds until a running job's ``expected_end_at`` when that is within
+    ``spare_ending_within_s`` (then it is not evicted), else None."""
+    within = policy.spare_ending_within_s
+    if within <= 0 or job.expected_end_at is None:
+        return None
+    left = (job.expected_end_at - now).total_seconds()
+    return left if 0 <= left <= within else None
+
+
+def thrash_budget(snap: Snapshot, running: int) -> ThrashBudget | None:
+    """R15: B from the running jobs that are not ignored, H from ``recent_evictions``
+    with ``now - window_s <= at < now``."""
+    th = snap.policy.thrash
+    if th is None:
+        return None
+    now = snap.now
+    start = now - timedelta(seconds=th.window_s)
+    counted = [e.at for e in snap.recent_evictions if start <= e.at < now]
+    oldest = min(counted) + timedelta(seconds=th.window_s) if counted else None
+    return ThrashBudget(th.limit(running), len(counted), frozenset(th.exempt_tiers),
+                        float(th.window_s), running, oldest)
 
 
 def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:
@@ -254,6 +328,10 @@ def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:
         return False
     need = job.topology == "nvlink" and job.gpus_per_node > 1
     return ni.fits(ni.full, job.gpus_per_node, need)
+
+
+def _iso(t: datetime | None) -> str:
+    return "unknown" if t is None else t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _dur(seconds: float) -> str:

@@ -1,13 +1,13 @@
 """Independent plan verifier: checks a plan against its snapshot.
 
 Everything is recomputed from the snapshot and the plan: the rules R1-R13 of the
-contract (section 4, with the readings of section 7) and the formulas of the plan
+contract (section 4, with the readings of section 7), R15-R17 (section 9) and the formulas of the plan
 (section 6). Nothing here comes from the planner (not even the NVLink helpers:
 connectivity is re-derived below); only the contract's shared formulas in
 ``models.rules`` are used. The tests, the fallback path and the solver hints all
 run plans through ``verify``, so a planner bug shows up as a cited rule.
 
-Rule codes: ``R1``..``R13`` as in the contract, plus those of ``CODES`` for the
+Rule codes: ``R1``..``R13`` and ``R15``..``R17`` as in the contract, plus those of ``CODES`` for the
 plan's own bookkeeping (section 6).
 """
 
@@ -369,6 +369,18 @@ class _Checker:
             self.add("R10", jid, f"job {jid!r} was preempted at {_iso(job.last_preempted_at)}, "
                                  f"within cascade_guard_s={_num(self.pol.cascade_guard_s)}; it "
                                  "may use only GPUs free in the snapshot, not freed by evictions")
+        if held_by_victims:
+            self._check_patience(job)
+
+    def _check_patience(self, job: Job) -> None:
+        """R16: a job uses GPUs freed by victims only after ``preempt_after_s`` queued."""
+        wait = self.pol.tier(job.tier).preempt_after_s
+        start = job.queue_start()
+        if wait > 0 and start is not None and age_s(self.now, start) < wait:
+            self.add("R16", job.id, f"job {job.id!r} has been queued since {_iso(start)}, "
+                                    f"{_num(age_s(self.now, start))} s, less than tier "
+                                    f"{job.tier}'s preempt_after_s={_num(wait)}; it may use only "
+                                    "GPUs free in the snapshot, not freed by evictions")
 
     def _check_shared_gpus(self) -> None:
         for (n, g), users in sorted(self.users.items()):
@@ -396,12 +408,18 @@ class _Checker:
         if tier.windows and not any(w.contains(self.now) for w in tier.windows):
             self.add("R8", vid, f"job {vid!r} is evicted at {_iso(self.now)}, outside every "
                                 f"preemption window of tier {v.tier}")
+        within = self.pol.spare_ending_within_s
+        if within > 0 and v.expected_end_at is not None:
+            left = (v.expected_end_at - self.now).total_seconds()
+            if 0 <= left <= within:
+                self.add("R17", vid, f"job {vid!r} is evicted although it is expected to end at "
+                                     f"{_iso(v.expected_end_at)}, {_num(left)} s from now, within "
+                                     f"spare_ending_within_s={_num(within)}")
         if vid in self.down_set:
             down = sorted({p.node for p in v.placement or [] if self.nodes[p.node].state == "down"})
             self.add("DOWN", vid, f"job {vid!r} has GPUs on down node {', '.join(down)}; it is "
                                   "never a victim")
-        gpus = {(part.node, g) for part in v.placement or [] for g in part.gpus}
-        users = sorted({u for gpu in gpus for u in self.users.get(gpu, [])})
+        users = self._users_of(v)
         if not any(self.pol.can_preempt(self.jobs[u].tier, v.tier) for u in users):
             why = (f"only by {', '.join(repr(u) for u in users)}, whose tier may not preempt "
                    f"tier {v.tier}") if users else "by no placed job"
@@ -506,6 +524,36 @@ class _Checker:
                 self.add("R13", None, f"evictions free {freed} of {total} GPUs on up/drain nodes, "
                                       f"over max_evicted_gpu_fraction={_num(frac)} "
                                       f"({_num(frac * total)} GPUs)")
+        self._check_thrash_budget()
+
+    # ---- R15
+
+    def _check_thrash_budget(self) -> None:
+        """R15: at most max(0, B - H - E) victims that are not exempt."""
+        th = self.pol.thrash
+        if th is None or not self.victims:
+            return
+        running = sum(1 for j in self.snap.running() if j.id not in self.down_set)
+        limit = th.limit(running)
+        start = self.now - timedelta(seconds=th.window_s)
+        recent = sum(1 for e in self.snap.recent_evictions if start <= e.at < self.now)
+        exempt = [vid for vid in self.victims
+                  if any(self.jobs[u].tier in th.exempt_tiers
+                         for u in self._users_of(self.jobs[vid]))]
+        others = len(self.victims) - len(exempt)
+        allowed = max(0, limit - recent - len(exempt))
+        if others > allowed:
+            self.add("R15", None, f"{others} evictions not exempt (by jobs of tiers outside "
+                                  f"exempt_tiers={th.exempt_tiers}) exceed the rolling budget: "
+                                  f"B={limit} (max(min_evictions={th.min_evictions}, "
+                                  f"floor({_num(th.max_fraction)} x {running} running jobs))), "
+                                  f"{recent} in the last {_num(th.window_s)} s and {len(exempt)} "
+                                  f"exempt in this plan leave {allowed}")
+
+    def _users_of(self, v: Job) -> list[str]:
+        """The placed jobs that use a running job's GPUs."""
+        gpus = {(part.node, g) for part in v.placement or [] for g in part.gpus}
+        return sorted({u for gpu in gpus for u in self.users.get(gpu, [])})
 
     # ---- section 6: warnings and objective
 

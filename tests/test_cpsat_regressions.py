@@ -201,6 +201,7 @@ def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     from planner.repack import polish
 
     data = generate(nodes=32, pending=12, seed=3)
+    data["policy"]["thrash"] = None  # no eviction budget (with one, ejection moves run too)
     p = plan(data, time_limit_s=0.001)
     assert p.status == "fallback"
     assert p.solver.status == "SKIPPED"

@@ -180,8 +180,39 @@ def random_snapshot(seed: int, *, n_nodes: tuple[int, int] = (2, 6),
                                 {"max_s": 300, "safety": 3}])
     if rng.random() < 0.2:
         policy["backoff"] = {"cooldown_s": pick([120, 600])}
-    return {"version": 1, "now": _iso(NOW), "storage": storage, "nodes": nodes, "jobs": jobs,
+    data = {"version": 1, "now": _iso(NOW), "storage": storage, "nodes": nodes, "jobs": jobs,
             "policy": policy}
+    _cross_tick(np.random.default_rng([seed, 9]), data)
+    return data
+
+
+def _cross_tick(rng: np.random.Generator, data: dict[str, Any]) -> None:
+    """Section 9's fields, drawn from their own generator (so that the rest of a
+    seed's snapshot is what it was before they existed): queue starts (some inside
+    tier 2's 600 s of patience, R16), expected ends (some within 600 s, R17), recent
+    evictions (some outside the hour, R15) and policies that vary the three rules."""
+    def pick(xs: list[Any]) -> Any:
+        return xs[int(rng.integers(len(xs)))]
+
+    for job in data["jobs"]:
+        if job["state"] == "pending" and rng.random() < 0.5:
+            job["submitted_at"] = _iso(NOW - timedelta(seconds=int(rng.uniform(0, 1200))))
+        if job["state"] == "running" and rng.random() < 0.25:
+            job["expected_end_at"] = _iso(NOW + timedelta(seconds=int(rng.uniform(-300, 1500))))
+    if rng.random() < 0.5:
+        data["recent_evictions"] = [
+            {"job": f"gone-{k}", "at": _iso(NOW - timedelta(seconds=int(rng.uniform(1, 5400))))}
+            for k in range(int(rng.integers(0, 7)))]
+    policy = data["policy"]
+    if rng.random() < 0.4:
+        policy["thrash"] = pick([None, {"min_evictions": 1}, {"min_evictions": 2},
+                                 {"exempt_tiers": []}, {"exempt_tiers": [1, 2]},
+                                 {"window_s": 600, "min_evictions": 3}])
+    if rng.random() < 0.2:
+        tiers = policy.setdefault("tiers", {})
+        tiers.setdefault(pick(["1", "3"]), {})["preempt_after_s"] = 300
+    if rng.random() < 0.2:
+        policy["spare_ending_within_s"] = pick([0, 1200])
 
 
 def _plan_json(p: Any) -> dict[str, Any]:
@@ -336,7 +367,8 @@ def test_random_snapshots_are_varied() -> None:
         storms += any(e.grace_s > data.get("policy", {}).get("grace", {}).get("min_s", 60)
                       for e in p.evictions)
     assert evicting >= SWEEP // 5 and storms >= 5 and edges >= SWEEP // 4
-    assert reasons >= {"COOLDOWN", "NO_FIT", "PROTECTED", "OUTRANKED", "BUDGET"}, reasons
+    assert reasons >= {"COOLDOWN", "NO_FIT", "PROTECTED", "OUTRANKED", "BUDGET",
+                       "THRASH_BUDGET", "PATIENCE", "ENDING_SOON"}, reasons
 
 
 # ---------------------------------------------------------------- brute force optimum
@@ -390,9 +422,18 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
 
     def evictable(j: Any) -> bool:
         tp = pol.tier(j.tier)
-        return (tp.preemptible_at(now)
+        left = (None if j.expected_end_at is None
+                else (j.expected_end_at - now).total_seconds())
+        ending = (pol.spare_ending_within_s > 0 and left is not None
+                  and 0 <= left <= pol.spare_ending_within_s)  # R17
+        return (tp.preemptible_at(now) and not ending
                 and (now - j.started_at).total_seconds() >= tp.min_runtime_s
                 and all(nodes[p.node].state != "down" for p in j.placement))
+
+    def patient(j: Any) -> bool:  # R16: queued long enough (or queue start unknown)
+        wait = pol.tier(j.tier).preempt_after_s
+        starts = [t for t in (j.submitted_at, j.last_preempted_at) if t is not None]
+        return wait <= 0 or not starts or (now - max(starts)).total_seconds() >= wait
 
     options: list[list[Any]] = []
     pending = [j for j in snap.jobs if j.state == "pending" and (only is None or j.id in only)]
@@ -402,7 +443,7 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
         if until is None or now >= until:
             guarded = (pol.cascade_guard_s > 0 and j.last_preempted_at is not None
                        and (now - j.last_preempted_at).total_seconds() < pol.cascade_guard_s)
-            rights = set() if guarded else set(pol.tier(j.tier).can_preempt)
+            rights = set() if guarded or not patient(j) else set(pol.tier(j.tier).can_preempt)
             nvl = j.topology == "nvlink" and j.gpus_per_node > 1
             shards: dict[str, list[tuple[int, ...]]] = {}
             for n in snap.nodes:
@@ -436,9 +477,21 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
     total = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
     tiers = sorted(pol.tiers)
     best: list[Any] = [None, []]
+    th = pol.thrash
+    if th is not None:  # R15: B and H
+        counted = sum(1 for j in snap.jobs if j.state == "running"
+                      and all(nodes[p.node].state != "down" for p in j.placement))
+        limit = max(th.min_evictions, int(th.max_fraction * counted + 1e-9))
+        recent = sum(1 for e in snap.recent_evictions
+                     if (now - e.at).total_seconds() <= th.window_s and e.at < now)
 
     def leaf(chosen: list[tuple[Any, list[tuple[str, int]]]]) -> tuple[float, ...] | None:
         victims = {holder[g].id: holder[g] for _j, gs in chosen for g in gs if g in holder}
+        if budgets and th is not None:
+            exempt = {holder[g].id for j, gs in chosen for g in gs
+                      if g in holder and j.tier in th.exempt_tiers}
+            if len(victims) - len(exempt) > max(0, limit - recent - len(exempt)):
+                return None
         if budgets and (pol.max_evictions_per_tick is not None
                         and len(victims) > pol.max_evictions_per_tick):
             return None
@@ -581,6 +634,7 @@ class _Deferral:
     until_ok: bool  # the entry's ``until`` is the hold's end (when held)
     guarded: bool  # R10 in force
     budgeted: bool  # the policy sets an R13 budget
+    impatient: bool  # R16 in force
     facts: tuple[tuple[str, bool | None], ...]  # see _reason_facts (not for held jobs)
 
 
@@ -610,6 +664,10 @@ def _deferrals() -> tuple[_Deferral, ...]:
                     guarded=guarded,
                     budgeted=(pol.max_evictions_per_tick is not None
                               or pol.max_evicted_gpu_fraction is not None),
+                    impatient=(pol.tier(job.tier).preempt_after_s > 0
+                               and job.queue_start() is not None
+                               and (snap.now - job.queue_start()).total_seconds()
+                               < pol.tier(job.tier).preempt_after_s),
                     facts=() if held else tuple(_reason_facts(data, d.job).items())))
     return tuple(out)
 
@@ -618,8 +676,9 @@ def test_deferral_reasons_agree_with_enumeration() -> None:
     """Each deferred job's reason is consistent with what the job could do on its own:
     COOLDOWN iff it is held (R9); NO_FIT iff it fits nowhere even on an empty cluster;
     PROTECTED only if it cannot be placed alone (within every rule); CASCADE_GUARD
-    only if guarded; BUDGET only under a budget; STORM and BUDGET only if it could be
-    placed with R11-R13 waived."""
+    only if guarded; BUDGET only under a budget; PATIENCE only if R16 holds it;
+    STORM, BUDGET and THRASH_BUDGET only if it could be placed with R11-R13 and R15
+    waived."""
     counts: dict[str, int] = {}
     for d in _deferrals():
         counts[d.reason] = counts.get(d.reason, 0) + 1
@@ -631,12 +690,13 @@ def test_deferral_reasons_agree_with_enumeration() -> None:
             assert (d.reason == "NO_FIT") == (not facts["empty"]), (d.where, facts)
         if d.reason == "PROTECTED" and facts["alone"] is not None:
             assert not facts["alone"], (d.where, facts)
-        if d.reason in ("STORM", "BUDGET") and facts["free_rules"] is not None:
+        if d.reason in ("STORM", "BUDGET", "THRASH_BUDGET") and facts["free_rules"] is not None:
             assert facts["free_rules"], (d.where, facts)
         assert d.reason != "CASCADE_GUARD" or d.guarded, d.where
         assert d.reason != "BUDGET" or d.budgeted, d.where
-    assert set(counts) >= {"COOLDOWN", "NO_FIT", "PROTECTED", "OUTRANKED", "STORM", "BUDGET"}, \
-        counts
+        assert d.reason != "PATIENCE" or d.impatient, d.where
+    assert set(counts) >= {"COOLDOWN", "NO_FIT", "PROTECTED", "OUTRANKED", "STORM", "BUDGET",
+                           "PATIENCE", "THRASH_BUDGET"}, counts
 
 
 def test_outranked_and_storm_agree_with_enumeration() -> None:

@@ -1,0 +1,291 @@
+"""The cross-tick rules of contract section 9, on hand-worked stories.
+
+R15 (rolling eviction budget), R16 (patience) and R17 (ending soon), planned by
+CP-SAT (deterministic), the greedy planner and the Kubernetes- and Slurm-style
+baselines, every plan verified; and the verifier rejecting plans that break
+them, naming the rule.
+
+Conventions (as in test_planner_cases.py): Monday 2026-11-30 08:00Z, 8-GPU
+NVSwitch nodes, no storage, checkpoints of size 0 with a signal, so a victim's
+cost is ``8 x restore_s`` and its grace 60 s. Node ``n{i}`` is held by tier-3
+job ``r{i}`` (started 04:00, past its 30 min immunity) with restore
+``100 x (i + 1)`` s: evicting ``r{i}`` costs ``800 x (i + 1)`` GPU-s.
+Pending jobs were submitted at 04:00 (past tier 2's 600 s of patience) unless a
+story says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_planner_cases import ALL8, NOW, OLD, pend, run, snap, solve
+
+from models import load_snapshot
+from planner import plan
+from planner.verify import verify
+
+PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
+
+
+def holders(n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes = [{"id": f"n{i}", "gpus": 8} for i in range(n)]
+    jobs = [run(f"r{i}", 3, {f"n{i}": ALL8}, restore=100.0 * (i + 1)) for i in range(n)]
+    return nodes, jobs
+
+
+def evicted(p: dict[str, Any]) -> list[str]:
+    return sorted(e["job"] for e in p["evictions"])
+
+
+def reasons(p: dict[str, Any]) -> dict[str, str]:
+    return {d["job"]: d["reason"] for d in p["deferred"]}
+
+
+def rules_broken(data: dict[str, Any], p: Any) -> set[str]:
+    return {v.rule for v in verify(load_snapshot(data), p)}
+
+
+# ---------------------------------------------------------------- R15
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_the_rolling_budget_counts_the_evictions_already_in_the_window(planner: str) -> None:
+    # 6 running jobs: B = max(min_evictions 4, floor(0.05 x 6) = 0) = 4. The window is
+    # [07:00, 08:00): the evictions at 07:00 (its first instant), 07:30 and 07:50
+    # count, the one at 06:59:59 does not: H = 3, so this plan may evict 4 - 3 = 1
+    # job for the six tier-2 jobs of 8 GPUs (priorities 1..6), none exempt. The most
+    # important one (p6, 8 x 6 = 48 priority value) takes n0 from its cheapest
+    # holder r0 (800 GPU-s); the others wait for the window: THRASH_BUDGET, until
+    # the oldest counted eviction leaves it at 07:00 + 1 h = 08:00:00 (now: it leaves
+    # it at the next tick).
+    nodes, jobs = holders(6)
+    jobs += [pend(f"p{k}", 2, 8, priority=k, submitted_at=OLD) for k in range(1, 7)]
+    data = snap(nodes, jobs)
+    data["recent_evictions"] = [
+        {"job": "gone-1", "at": "2026-11-30T07:00:00Z", "gpus": 8},
+        {"job": "gone-2", "at": "2026-11-30T07:30:00Z"},
+        {"job": "r5", "at": "2026-11-30T07:50:00Z", "gpus": 8},  # (need not be gone)
+        {"job": "old", "at": "2026-11-30T06:59:59Z", "gpus": 8}]
+    p = solve(data, planner)
+    assert len(p["evictions"]) == 1
+    assert reasons(p) == {f"p{k}": "THRASH_BUDGET" for k in range(1, 7)
+                          if k != int(p["placements"][0]["job"][1:])}
+    if planner in ("cpsat", "greedy"):
+        assert evicted(p) == ["r0"] and [q["job"] for q in p["placements"]] == ["p6"]
+        assert p["objective"]["priority_value"] == 48
+        assert p["objective"]["eviction_cost_gpu_s"] == 800
+    d = next(d for d in p["deferred"] if d["job"] == "p1")
+    assert d["until"] == "2026-11-30T08:00:00Z"
+    assert ("rolling budget of 4 per 60 min (3 already in the window; the oldest of them "
+            "leaves the window at 2026-11-30T08:00:00Z, 1 in this plan) leaves 0 (R15)"
+            in d["detail"])
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_an_exempt_tier1_gang_uses_up_the_budget_of_a_tier2_job(planner: str) -> None:
+    # B = 4 (6 running jobs), H = 0. The tier-1 gang g (4 nodes x 8 GPUs) is exempt
+    # and needs 4 victims: the four cheapest holders r0-r3 (800 + 1,600 + 2,400 +
+    # 3,200 = 8,000 GPU-s). With E = 4 exempt victims the plan may have
+    # max(0, 4 - 0 - 4) = 0 others, so the tier-2 job t (8 GPUs), which would need a
+    # fifth victim, waits: THRASH_BUDGET, with no eviction in the window to leave it
+    # (until null). Without the gang, t takes n0 (checked last).
+    nodes, jobs = holders(6)
+    gang = pend("g", 1, 8, nodes=4, submitted_at=OLD)
+    t = pend("t", 2, 8, submitted_at=OLD)
+    p = solve(snap(nodes, jobs + [gang, t]), planner)
+    assert evicted(p) == ["r0", "r1", "r2", "r3"]
+    assert reasons(p) == {"t": "THRASH_BUDGET"}
+    d = p["deferred"][0]
+    assert d["until"] is None
+    assert "the rolling budget of 4 per 60 min (0 already in the window, 4 in this plan) " \
+           "leaves 0 (R15)" in d["detail"]
+    assert p["objective"]["admitted_gpus"] == {"1": 32, "2": 0, "3": 0}
+    alone = solve(snap(nodes, jobs + [t]), planner)
+    assert evicted(alone) == ["r0"] and reasons(alone) == {}
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_exempt_evictions_are_never_refused_even_with_the_window_full(planner: str) -> None:
+    # The story above with 5 evictions already in the window (H = 5 > B = 4): the
+    # exempt gang still evicts its 4 victims (a plan whose victims are all exempt
+    # always satisfies R15), and t waits.
+    nodes, jobs = holders(6)
+    data = snap(nodes, jobs + [pend("g", 1, 8, nodes=4, submitted_at=OLD),
+                               pend("t", 2, 8, submitted_at=OLD)])
+    data["recent_evictions"] = [{"job": f"x{k}", "at": f"2026-11-30T07:{10 + k}:00Z"}
+                                for k in range(5)]
+    p = solve(data, planner)
+    assert evicted(p) == ["r0", "r1", "r2", "r3"]
+    assert reasons(p) == {"t": "THRASH_BUDGET"}
+    assert p["deferred"][0]["until"] == "2026-11-30T08:10:00Z"
+
+
+def test_the_budget_grows_with_the_running_jobs_and_can_be_switched_off() -> None:
+    # 100 one-GPU tier-3 jobs on 13 nodes (12 full, 4 on the 13th): B = max(4,
+    # floor(0.05 x 100)) = 5. Ten pending one-GPU tier-2 jobs need one victim each;
+    # with no free GPU only 5 are placed. With "thrash": null, all 10.
+    nodes = [{"id": f"n{i:02d}", "gpus": 8} for i in range(13)]
+    jobs = [run(f"r{k:03d}", 3, {f"n{k // 8:02d}": [k % 8]}) for k in range(100)]
+    nodes[12]["gpus"] = 4
+    jobs += [pend(f"p{k}", 2, 1, submitted_at=OLD) for k in range(10)]
+    p = solve(snap(nodes, jobs))
+    assert len(p["evictions"]) == 5 and len(p["placements"]) == 5
+    assert set(reasons(p).values()) == {"THRASH_BUDGET"}
+    off = solve(snap(nodes, jobs, policy={"thrash": None}))
+    assert len(off["evictions"]) == 10 and reasons(off) == {}
+    loose = solve(snap(nodes, jobs, policy={"thrash": {"max_fraction": 0.08}}))
+    assert len(loose["evictions"]) == 8  # floor(0.08 x 100) = 8
+    # a tier-1 job of 4 GPUs evicts 4 exempt victims: max(0, 5 - 0 - 4) = 1 tier-2 job
+    # is left; four tier-1 jobs of 2 GPUs evict 8 > 5, all exempt, and no tier-2 job
+    for planner in PLANNERS:
+        one = solve(snap(nodes, jobs + [pend("big", 1, 4, submitted_at=OLD)]), planner)
+        assert one["objective"]["admitted_gpus"] == {"1": 4, "2": 1, "3": 0}, planner
+        four = solve(snap(nodes, jobs + [pend(f"b{k}", 1, 2, submitted_at=OLD)
+                                         for k in range(4)]), planner)
+        assert four["objective"]["admitted_gpus"] == {"1": 8, "2": 0, "3": 0}, planner
+        assert len(four["evictions"]) == 8
+
+
+# ---------------------------------------------------------------- R16
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_patience_a_job_queued_too_briefly_takes_only_free_gpus(planner: str) -> None:
+    # Tier 2 waits preempt_after_s = 600 s before it may evict. n0 is held by r0; n1
+    # has 4 free GPUs (r1 holds 0-3). At 08:00:
+    # - young (8 GPUs, submitted 07:55, queued 300 s < 600 s) needs an eviction: it
+    #   waits, PATIENCE, until 07:55 + 600 s = 08:05;
+    # - small (4 GPUs, submitted 07:55) fits on n1's free GPUs: placed, no eviction;
+    # - ripe (8 GPUs, submitted 07:50:00, queued exactly 600 s: R16 allows it) evicts
+    #   r0 (800 GPU-s; evicting r1 instead, 4 x 300 = 1,200 GPU-s, would also leave
+    #   small no free GPUs);
+    # - requeued (8 GPUs, submitted 04:00 but preempted at 07:58, no cooldown): its
+    #   queue start is the later time, 07:58, so it waits until 08:08.
+    nodes = [{"id": "n0", "gpus": 8}, {"id": "n1", "gpus": 8}, {"id": "n2", "gpus": 8}]
+    jobs = [run("r0", 3, {"n0": ALL8}, restore=100.0),
+            run("r1", 3, {"n1": [0, 1, 2, 3]}, restore=300.0),
+            run("r2", 3, {"n2": ALL8}, restore=900.0),
+            pend("young", 2, 8, submitted_at="2026-11-30T07:55:00Z", priority=9),
+            pend("small", 2, 4, submitted_at="2026-11-30T07:55:00Z", priority=5),
+            pend("ripe", 2, 8, submitted_at="2026-11-30T07:50:00Z", priority=1),
+            pend("requeued", 2, 8, submitted_at=OLD, preemptions=1,
+                 last_preempted_at="2026-11-30T07:58:00Z", priority=9)]
+    policy = {"backoff": {"cooldown_s": 0}}
+    p = solve(snap(nodes, jobs, policy), planner)
+    assert evicted(p) == ["r0"]
+    placed = {q["job"]: {part["node"] for part in q["placement"]} for q in p["placements"]}
+    assert placed == {"small": {"n1"}, "ripe": {"n0"}}
+    assert reasons(p) == {"young": "PATIENCE", "requeued": "PATIENCE"}
+    until = {d["job"]: d["until"] for d in p["deferred"]}
+    assert until == {"young": "2026-11-30T08:05:00Z", "requeued": "2026-11-30T08:08:00Z"}
+    young = next(d for d in p["deferred"] if d["job"] == "young")
+    assert "queued for 300 s" in young["detail"] or "queued for 5 min" in young["detail"] and "(R16)" in young["detail"]
+
+
+def test_patience_of_zero_or_an_unknown_queue_start_does_not_hold_a_job() -> None:
+    # The same young job with tier 2's preempt_after_s set to 0, or without
+    # submitted_at (queue start unknown: it counts as having waited), evicts r0.
+    nodes = [{"id": "n0", "gpus": 8}]
+    young = pend("young", 2, 8, submitted_at="2026-11-30T07:55:00Z")
+    for policy, job in (({"tiers": {"2": {"preempt_after_s": 0}}}, young),
+                        ({}, pend("young", 2, 8))):
+        p = solve(snap(nodes, [run("r0", 3, {"n0": ALL8}), job], policy))
+        assert evicted(p) == ["r0"]
+
+
+# ---------------------------------------------------------------- R17
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_victim_that_ends_soon_is_spared(planner: str) -> None:
+    # r0 (cheapest, 800 GPU-s) is expected to end at 08:05, within
+    # spare_ending_within_s = 600 s: spared. r1 (1,600 GPU-s) ends at 08:20, beyond
+    # it; r2 (2,400 GPU-s) ends at 07:59, already past its limit: not spared.
+    # The tier-2 job t takes n1 from r1, the cheapest evictable victim.
+    nodes, jobs = holders(3)
+    jobs[0]["expected_end_at"] = "2026-11-30T08:05:00Z"
+    jobs[1]["expected_end_at"] = "2026-11-30T08:20:00Z"
+    jobs[2]["expected_end_at"] = "2026-11-30T07:59:00Z"
+    p = solve(snap(nodes, jobs + [pend("t", 2, 8, submitted_at=OLD)]), planner)
+    assert evicted(p) == ["r1"]
+    assert p["objective"]["eviction_cost_gpu_s"] == 1600
+
+
+def test_a_job_waiting_only_for_jobs_that_end_soon_says_until_when() -> None:
+    # Both holders end within 600 s (r0 at 08:10:00, exactly 600 s: inclusive; r1 at
+    # 08:04): t waits, ENDING_SOON, until the earliest of them, 08:04 (n1).
+    nodes, jobs = holders(2)
+    jobs[0]["expected_end_at"] = "2026-11-30T08:10:00Z"
+    jobs[1]["expected_end_at"] = "2026-11-30T08:04:00Z"
+    p = solve(snap(nodes, jobs + [pend("t", 2, 8, submitted_at=OLD)]))
+    assert evicted(p) == [] and reasons(p) == {"t": "ENDING_SOON"}
+    assert p["deferred"][0]["until"] == "2026-11-30T08:04:00Z"
+    assert "n1" in p["deferred"][0]["detail"] and "r1" in p["deferred"][0]["detail"]
+    off = solve(snap(nodes, jobs + [pend("t", 2, 8, submitted_at=OLD)],
+                     policy={"spare_ending_within_s": 0}))
+    assert evicted(off) == ["r0"]
+
+
+# ---------------------------------------------------------------- the verifier
+
+
+def test_the_verifier_rejects_plans_that_break_r15_r16_or_r17() -> None:
+    # Each plan is made with the rule switched off, then checked against the
+    # snapshot with the rule on.
+    nodes, jobs = holders(6)
+    burst = jobs + [pend(f"p{k}", 2, 8, submitted_at=OLD) for k in range(6)]
+    data = snap(nodes, burst)  # B = 4: six evictions break R15
+    free = plan(snap(nodes, burst, policy={"thrash": None}), deterministic=True)
+    assert len(free.evictions) == 6
+    assert rules_broken(data, free) == {"R15"}
+    msg = next(str(v) for v in verify(load_snapshot(data), free))
+    assert "6 evictions not exempt" in msg and "leave 4" in msg
+
+    young = jobs[:1] + [pend("young", 2, 8, submitted_at="2026-11-30T07:55:00Z")]
+    eager = plan(snap(nodes[:1], young, policy={"tiers": {"2": {"preempt_after_s": 0}}}),
+                 deterministic=True)
+    assert rules_broken(snap(nodes[:1], young), eager) == {"R16"}
+
+    ending = [dict(jobs[0], expected_end_at="2026-11-30T08:05:00Z"),
+              pend("t", 2, 8, submitted_at=OLD)]
+    hasty = plan(snap(nodes[:1], ending, policy={"spare_ending_within_s": 0}),
+                 deterministic=True)
+    assert rules_broken(snap(nodes[:1], ending), hasty) == {"R17"}
+
+
+def test_bad_section_9_input_names_the_field() -> None:
+    from models import InputError
+
+    nodes, jobs = holders(1)
+    cases = [
+        ({"recent_evictions": [{"job": "x", "at": "2026-11-30T08:00:01Z"}]},
+         "recent_evictions[0].at: 2026-11-30T08:00:01+00:00 is after now"),
+        ({"policy": {"thrash": {"window_s": -1}}}, "policy.thrash.window_s"),
+        ({"policy": {"thrash": {"max_fraction": 1.5}}}, "policy.thrash.max_fraction"),
+        ({"policy": {"thrash": {"min_evictions": -1}}}, "policy.thrash.min_evictions"),
+        ({"policy": {"thrash": {"exempt_tiers": [7]}}},
+         "policy.thrash.exempt_tiers: tier 7 is not defined in the policy (R15)"),
+        ({"policy": {"tiers": {"2": {"preempt_after_s": -5}}}},
+         "policy.tiers.2.preempt_after_s"),
+        ({"policy": {"spare_ending_within_s": -1}}, "policy.spare_ending_within_s"),
+    ]
+    for extra, want in cases:
+        data = {**snap(nodes, jobs), **extra}
+        with pytest.raises(InputError) as exc:
+            load_snapshot(data)
+        assert any(want in e for e in exc.value.errors), (want, exc.value.errors)
+
+
+def test_the_defaults_of_section_9() -> None:
+    pol = load_snapshot(snap([], [])).policy
+    assert pol.thrash is not None
+    assert (pol.thrash.window_s, pol.thrash.max_fraction, pol.thrash.min_evictions,
+            pol.thrash.exempt_tiers) == (3600, 0.05, 4, [1])
+    assert [pol.tiers[t].preempt_after_s for t in (1, 2, 3)] == [0, 600, 0]
+    assert pol.spare_ending_within_s == 600
+    merged = load_snapshot(snap([], [], policy={"thrash": {"window_s": 600},
+                                                "tiers": {"4": {"preemptible": True}}})).policy
+    assert merged.thrash is not None and merged.thrash.min_evictions == 4
+    assert merged.thrash.window_s == 600 and merged.tiers[4].preempt_after_s == 0
+    assert NOW == "2026-11-30T08:00:00Z"
