@@ -36,8 +36,8 @@ def test_simulate_json_and_metrics_file(tmp_path, capsys):
     assert fam["preempt_sim_thrash_alert"][0].value == 1
     causes = {s.labels["cause"]: s.value for s in fam["preempt_sim_wasted_gpu_seconds"]
               if s.name.endswith("_total")}
-    # six grace periods of 30 s on 8 GPUs
-    assert causes == {"lost": 0.0, "restore": 0.0, "flush": 6 * 30 * 8}
+    # six flushes of 0.008 s on 8 GPUs (each victim exits when its flush ends)
+    assert causes == {"lost": 0.0, "restore": 0.0, "flush": pytest.approx(6 * 0.008 * 8)}
 
 
 def test_simulate_cpsat_table_out(tmp_path):
@@ -144,3 +144,33 @@ def test_simulate_refuses_meaningless_numbers_before_running(capsys):
             "- --days: must be a positive number, got nan "
             "- --time-limit: must be a positive number, got 0 "
             "- --workers: must be at least 1, got 0") in err, err
+
+
+def test_simulate_set_and_compare_variants_switch_the_cross_tick_rules(tmp_path, capsys):
+    # The cpsat ping-pong evicts X twice (test_sim_engine.py). --set and --variant
+    # change the policy of a run: with thrash.min_evictions 1 the budget per hour is
+    # still 1 (one running job): the same two evictions; a variant with a misspelt
+    # key is bad input before any run. compare --variant runs every planner with the
+    # unchanged policy (label planner@default) and with the variant (planner@NAME).
+    rc = cli.main(["simulate", "--cluster", CLUSTER, "--trace", PING_PONG, "--planner", "greedy",
+                   "--set", "thrash.min_evictions=1", "--set", "tiers.2.preempt_after_s=0",
+                   "--format", "json", "--no-progress"])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out)["evictions"] == 2
+    rc = cli.main(["simulate", "--cluster", CLUSTER, "--trace", PING_PONG, "--set",
+                   "thrash.windw_s=60", "--no-progress"])
+    assert rc == 2 and "unknown key 'windw_s' at policy.thrash" in capsys.readouterr().err
+    out = tmp_path / "cmp"
+    rc = cli.main(["compare", "--cluster", CLUSTER, "--trace", PING_PONG, "--planners", "greedy",
+                   "--variant", "off:thrash=null,thrash=null,spare_ending_within_s=0",
+                   "--variant", "strict:thrash.exempt_tiers=[],thrash.min_evictions=0",
+                   "--out", str(out), "--format", "json", "--jobs", "1"])
+    assert rc == 0
+    runs = {m["label"]: m for m in json.loads(capsys.readouterr().out)}
+    assert sorted(runs) == ["greedy@default", "greedy@off", "greedy@strict"]
+    assert runs["greedy@off"]["evictions"] == runs["greedy@default"]["evictions"] == 2
+    # min_evictions 0 and 5% of one running job: B = 0, no eviction at all
+    assert runs["greedy@strict"]["evictions"] == 0
+    rc = cli.main(["compare", "--cluster", CLUSTER, "--trace", PING_PONG, "--planners", "greedy",
+                   "--variant", "bad:thrash.nope=1", "--out", str(tmp_path / "c2")])
+    assert rc == 2 and "unknown key 'nope'" in capsys.readouterr().err

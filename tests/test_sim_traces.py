@@ -17,6 +17,7 @@ from planner.sim.traces import (
     load_openb,
     load_philly,
     load_trace,
+    parse_tier_rule,
     shared_traces_dir,
     slice_trace,
     team_tier,
@@ -42,6 +43,36 @@ def test_philly_slice_fields_and_rules():
         assert j.signal in ("SIGTERM", None)
         assert (j.barrier_s, j.cleanup_s) == (10.0, 5.0)
         assert j.tier == team_tier(j.team, 0)
+        # time limit: (run time + restore) x 4 ** u, 1x to 4x, rounded up to 15 min
+        run = j.duration_s + j.restore_s
+        assert run <= j.time_limit_s <= 4 * run + 900 and j.time_limit_s % 900 == 0
+    # the first job: 73 s + restore; any factor in [1, 4) rounds up to 900 s
+    assert first.time_limit_s == 900
+
+
+def test_tier_rules(tmp_path):
+    # gpus:16,2: >= 16 GPUs tier 1, >= 2 tier 2, else 3; duration:600,7200: under
+    # 600 s tier 1, under 7200 s tier 2, else 3; map: the file's teams, others 3
+    jobs = {j.id: j for j in load_philly(DATA / "philly-slice.csv")}
+    by_gpus = load_philly(DATA / "philly-slice.csv", tier_rule=parse_tier_rule("gpus"))
+    for j in by_gpus:
+        assert j.tier == (1 if j.gpus >= 16 else 2 if j.gpus >= 2 else 3)
+    assert {j.tier for j in by_gpus} == {1, 2, 3}
+    by_dur = load_philly(DATA / "philly-slice.csv",
+                         tier_rule=parse_tier_rule("duration:600,7200"))
+    for j in by_dur:
+        assert j.tier == (1 if j.duration_s < 600 else 2 if j.duration_s < 7200 else 3)
+    mapping = tmp_path / "tiers.yaml"
+    mapping.write_text("teams: {11cb48: 1, 103959: 2}\ndefault: 3\n")
+    by_map = load_philly(DATA / "philly-slice.csv", tier_rule=parse_tier_rule(f"map:{mapping}"))
+    for j in by_map:
+        assert j.tier == {"11cb48": 1, "103959": 2}.get(j.team, 3)
+        assert j.checkpoint_gb == jobs[j.id].checkpoint_gb  # only the tier changes
+    for bad, said in (("gpus:2,16", "A >= B"), ("duration:x,1", "two numbers"),
+                      ("size", "expected team, gpus"), ("map:/nope.yaml", "cannot read")):
+        with pytest.raises(InputError) as exc:
+            parse_tier_rule(bad)
+        assert said in str(exc.value), bad
 
 
 def test_synthesis_is_seeded_and_independent_of_the_slice():

@@ -161,3 +161,34 @@ def test_cli_table_and_bad_key(tmp_path, capsys):
     assert "min_runtme_s" in capsys.readouterr().err
     rc = cli.main(["whatif", str(snap_file)])
     assert rc == 2
+
+
+def test_whatif_switches_the_cross_tick_rules(tmp_path, capsys):
+    # Six 8-GPU nodes held by tier-3 jobs, six tier-2 jobs of 8 GPUs (queued since
+    # 04:00, 5 min before now for "late"), one eviction in the last hour: the rolling
+    # budget B = 4 leaves 3 (THRASH_BUDGET for the others). Off (thrash null), all six
+    # but late evict (late is still patient, R16); with patience off too, all six.
+    nodes = [{"id": f"n{i}", "gpus": 8} for i in range(6)]
+    jobs = [{"id": f"r{i}", "tier": 3, "state": "running", "gpus_per_node": 8,
+             "started_at": "2026-11-30T04:00:00Z",
+             "placement": [{"node": f"n{i}", "gpus": list(range(8))}]} for i in range(6)]
+    jobs += [{"id": f"p{i}", "tier": 2, "state": "pending", "gpus_per_node": 8,
+              "submitted_at": "2026-11-30T04:00:00Z"} for i in range(5)]
+    jobs.append({"id": "late", "tier": 2, "state": "pending", "gpus_per_node": 8,
+                 "submitted_at": "2026-11-30T07:55:00Z"})
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"version": 1, "now": "2026-11-30T08:00:00Z", "nodes": nodes,
+                                "jobs": jobs, "recent_evictions": [
+                                    {"job": "x", "at": "2026-11-30T07:30:00Z"}]}))
+    rc = cli.main(["whatif", str(path), "--deterministic", "--format", "json",
+                   "--set", "policy.thrash=null", "--name", "off"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["base"]["evictions"] == 3
+    assert out["base"]["deferred"] == {"PATIENCE": 1, "THRASH_BUDGET": 2}
+    off = out["variants"][0]
+    assert off["evictions"] == 5 and off["deferred"] == {"PATIENCE": 1}
+    rc = cli.main(["whatif", str(path), "--deterministic", "--format", "json",
+                   "--set", "policy.thrash=null", "--set", "policy.tiers.2.preempt_after_s=0"])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out)["variants"][0]["evictions"] == 6

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from models import InputError
+from models import InputError, load_policy
 from planner.commands._common import check_output, write_file
 from planner.commands.simulate import PLANNER_CHOICES, add_run_args, spec_from_args
 
@@ -26,6 +26,11 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", help="policy file for every run")
     p.add_argument("--policies", help="comma-separated policy files: each is run with every "
                                       "planner (label planner@policy)")
+    p.add_argument("--variant", dest="variants", action="append", default=[],
+                   metavar="NAME:KEY=VALUE[,KEY=VALUE...]",
+                   help="a policy variant run with every planner next to the unchanged policy "
+                        "(label planner@NAME; repeatable), e.g. no-thrash:thrash=null or "
+                        "patient:tiers.2.preempt_after_s=1800,thrash.max_fraction=0.1")
     p.add_argument("--out", default="sim-report", help="report folder (default sim-report)")
     p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
     p.add_argument("--format", default="table", choices=["table", "json"])
@@ -46,12 +51,40 @@ def variants(args: Any) -> list[Any]:
                           f"{', '.join(PLANNER_CHOICES)})" if bad else "--planners: empty"])
     policies: list[str | None] = ([x.strip() for x in args.policies.split(",") if x.strip()]
                                   if args.policies else [args.policy])
+    changes = [("", [])] + [parse_variant(v) for v in args.variants]
     out = []
     for pol in policies:
-        for pl in planners:
-            label = pl if len(policies) == 1 else f"{pl}@{Path(pol).stem if pol else 'default'}"
-            out.append(spec_from_args(args, pl, pol, label))
+        for name, sets in changes:
+            for pl in planners:
+                tags = ([Path(pol).stem if pol else "default"] if len(policies) > 1 else [])
+                tags += [name] if name else (["default"] if len(changes) > 1 and not tags else [])
+                label = pl if not tags else f"{pl}@{'+'.join(tags)}"
+                out.append(spec_from_args(args, pl, pol, label, sets))
+    labels = [s.config["label"] or s.config["planner"] for s in out]
+    if len(set(labels)) != len(labels):
+        raise InputError([("--variant: two runs would have the same label (give each "
+                           "variant its own name)")])
     return out
+
+
+def parse_variant(text: str) -> tuple[str, list[tuple[str, Any]]]:
+    """``NAME:KEY=VALUE[,KEY=VALUE...]`` (commas inside brackets belong to a value)."""
+    from planner.sim.whatif import parse_assignment
+
+    name, sep, rest = text.partition(":")
+    name = name.strip()
+    if not sep or not name or not rest.strip() or "=" in name:
+        raise InputError([f"--variant {text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...]"])
+    parts, depth, cur = [], 0, ""
+    for ch in rest:
+        depth += ch in "[{" and 1 or (-1 if ch in "]}" else 0)
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return name, [parse_assignment(p) for p in parts if p.strip()]
 
 
 def run(args: Any) -> int:
@@ -62,7 +95,11 @@ def run(args: Any) -> int:
     check_output(args.out, "--out", folder=True)  # (before the runs, which may be long)
     specs = variants(args)
     for s in specs[:1]:
-        prepare(s)  # bad input is reported here, before any worker starts
+        sim = prepare(s)  # bad input is reported here, before any worker starts
+    from planner.sim.runner import set_policy
+
+    for s in specs[1:]:  # (and each variant's policy changes)
+        set_policy(sim.cluster.policy if not s.policy else load_policy(s.policy), s.policy_sets)
     err = Console(stderr=True)
     err.print(f"running {len(specs)} simulation(s) in {args.jobs} process(es)...")
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:

@@ -43,19 +43,37 @@ def add_run_args(p: Any) -> None:
     p.add_argument("--lenient", action="store_true",
                    help="skip (and count) plan parts the simulator cannot execute instead of "
                         "stopping")
+    p.add_argument("--tier-rule", metavar="RULE",
+                   help="how trace jobs get their tier: team (Philly's default), gpus[:A,B] "
+                        "(>= A GPUs tier 1, >= B tier 2), duration[:A,B] (< A s tier 1, < B s "
+                        "tier 2) or map:FILE (team -> tier); docs/simulation.md")
+    p.add_argument("--set", dest="policy_sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="change the policy (repeatable): thrash=null, thrash.max_fraction=0.1, "
+                        "tiers.2.preempt_after_s=0, spare_ending_within_s=0, ...")
+    p.add_argument("--no-time-limits", action="store_true",
+                   help="running jobs carry no expected_end_at (R17 spares nothing)")
 
 
-def spec_from_args(args: Any, planner: str, policy: str | None, label: str | None = None) -> Any:
+def spec_from_args(args: Any, planner: str, policy: str | None, label: str | None = None,
+                   extra_sets: list[tuple[str, Any]] | None = None) -> Any:
     from planner.sim.runner import RunSpec, parse_time
 
     cfg = {"planner": planner, "tick_s": args.tick, "days": args.days,
            "start": parse_time(args.start), "seed": args.seed, "time_limit_s": args.time_limit,
            "deterministic": args.deterministic, "workers": args.workers,
            "fairshare": not args.no_fairshare, "halflife_s": args.halflife,
-           "strict": not args.lenient, "label": label}
+           "strict": not args.lenient, "label": label, "time_limits": not args.no_time_limits}
     return RunSpec(cluster=args.cluster, trace=args.trace, policy=policy,
                    trace_format=args.trace_format, carry_over=args.carry_over,
-                   time_scale=args.time_scale, config=cfg)
+                   time_scale=args.time_scale, config=cfg, tier_rule=args.tier_rule,
+                   policy_sets=[*policy_sets(args.policy_sets), *(extra_sets or [])])
+
+
+def policy_sets(texts: list[str]) -> list[tuple[str, Any]]:
+    """``--set KEY=VALUE`` options as (key, value) pairs (values parsed as JSON)."""
+    from planner.sim.whatif import parse_assignment
+
+    return [parse_assignment(t) for t in texts]
 
 
 def register(sub: Any) -> None:

@@ -10,18 +10,27 @@ deferred for STORM/BUDGET); other ticks are skipped outright.
 
 Physics (see ``docs/simulation.md``):
 
-- A placed job holds its GPUs from the tick it is placed; it starts after the
-  plan's ``start_after_s`` (and after any GPU it got is released by a victim still
-  in its grace), then, after a restart, spends ``restore_s`` before progressing.
+- A placed job holds its GPUs from the tick it is placed; it starts when the last
+  of them is released (a victim's GPUs come back when it exits, see below), then,
+  after a restart, spends ``restore_s`` before progressing.
 - Running jobs write a periodic checkpoint every ``checkpoint_interval_s`` of
   progress (asynchronously: it costs storage bandwidth, not GPU time).
-- An evicted job keeps its GPUs for its whole grace. With a signal it writes an
-  emergency checkpoint; all victims flushing on one storage target in the same
-  tick share its bandwidth: ``flush = max(F_s / bw, shard / local) + barrier +
-  cleanup``. If that fits in its grace its progress is saved, otherwise (and
-  always without a signal) it falls back to its last periodic checkpoint.
-- At the end of its grace the victim is requeued: ``preemptions += 1``,
-  ``last_preempted_at`` = that time, and its queue age restarts (hysteresis).
+- An evicted job with a signal writes an emergency checkpoint; all victims
+  flushing on one storage target in the same tick share its bandwidth: ``flush =
+  max(F_s / bw, shard / local) + barrier + cleanup``. If that fits in its grace
+  its progress is saved and it exits when the flush ends (the grace is a
+  deadline, not a duration); otherwise it is killed at the end of its grace and
+  falls back to its last periodic checkpoint. A victim without a signal is
+  stopped by the signal at once: it exits after its ``cleanup_s`` (process
+  teardown) and falls back to its last periodic checkpoint.
+- When it exits the victim gives its GPUs back and is requeued: ``preemptions
+  += 1``, ``last_preempted_at`` = that time, and its queue age restarts
+  (hysteresis).
+- History for the cross-tick rules (contract section 9): every snapshot carries
+  the evictions the simulator carried out in the last ``policy.thrash.window_s``
+  (``recent_evictions``, R15), each running job's ``expected_end_at`` (the start
+  of its current run plus its time limit, R17; see ``planner.sim.traces``) and
+  each pending job's ``submitted_at`` (R16).
 - Within a tier, pending jobs are ordered through the contract ``priority``:
   ``1000 * trace priority + 500 * fair-share + 500 * queue age`` (fair-share is
   ``2 ** -(used / fair)`` over team usage decayed with a half-life).
@@ -38,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from models import Job, Plan, Policy, Snapshot
+from models import Job, Plan, Policy, RecentEviction, Snapshot
 from planner.sim.traces import TraceJob
 
 __all__ = ["SimConfig", "SimResult", "SimulationError", "Simulator", "get_planner", "simulate"]
@@ -49,6 +58,9 @@ AGE_WEIGHT = 500
 AGE_FULL_S = 86400.0
 
 _ARRIVE, _RELEASE, _COMPLETE = 0, 1, 2
+# deferred reasons whose ``until`` is a time at which the plan may change: the window
+# loses an eviction (R15), a job has waited long enough (R16), a spared job ends (R17)
+_WAIT_UNTIL = ("THRASH_BUDGET", "PATIENCE", "ENDING_SOON")
 
 
 class SimulationError(RuntimeError):
@@ -73,6 +85,7 @@ class SimConfig:
     streak_reset_s: float = 3600.0
     strict: bool = True
     label: str | None = None
+    time_limits: bool = True  # running jobs carry expected_end_at (start + time limit)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -108,6 +121,7 @@ class _SJ:
         "cache_key",
         "cache_obj",
         "done_at",
+        "exit_at",
         "first_start",
         "gpus",
         "history",
@@ -157,6 +171,7 @@ class _SJ:
         self.cache_key: tuple | None = None
         self.cache_obj: Job | None = None
         self.gpus = spec.gpus
+        self.exit_at = 0.0             # when an evicted job gives its GPUs back
         self.history: list[tuple[str, float]] = []   # (start|evict|release|done, time)
 
     def progress_at(self, t: float) -> float:
@@ -246,6 +261,8 @@ class Simulator:
         self.totals = {"useful_gpu_s": 0.0, "lost_gpu_s": 0.0, "restore_gpu_s": 0.0,
                        "flush_gpu_s": 0.0, "run_gpu_s": 0.0}
         self.eviction_log: list[dict[str, Any]] = []
+        # (time, record) of every eviction, for the snapshots' recent_evictions (R15)
+        self.history_log: list[tuple[float, RecentEviction]] = []
         self.storm_log: list[dict[str, Any]] = []
         self.samples: dict[str, list[float]] = {k: [] for k in (
             "t", "alloc_gpus", "running", "pending", "evictions", "placements",
@@ -389,6 +406,9 @@ class Simulator:
         if j.state == "running" and started is not None:
             d["started_at"] = _dt(started)
             d["placement"] = [{"node": n, "gpus": list(g)} for n, g in j.placement]
+            if self.cfg.time_limits and s.time_limit_s is not None:
+                # Slurm's EndTime: the start of this run plus the job's time limit
+                d["expected_end_at"] = _dt(j.seg_start + s.time_limit_s)
         obj = Job.model_validate(d)
         j.cache_key, j.cache_obj = key, obj
         return obj
@@ -404,7 +424,23 @@ class Simulator:
             j.run_priority = self._priority(j, now, total)
             recs.append(self._job_record(j, now))
         return Snapshot(now=_dt(now), storage=self._storage_list, nodes=self._node_list,
-                        jobs=recs, policy=self.policy, comment=None)
+                        jobs=recs, policy=self.policy, recent_evictions=self._recent(now),
+                        comment=None)
+
+    def _recent(self, now: float) -> list[RecentEviction]:
+        """R15's history: the evictions carried out in the window before ``now``."""
+        th = self.policy.thrash
+        if th is None:
+            return []
+        log, start = self.history_log, now - th.window_s
+        out = []
+        for t, rec in reversed(log):  # (in time order: the newest last)
+            if t < start:
+                break
+            if t < now:
+                out.append(rec)
+        out.reverse()
+        return out
 
     # ------------------------------------------------------------ executing a plan
 
@@ -450,13 +486,13 @@ class Simulator:
             if not ok:
                 self._error(f"t={now}: plan places {p.job!r} on {parts}, not all free")
                 continue
-            self._start(j, parts, now, float(p.start_after_s))
+            self._start(j, parts, now)
             placed += 1
         return len(victims), placed
 
-    def _start(self, j: _SJ, parts: list[tuple[str, list[int]]], now: float,
-               start_after: float) -> None:
-        start = now + start_after
+    def _start(self, j: _SJ, parts: list[tuple[str, list[int]]], now: float) -> None:
+        # (the plan's start_after_s is its upper bound for this: the largest grace)
+        start = now
         for n, gpus in parts:
             own, hold = self.owner[n], self.hold[n]
             for g in gpus:
@@ -517,9 +553,12 @@ class Simulator:
             lost = max(0.0, p - keep)
             if not saved and st is not None and st in info and s.signal is not None:
                 info[st]["lost"] += 1
-            grace_used = min(grace, max(0.0, self.t_stop - now))
+            # the grace is a deadline: a saved flush ends the job early, a failed one is
+            # killed at the deadline, one without a trap stops at once (teardown)
+            held = flush if saved else (grace if s.signal is not None else min(grace, s.cleanup_s))
+            exit_at = now + held
             self.totals["lost_gpu_s"] += j.gpus * lost
-            self.totals["flush_gpu_s"] += j.gpus * grace_used
+            self.totals["flush_gpu_s"] += j.gpus * min(held, max(0.0, self.t_stop - now))
             # streak: evictions with less than streak_reset_s of progress between them
             if p - j.seg_p0 >= self.cfg.streak_reset_s:
                 j.streak = 0
@@ -533,8 +572,11 @@ class Simulator:
                 "t": now, "job": s.id, "tier": s.tier, "gpus": j.gpus, "grace_s": grace,
                 "flush_s": flush, "saved": saved, "signal": s.signal, "lost_gpu_s": j.gpus * lost,
                 "storage": st, "preemptors": preemptors, "cascade": cascade,
-                "preemptions": j.preemptions + 1})
-            self._free(j, now, hold_until=now + grace)
+                "preemptor_tiers": sorted({pj.spec.tier for pid in preemptors
+                                           if (pj := self._by_id(pid)) is not None}),
+                "exit_s": held, "preemptions": j.preemptions + 1})
+            self.history_log.append((now, RecentEviction(job=s.id, at=_dt(now), gpus=j.gpus)))
+            self._free(j, now, hold_until=exit_at)
             j.progress = keep
             j.preemptions += 1
             j.last_evicted_at = now
@@ -543,7 +585,8 @@ class Simulator:
             j.version += 1
             self.running.discard(j.idx)
             self.stopping.add(j.idx)
-            self._push(now + grace, _RELEASE, j)
+            j.exit_at = exit_at
+            self._push(exit_at, _RELEASE, j)
         for st, gb in load.items():
             d = info[st]
             bw = self.storage[st].write_gb_per_s
@@ -598,6 +641,9 @@ class Simulator:
                 ev, placed = self._apply(plan, now)
                 dirty = bool(ev or placed or any(d.reason in ("STORM", "BUDGET")
                                                  for d in plan.deferred))
+                for d in plan.deferred:  # the planner says when these may change
+                    if d.reason in _WAIT_UNTIL and d.until is not None:
+                        self._wake(d.until.timestamp())
             else:
                 dirty = False
             self._sample(now, ev, placed)

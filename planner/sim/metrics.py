@@ -35,11 +35,11 @@ __all__ = ["compute_metrics", "eviction_rate_series", "percentiles"]
 
 def percentiles(values: list[float]) -> dict[str, float | int | None]:
     if not values:
-        return {"n": 0, "p50": None, "p95": None, "p99": None, "mean": None}
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None, "mean": None}
     a = np.asarray(values, dtype=float)
     return {"n": int(a.size), "p50": float(np.percentile(a, 50)),
             "p95": float(np.percentile(a, 95)), "p99": float(np.percentile(a, 99)),
-            "mean": float(a.mean())}
+            "max": float(a.max()), "mean": float(a.mean())}
 
 
 def eviction_rate_series(res: SimResult) -> tuple[np.ndarray, np.ndarray]:
@@ -55,15 +55,19 @@ def eviction_rate_series(res: SimResult) -> tuple[np.ndarray, np.ndarray]:
     return t, (hi - lo) / np.maximum(1.0, active)
 
 
-def _thrash_windows(res: SimResult) -> tuple[int, int]:
-    """(windows, windows over the threshold) for back-to-back windows from t0."""
+def _thrash_windows(res: SimResult) -> tuple[int, list[dict[str, Any]]]:
+    """(windows, the windows over the threshold) for back-to-back windows from t0;
+    each alert window says when it starts (hours from t0), its evictions and
+    time-averaged active jobs, the tiers of the placed jobs whose placements caused
+    its evictions (a victim with preemptors of two tiers counts for both) and how
+    many were repeat evictions of a job already evicted in the same window."""
     w = float(res.config.get("thrash_window_s", 3600.0))
     frac = float(res.config.get("thrash_fraction", 0.05))
     t = np.asarray(res.samples["t"], dtype=float)
     r = np.asarray(res.samples["running"], dtype=float)
     span = res.t_end - res.t0
     if t.size == 0 or span <= 0:
-        return 0, 0
+        return 0, []
     nw = max(1, int(np.ceil(span / w)))
     edges = res.t0 + w * np.arange(nw + 1)
     edges[-1] = max(edges[-1], res.t_end)
@@ -81,7 +85,21 @@ def _thrash_windows(res: SimResult) -> tuple[int, int]:
     ev_t = np.asarray([e["t"] for e in res.evictions], dtype=float)
     counts = np.histogram(ev_t, bins=edges)[0] if ev_t.size else np.zeros(nw)
     over = counts > frac * np.maximum(avg_active, 1.0)
-    return nw, int(over.sum())
+    alerts: list[dict[str, Any]] = []
+    if not over.any():
+        return nw, alerts
+    which = np.clip(np.searchsorted(edges, ev_t, side="right") - 1, 0, nw - 1)
+    for k in np.flatnonzero(over):
+        evs = [e for e, w in zip(res.evictions, which) if w == k]
+        tiers: Counter[str] = Counter()
+        for e in evs:
+            for pt in e.get("preemptor_tiers", []):
+                tiers[str(pt)] += 1
+        alerts.append({"hour": round(float(edges[k] - res.t0) / 3600.0, 3),
+                       "evictions": len(evs), "active": round(float(avg_active[k]), 1),
+                       "by_preemptor_tier": dict(sorted(tiers.items())),
+                       "repeats": len(evs) - len({e["job"] for e in evs})})
+    return nw, alerts
 
 
 def compute_metrics(res: SimResult) -> dict[str, Any]:
@@ -99,7 +117,7 @@ def compute_metrics(res: SimResult) -> dict[str, Any]:
     ev = res.evictions
     hist = Counter(j["preemptions"] for j in started)
     _, rate = eviction_rate_series(res)
-    nw, thrash = _thrash_windows(res)
+    nw, alerts = _thrash_windows(res)
     tiers = sorted({j["tier"] for j in jobs})
     storage: dict[str, dict[str, Any]] = {}
     for sid, bw in sorted(res.storage_bw.items()):
@@ -140,7 +158,11 @@ def compute_metrics(res: SimResult) -> dict[str, Any]:
                           "mean": float(rate.mean()) if rate.size else 0.0},
         "thrash_fraction": cfg.get("thrash_fraction"),
         "windows": nw,
-        "thrash_windows": thrash,
+        "thrash_windows": len(alerts),
+        "thrash_alerts": alerts,
+        "thrash_by_preemptor_tier": dict(sorted(sum((Counter(a["by_preemptor_tier"])
+                                                     for a in alerts), Counter()).items())),
+        "thrash_repeats": sum(a["repeats"] for a in alerts),
         "cascades": sum(1 for e in ev if e["cascade"]),
         "storage": storage,
         "periodic_checkpoint_gb_per_s_peak": max(res.samples["periodic_gb_per_s"], default=0.0),

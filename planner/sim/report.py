@@ -75,13 +75,17 @@ def comparison_rows(metrics: Sequence[dict[str, Any]]) -> list[Row]:
         ("failed emergency checkpoints", lambda m: m["failed_flushes"], "i"),
         ("max eviction rate (1 h window)", lambda m: m["eviction_rate"]["max"], "pct"),
         ("thrash-alert windows", lambda m: m["thrash_windows"], "i"),
+        ("alert windows' evictions by preemptor tier",
+         lambda m: ", ".join(f"t{k}: {v:,}" for k, v in m.get("thrash_by_preemptor_tier",
+                                                                {}).items()) or "-", "s"),
+        ("alert windows' repeat evictions", lambda m: m.get("thrash_repeats", 0), "i"),
         ("cascades", lambda m: m["cascades"], "i"),
         ("most consecutive preemptions", lambda m: m["max_consecutive_preemptions"], "i"),
         ("peak storm write / bandwidth", _storm_ratio, "f2"),
     ]
     tiers = sorted({t for m in metrics for t in m["queue_delay_s"]}, key=int)
     for t in tiers:
-        for q in ("p50", "p95", "p99"):
+        for q in ("p50", "p95", "p99", "max"):
             rows.append((f"tier {t} queueing delay {q}", _pick("queue_delay_s", t, q), "dur"))
     for t in tiers:
         for q in ("p50", "p95"):

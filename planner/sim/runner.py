@@ -7,13 +7,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from models import InputError, load_policy, range_problems
+from models import InputError, Policy, load_policy, range_problems
 from planner.sim.cluster import load_cluster
 from planner.sim.engine import SimConfig, SimResult, Simulator
 from planner.sim.metrics import compute_metrics
-from planner.sim.traces import load_trace, parse_epoch, slice_trace
+from planner.sim.traces import load_trace, parse_epoch, parse_tier_rule, slice_trace
 
-__all__ = ["RunSpec", "parse_time", "prepare", "run_spec"]
+__all__ = ["RunSpec", "parse_time", "prepare", "run_spec", "set_policy"]
 
 
 def parse_time(text: str | float | None) -> float | None:
@@ -31,6 +31,8 @@ class RunSpec:
     time_scale: float = 1.0
     node_gpus: int = 8
     config: dict[str, Any] = field(default_factory=dict)
+    tier_rule: str | None = None  # see planner.sim.traces.TierRule (None: the format's)
+    policy_sets: list[tuple[str, Any]] = field(default_factory=list)  # (dotted key, value)
 
 
 def _check_numbers(cfg: SimConfig, time_scale: float) -> None:
@@ -48,7 +50,11 @@ def prepare(spec: RunSpec) -> Simulator:
     _check_numbers(cfg, spec.time_scale)
     policy = load_policy(Path(spec.policy)) if spec.policy else None
     cluster = load_cluster(spec.cluster, policy)
-    jobs = load_trace(spec.trace, spec.trace_format, seed=cfg.seed, node_gpus=spec.node_gpus)
+    if spec.policy_sets:
+        cluster = cluster.model_copy(update={"policy": set_policy(cluster.policy,
+                                                                  spec.policy_sets)})
+    jobs = load_trace(spec.trace, spec.trace_format, seed=cfg.seed, node_gpus=spec.node_gpus,
+                      tier_rule=parse_tier_rule(spec.tier_rule))
     scale = spec.time_scale
     if cfg.start is not None or spec.carry_over or cfg.days is not None or scale != 1.0:
         # the arrivals of days / scale trace days, compressed into the simulated days
@@ -62,6 +68,18 @@ def prepare(spec: RunSpec) -> Simulator:
     if not jobs:
         raise InputError(["trace: no job in the simulated period"], spec.trace)
     return Simulator(cluster, jobs, cfg, cluster.policy)
+
+
+def set_policy(policy: Policy, sets: list[tuple[str, Any]]) -> Policy:
+    """``policy`` with dotted keys set (``thrash=null``, ``thrash.max_fraction=0.1``,
+    ``tiers.2.preempt_after_s=0``; a leading ``policy.`` is optional), as ``whatif
+    --set`` sets them; InputError naming a key that names nothing or a bad value."""
+    from planner.sim.whatif import apply_set
+
+    data = {"policy": policy.model_dump(mode="json")}
+    for key, value in sets:
+        apply_set(data, key if key.startswith("policy.") else f"policy.{key}", value)
+    return load_policy(data["policy"])
 
 
 def run_spec(spec: RunSpec, progress: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:

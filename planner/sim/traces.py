@@ -18,10 +18,17 @@ Rules (shared by the Philly and openb loaders):
   then reading the checkpoint back at 2 GB/s per job).
 - signal trap: 80% of jobs trap ``SIGTERM``; 20% cannot checkpoint on demand.
 - barrier 10 s, cleanup 5 s.
+- time limit (what the scheduler enforces, Slurm's ``--time``): ``(duration +
+  restore) x f`` rounded up to a quarter hour, ``f = 4 ** u`` (1x to 4x, median
+  2x: users ask for more time than they need); a running job's
+  ``expected_end_at`` is the start of its current run plus this limit, so it is
+  never before its real end.
 - Philly tier: by team (the ``cluster`` column): ``1 + floor(3 u)``, ``u`` a hash
   of (seed, team), so a team keeps its tier in every slice of the trace.
 - openb tier: by ``qos``: Guaranteed -> 1, LS -> 1 (30%) or 2 (70%),
   Burstable -> 2, BE -> 3.
+- Either can be replaced by another tier rule (:class:`TierRule`): by GPU count,
+  by duration class, or a team -> tier mapping file.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Any
 from models import InputError
 
 __all__ = [
+    "TierRule",
     "TraceJob",
     "detect_format",
     "job_rng",
@@ -47,6 +55,7 @@ __all__ = [
     "load_openb",
     "load_philly",
     "load_trace",
+    "parse_tier_rule",
     "resolve_trace_path",
     "shared_traces_dir",
     "slice_trace",
@@ -61,6 +70,8 @@ RESTORE_READ_GB_PER_S = 2.0
 BARRIER_S = 10.0
 CLEANUP_S = 5.0
 OPENB_EPOCH = "2023-07-01T00:00:00Z"
+LIMIT_FACTOR_MAX = 4.0  # time limit = run time x 4 ** u, u uniform in [0, 1)
+LIMIT_ROUND_S = 900.0  # ... rounded up to a quarter hour
 
 
 @dataclass
@@ -86,6 +97,7 @@ class TraceJob:
     signal: str | None = "SIGTERM"
     barrier_s: float = 0.0
     cleanup_s: float = 0.0
+    time_limit_s: float | None = None  # enforced limit of one run (None: none known)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -145,20 +157,109 @@ def _shape(gpus: int, node_gpus: int) -> tuple[int, int]:
     return node_gpus, math.ceil(gpus / node_gpus)
 
 
-def _synthesize(job_id: str, gpus: int, seed: int, node_gpus: int) -> dict[str, Any]:
-    """Checkpoint, restore, signal and shape for a job that the trace does not describe."""
-    u = job_uniforms(seed, job_id, 3)
+def _synthesize(job_id: str, gpus: int, seed: int, node_gpus: int,
+                duration_s: float) -> dict[str, Any]:
+    """Checkpoint, restore, signal, time limit and shape for a job that the trace
+    does not describe."""
+    u = job_uniforms(seed, job_id, 4)
     gpn, nodes = _shape(gpus, node_gpus)
     lo, hi = CKPT_GB_PER_GPU
     size = round(gpn * nodes * (lo + (hi - lo) * u[0]), 2)
     interval = float(INTERVALS_S[int(u[1] * len(INTERVALS_S))])
     signal = "SIGTERM" if u[2] < SIGNAL_SHARE else None
+    restore = round(RESTORE_BASE_S + size / RESTORE_READ_GB_PER_S, 1)
     return {
         "gpus_per_node": gpn, "nodes": nodes, "checkpoint_gb": size,
-        "checkpoint_interval_s": interval,
-        "restore_s": round(RESTORE_BASE_S + size / RESTORE_READ_GB_PER_S, 1),
+        "checkpoint_interval_s": interval, "restore_s": restore,
         "signal": signal, "barrier_s": BARRIER_S, "cleanup_s": CLEANUP_S,
+        "time_limit_s": time_limit(duration_s + restore, u[3]),
     }
+
+
+def time_limit(run_s: float, u: float) -> float:
+    """A synthesized time limit: ``run_s x LIMIT_FACTOR_MAX ** u`` rounded up to
+    LIMIT_ROUND_S (at least the run time: the limit is never before the real end)."""
+    return math.ceil(run_s * LIMIT_FACTOR_MAX ** u / LIMIT_ROUND_S - 1e-9) * LIMIT_ROUND_S
+
+
+@dataclass(frozen=True)
+class TierRule:
+    """How trace jobs get their tier (``--tier-rule``):
+
+    - ``team``: by team, ``1 + floor(3 u)`` with ``u`` a hash of (seed, team) (Philly's
+      default; for openb the team is the ``qos``, its default is :func:`_openb_tier`);
+    - ``gpus[:A,B]``: at least A GPUs -> tier 1, at least B -> tier 2, else tier 3
+      (default ``gpus:16,2``: multi-node training first);
+    - ``duration[:A,B]``: run time under A s -> tier 1, under B s -> tier 2, else 3
+      (default ``duration:3600,86400``: short work first, long batch preemptible);
+    - ``map:FILE``: a JSON or YAML file ``{"teams": {team: tier}, "default": tier}``
+      (or a plain ``{team: tier}`` map; default tier 3).
+    """
+
+    kind: str = "team"
+    thresholds: tuple[float, ...] = ()
+    teams: tuple[tuple[str, int], ...] = ()
+    default: int = 3
+
+    def tier(self, team: str | None, gpus: int, duration_s: float, seed: int) -> int:
+        if self.kind == "team":
+            return team_tier(team or "-", seed)
+        if self.kind == "gpus":
+            a, b = self.thresholds
+            return 1 if gpus >= a else 2 if gpus >= b else 3
+        if self.kind == "duration":
+            a, b = self.thresholds
+            return 1 if duration_s < a else 2 if duration_s < b else 3
+        return dict(self.teams).get(team or "", self.default)
+
+    def describe(self) -> str:
+        if self.kind in ("gpus", "duration"):
+            return f"{self.kind}:{','.join(f'{x:g}' for x in self.thresholds)}"
+        if self.kind == "map":
+            return f"map ({len(self.teams)} teams, default tier {self.default})"
+        return self.kind
+
+
+_RULE_DEFAULTS = {"gpus": (16.0, 2.0), "duration": (3600.0, 86400.0)}
+
+
+def parse_tier_rule(text: str | None) -> TierRule | None:
+    """A :class:`TierRule` from its ``--tier-rule`` text (None: the format's default);
+    InputError naming the option for anything else."""
+    if text is None or text == "":
+        return None
+    kind, _, arg = text.partition(":")
+    bad = f"--tier-rule {text!r}"
+    if kind == "team" and not arg:
+        return TierRule("team")
+    if kind in _RULE_DEFAULTS:
+        if not arg:
+            return TierRule(kind, _RULE_DEFAULTS[kind])
+        try:
+            th = tuple(float(x) for x in arg.split(","))
+        except ValueError:
+            th = ()
+        if len(th) != 2 or not all(math.isfinite(x) and x >= 0 for x in th):
+            raise InputError([f"{bad}: expected {kind}:A,B with two numbers >= 0"])
+        if kind == "gpus" and th[0] < th[1] or kind == "duration" and th[0] > th[1]:
+            order = "A >= B" if kind == "gpus" else "A <= B"
+            raise InputError([f"{bad}: expected {order} (tier 1 first)"])
+        return TierRule(kind, th)
+    if kind == "map" and arg:
+        from models import read_document
+
+        doc = read_document(arg)
+        if isinstance(doc, dict) and "teams" in doc:
+            teams, default = doc.get("teams"), doc.get("default", 3)
+        else:
+            teams, default = doc, 3
+        if not isinstance(teams, dict) or not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in [*teams.values(), default]):
+            raise InputError([(f"{bad}: the file must map team names to integer tiers "
+                               '({"teams": {"team-a": 1}, "default": 3})')], arg)
+        return TierRule("map", (), tuple(sorted((str(k), int(v)) for k, v in teams.items())),
+                        int(default))
+    raise InputError([f"{bad}: expected team, gpus[:A,B], duration[:A,B] or map:FILE"])
 
 
 def team_tier(team: str, seed: int) -> int:
@@ -189,7 +290,8 @@ def parse_epoch(text: str | float | None, what: str) -> float | None:
     return dt.timestamp()
 
 
-def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[TraceJob]:
+def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
+                tier_rule: TierRule | None = None) -> list[TraceJob]:
     """The Philly CSV (``timestamp,duration,num_gpus,gpu_time,cluster``), times in UTC."""
     path = resolve_trace_path(path)
     with open(path, newline="") as fh:
@@ -209,8 +311,10 @@ def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8) -> list[
         if gpus < 1 or duration <= 0:
             continue
         jid = f"philly-{i:05d}"
-        jobs.append(TraceJob(id=jid, submit=submit, duration_s=duration, tier=team_tier(r["cluster"], seed),
-                             team=r["cluster"], **_synthesize(jid, gpus, seed, node_gpus)))
+        tier = (tier_rule or TierRule()).tier(r["cluster"], gpus, duration, seed)
+        jobs.append(TraceJob(id=jid, submit=submit, duration_s=duration, tier=tier,
+                             team=r["cluster"],
+                             **_synthesize(jid, gpus, seed, node_gpus, duration)))
     return jobs
 
 
@@ -225,7 +329,8 @@ def _openb_tier(qos: str, u: float) -> int:
 
 
 def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
-               epoch: str = OPENB_EPOCH, time_scale: float = 1.0) -> list[TraceJob]:
+               epoch: str = OPENB_EPOCH, time_scale: float = 1.0,
+               tier_rule: TierRule | None = None) -> list[TraceJob]:
     """Alibaba openb pods. Pods without GPUs or never scheduled are dropped; a
     fractional GPU (``gpu_milli`` < 1000) counts as a whole one; the run time is
     ``deletion - scheduled``. ``time_scale`` < 1 compresses the arrival times."""
@@ -246,9 +351,12 @@ def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
             continue
         jid = r["name"]
         u = job_uniforms(seed, jid + "/tier", 1)[0]
+        qos = r.get("qos", "BE")
+        tier = (_openb_tier(qos, u) if tier_rule is None
+                else tier_rule.tier(qos, gpus, dele - sched, seed))
         jobs.append(TraceJob(id=jid, submit=base + created * time_scale, duration_s=dele - sched,
-                             tier=_openb_tier(r.get("qos", "BE"), u), team=r.get("qos"),
-                             **_synthesize(jid, gpus, seed, node_gpus)))
+                             tier=tier, team=r.get("qos"),
+                             **_synthesize(jid, gpus, seed, node_gpus, dele - sched)))
     jobs.sort(key=lambda j: (j.submit, j.id))
     return jobs
 
@@ -321,17 +429,22 @@ def detect_format(path: str | Path) -> str:
 
 
 def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, node_gpus: int = 8,
-               time_scale: float = 1.0) -> list[TraceJob]:
-    """Load any supported trace; ``fmt`` is ``auto``, ``philly``, ``openb`` or ``jsonl``."""
+               time_scale: float = 1.0, tier_rule: TierRule | None = None) -> list[TraceJob]:
+    """Load any supported trace; ``fmt`` is ``auto``, ``philly``, ``openb`` or ``jsonl``.
+    ``tier_rule`` replaces the format's tiers (a JSONL trace's own ones too)."""
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "philly":
-        jobs = load_philly(path, seed=seed, node_gpus=node_gpus)
+        jobs = load_philly(path, seed=seed, node_gpus=node_gpus, tier_rule=tier_rule)
     elif fmt == "openb":
-        jobs = load_openb(path, seed=seed, node_gpus=node_gpus, time_scale=time_scale)
+        jobs = load_openb(path, seed=seed, node_gpus=node_gpus, time_scale=time_scale,
+                          tier_rule=tier_rule)
         time_scale = 1.0
     elif fmt == "jsonl":
         jobs = load_jsonl(path)
+        if tier_rule is not None:
+            for j in jobs:
+                j.tier = tier_rule.tier(j.team, j.gpus, j.duration_s, seed)
     else:
         raise InputError([f"trace format {fmt!r} unknown (auto, philly, openb, jsonl)"])
     if time_scale != 1.0 and jobs:
@@ -359,7 +472,10 @@ def slice_trace(jobs: list[TraceJob], start: float | None = None, days: float | 
         for j in jobs:
             if j.submit < t0 and j.submit + j.duration_s > t0:
                 left = j.submit + j.duration_s - t0
+                limit = (None if j.time_limit_s is None  # (what is left of it at t0)
+                         else max(left, j.time_limit_s - (t0 - j.submit)))
                 c = TraceJob(**{**j.__dict__, "submit": t0, "duration_s": left,
+                                "time_limit_s": limit,
                                 "extra": {**j.extra, "carry_over": True,
                                           "original_submit": j.submit}})
                 out.append(c)
