@@ -465,3 +465,68 @@ def test_end_to_end_plan_verify_apply(result: Any) -> None:
     bs = binding_objects(plan, result.meta)
     assert {(b["metadata"]["name"], b["target"]["name"]) for b in bs} == {
         ("finetune-70b", "gpu-a-002")}
+
+
+# ------------------------------------------------------------------ history (R15, R17)
+
+
+def test_eviction_events_are_the_history_and_deadlines_the_expected_end(result: Any) -> None:
+    # k8s apply's script records each evicted pod in an Event (reason
+    # PreemptPlannerEviction, at the plan's time). Read back by 'k8s snapshot --events'
+    # 10 min later, they are the snapshot's recent_evictions: one per job (the two
+    # pods of llm/group:pretrain are one eviction), with kube-scheduler's Preempted
+    # events (a pod no longer in the cluster keeps its namespace/name) and without
+    # other reasons, events of other kinds, or events older than a day.
+    from planner.k8s.apply import event_objects
+
+    plan = load_plan(_hand_plan())
+    events = event_objects(plan, result.meta)
+    assert [e["involvedObject"]["name"] for e in events] == [
+        "sweep-17", "notebook-7f9c", "pretrain-worker-0", "pretrain-worker-1"]
+    assert all(e["reason"] == "PreemptPlannerEviction" and e["lastTimestamp"] ==
+               "2026-11-29T08:00:00Z" for e in events)
+    script = kubectl_script(plan, result.meta)
+    assert script.count('"reason":"PreemptPlannerEviction"') == 4
+    other = [
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x.1"}, "reason": "Preempted",
+         "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "gone"},
+         "lastTimestamp": "2026-11-29T07:40:00Z"},
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x.2"}, "reason": "Pulled",
+         "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "gone"},
+         "lastTimestamp": "2026-11-29T07:41:00Z"},
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x.3"}, "reason": "Evicted",
+         "involvedObject": {"kind": "Node", "name": "gpu-a-001"},
+         "lastTimestamp": "2026-11-29T07:42:00Z"},
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x.4"}, "reason": "Evicted",
+         "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "old"},
+         "lastTimestamp": "2026-11-28T07:59:00Z"}]
+    later = datetime(2026, 11, 29, 8, 10, tzinfo=UTC)
+    snap = build_snapshot(_load("nodes.json"), _load("pods.json"),
+                          load_config(FIX / "config.yaml"), later,
+                          {"kind": "EventList", "items": events + other}).snapshot
+    assert snap["recent_evictions"] == [
+        {"job": "ml/gone", "at": "2026-11-29T07:40:00Z"},
+        {"job": "llm/group:pretrain", "at": "2026-11-29T08:00:00Z"},
+        {"job": "research/notebook-7f9c", "at": "2026-11-29T08:00:00Z"},
+        {"job": "research/sweep-17", "at": "2026-11-29T08:00:00Z"}]
+    assert load_snapshot(snap).recent_evictions[0].job == "ml/gone"
+    # activeDeadlineSeconds: the kubelet's limit, start + deadline (the earliest pod's)
+    pods = _load("pods.json")
+    pod = next(p for p in pods["items"] if p["metadata"]["name"] == "sweep-17")
+    pod["spec"]["activeDeadlineSeconds"] = 7200
+    start = datetime.fromisoformat(pod["status"]["startTime"])
+    snap = build_snapshot(_load("nodes.json"), pods, load_config(FIX / "config.yaml"), NOW).snapshot
+    want = (start.timestamp() + 7200)
+    got = _job(snap, "research/sweep-17")["expected_end_at"]
+    assert datetime.fromisoformat(got).timestamp() == want
+    assert "expected_end_at" not in _job(snap, "llm/group:pretrain")
+
+
+def test_events_of_the_wrong_shape_are_bad_input_naming_the_event() -> None:
+    bad = {"kind": "EventList", "items": [
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"}, "reason": "Evicted",
+         "involvedObject": ["Pod", "p"], "lastTimestamp": "2026-11-29T07:00:00Z"}]}
+    with pytest.raises(InputError) as exc:
+        build_snapshot(_load("nodes.json"), _load("pods.json"), load_config(FIX / "config.yaml"),
+                       NOW, bad)
+    assert "events" in str(exc.value) and "items[0] (e1)" in str(exc.value)

@@ -114,6 +114,29 @@ def test_plan_known_optimum(server: PlannerServer) -> None:
     assert plan["objective"]["admitted_gpus"]["1"] == 8
 
 
+def test_the_history_comes_with_the_request(server: PlannerServer) -> None:
+    # The caller sends its own eviction history and the time limits (section 9): SNAP
+    # with a tier-2 job instead of the tier-1 one, four evictions in the last hour
+    # (B = max(4, floor(0.05 x 1)) = 4: none left, THRASH_BUDGET until the oldest
+    # leaves the window at 08:10), then the same with sweep ending at 08:05 (spared,
+    # R17: ENDING_SOON until then), and with neither (evicted).
+    snap = json.loads(json.dumps(SNAP))
+    snap["jobs"][1] = {"id": "train", "tier": 2, "state": "pending", "gpus_per_node": 8}
+    full = dict(snap, recent_evictions=[{"job": f"x{k}", "at": f"2026-11-29T07:{10 + k}:00Z"}
+                                        for k in range(4)])
+    status, _, plan = request(server, "POST", "/v1/plan?deterministic=true", full)
+    assert status == 200, plan
+    assert plan["evictions"] == [] and [(d["reason"], d["until"]) for d in plan["deferred"]] \
+        == [("THRASH_BUDGET", "2026-11-29T08:10:00Z")]
+    ending = json.loads(json.dumps(snap))
+    ending["jobs"][0]["expected_end_at"] = "2026-11-29T08:05:00Z"
+    status, _, plan = request(server, "POST", "/v1/plan?deterministic=true", ending)
+    assert [(d["reason"], d["until"]) for d in plan["deferred"]] == [
+        ("ENDING_SOON", "2026-11-29T08:05:00Z")]
+    status, _, plan = request(server, "POST", "/v1/plan?deterministic=true", snap)
+    assert [e["job"] for e in plan["evictions"]] == ["sweep"]
+
+
 def test_plan_options_by_header_and_query(server: PlannerServer) -> None:
     status, _, plan = request(server, "POST", "/v1/plan", SNAP,
                               {"X-Planner": "greedy", "X-Time-Limit-S": "0.5",

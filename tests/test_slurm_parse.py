@@ -700,3 +700,59 @@ def test_comment_values_beyond_the_contracts_limits_are_ignored_with_a_problem()
     assert len(problems) == 2
     assert any("priority must be within +-1e+09" in p for p in problems), problems
     assert any("restore_s must be a number from 0 to 1e+09" in p for p in problems), problems
+
+
+# ------------------------------------------------------------- history (R15, R17)
+
+def _evicting_cluster() -> FakeSlurm:
+    """The 22.05 fixture cut to three jobs: tier-3 job 20 on gpu1 (GPUs 4-7), tier-1
+    gang 27 on gpu2 and gpu3, and tier-1 job 30 (8 GPUs, pending): 30 can only go to
+    gpu1, evicting 20 (tier 3, no immunity in CFG_2205), which stops at once."""
+    sq = load("22.05/squeue.json")
+    sq["jobs"] = [j for j in sq["jobs"] if str(j["job_id"]) in {"20", "27", "30"}]
+    for j in sq["jobs"]:
+        if j["job_id"] == 30:
+            j.update(priority=100, tres_per_node="gres:gpu:8", state_reason="Priority")
+    return FakeSlurm({"20": 0.0}, squeue=sq, nodes=load("22.05/sinfo.json"))
+
+
+def test_run_keeps_its_evictions_across_a_restart(tmp_path: Path) -> None:
+    # Tick 1 evicts job 20 and records it in the state file (atomically, with the
+    # pins and preemption records). A new loop, as after a restart, reads the file:
+    # its snapshot lists the eviction in recent_evictions (R15), at the time 20 was
+    # signalled. Running jobs carry Slurm's EndTime as expected_end_at (R17): the
+    # fixture's 525,600 min time limit after the start, 2026-11-29T09:34:23Z.
+    from planner.slurm.run import run_loop
+
+    state = tmp_path / "state.json"
+    cfg = cfg_of(**CFG_2205, plan_dir=str(tmp_path / "ticks"), state_file=str(state))
+    assert run_loop(cfg, interval_s=0.01, ticks=1, runner=_evicting_cluster()) == 0
+    saved = json.loads(state.read_text())
+    assert [e["job"] for e in saved["evictions"]] == ["20"]
+    at = saved["evictions"][0]["at"]
+    first = json.loads(next((tmp_path / "ticks").glob("tick-00001-*.json")).read_text())
+    assert [e["job"] for e in first["plan"]["evictions"]] == ["20"]
+    assert first["snapshot"]["recent_evictions"] == []
+    ends = {j["id"]: j.get("expected_end_at") for j in first["snapshot"]["jobs"]}
+    assert ends == {"20": "2027-11-29T09:34:23Z", "27": "2027-11-29T09:34:34Z", "30": None}
+
+    cfg2 = cfg_of(**CFG_2205, plan_dir=str(tmp_path / "again"), state_file=str(state))
+    assert run_loop(cfg2, interval_s=0.01, ticks=1, runner=_evicting_cluster(),
+                    dry_run=True) == 0
+    second = json.loads(next((tmp_path / "again").glob("tick-00001-*.json")).read_text())
+    assert second["snapshot"]["recent_evictions"] == [{"job": "20", "at": at}]
+    # and the snapshot command reads the same file
+    snap = build_snapshot(_evicting_cluster().squeue, load("22.05/sinfo.json"), cfg2,
+                          now=parse_time(at) + 60, state=AdapterState.load(state))
+    assert snap.snapshot["recent_evictions"] == [{"job": "20", "at": at}]
+    # a day later it is forgotten
+    later = build_snapshot(_evicting_cluster().squeue, load("22.05/sinfo.json"), cfg2,
+                           now=parse_time(at) + 86401, state=AdapterState.load(state))
+    assert later.snapshot["recent_evictions"] == []
+
+
+def test_a_state_file_with_broken_evictions_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "state.json"
+    bad.write_text(json.dumps({"preempted": {}, "pinned": {}, "evictions": [{"at": 5}]}))
+    with pytest.raises(ValueError, match="evictions must be a list"):
+        AdapterState.load(bad)

@@ -26,6 +26,8 @@ def register(subparsers: Any) -> None:
     s = sub.add_parser("snapshot", help="build a snapshot from kubectl JSON")
     s.add_argument("--nodes", required=True, help="output of 'kubectl get nodes -o json'")
     s.add_argument("--pods", required=True, help="output of 'kubectl get pods -A -o json'")
+    s.add_argument("--events", help="output of 'kubectl get events -A -o json': its eviction "
+                                    "events are the snapshot's recent_evictions (R15)")
     s.add_argument("--config", help="adapter config (JSON or YAML; see docs/kubernetes.md)")
     s.add_argument("--now", help="snapshot time, ISO-8601 with a zone (default: the clock)")
     s.add_argument("--out", help="write the snapshot here (default: stdout)")
@@ -57,7 +59,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
         if now is None:
             raise InputError([f"--now: {args.now!r} is not an ISO-8601 time with a zone"])
     cfg = load_config(args.config)
-    result = build_snapshot(read_document(args.nodes), read_document(args.pods), cfg, now)
+    events = read_document(args.events) if args.events else None
+    result = build_snapshot(read_document(args.nodes), read_document(args.pods), cfg, now,
+                            events)
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if args.meta_out:

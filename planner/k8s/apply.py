@@ -79,6 +79,36 @@ def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dic
     return out
 
 
+EVENT_REASON = "PreemptPlannerEviction"  # what 'k8s snapshot --events' reads back (R15)
+
+
+def event_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One ``v1`` Event per pod of each victim, reason EVENT_REASON at the plan's time:
+    the record of the eviction that the next snapshot's ``recent_evictions`` reads
+    (``k8s snapshot --events``), for the rolling eviction budget (R15)."""
+    now = plan.model_dump(mode="json")["now"]
+    stamp = int(plan.now.timestamp())
+    out = []
+    for ev in plan.evictions:
+        jp = job_pods(ev.job, meta)
+        for pod in jp.pods:
+            out.append({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{pod}.preempt-planner-{stamp}"[:253],
+                             "namespace": jp.namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod,
+                                   "namespace": jp.namespace},
+                "reason": EVENT_REASON, "type": "Normal", "count": 1,
+                "message": (f"evicted by preempt-planner (job {ev.job}, tier {ev.tier}, grace "
+                            f"{grace_seconds(ev.grace_s)} s) for "
+                            f"{', '.join(ev.preemptors) or 'no placed job'}"),
+                "firstTimestamp": now, "lastTimestamp": now,
+                "source": {"component": "preempt-planner"},
+                "reportingComponent": "preempt-planner", "reportingInstance": "preempt-planner",
+            })
+    return out
+
+
 def _placed_pods(plan: Plan, meta: dict[str, Any] | None) -> list[tuple[Any, JobPods]]:
     out = []
     errors = []
@@ -140,6 +170,7 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
     apply; a refusal stops the script), then, per placed job, a wait for its
     victims' pods to be gone and the bindings."""
     evictions = eviction_objects(plan, meta)
+    events = iter(event_objects(plan, meta))
     by_job = {ev.job: ev for ev in plan.evictions}
     lines = [
         "#!/bin/sh",
@@ -157,6 +188,10 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
             obj = evictions[k]
             k += 1
             lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/eviction", obj)
+        lines.append("# the record 'k8s snapshot --events' reads back (rolling budget, R15)")
+        for _pod in jp.pods:
+            body = json.dumps(next(events), separators=(",", ":"))
+            lines += ["kubectl create -f - <<'EOF'", body, "EOF"]
     if bindings:
         objs = iter(binding_objects(plan, meta))
         for pl, jp in _placed_pods(plan, meta):

@@ -93,6 +93,11 @@ class K8sConfig(_Cfg):
     gpu_ids_annotations: list[str] = Field(default_factory=lambda: [PREFIX + "gpu-ids"])
     # the contract policy written into the snapshot (None = contract defaults)
     policy: dict[str, Any] | None = None
+    # R15's history from 'kubectl get events' (k8s snapshot --events): the reasons that
+    # mean a pod was evicted, and how far back they count
+    eviction_event_reasons: list[str] = Field(default_factory=lambda: [
+        "Preempted", "Evicted", "PreemptPlannerEviction"])
+    eviction_history_s: float = Field(default=86400.0, gt=0)
 
     def tier_of_class(self, name: str | None) -> tuple[int, int]:
         """(tier, priority) of a PriorityClass name; the default tier when unmapped."""

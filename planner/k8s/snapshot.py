@@ -15,7 +15,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from models import SHAPE_ERRORS, InputError, load_snapshot
@@ -437,6 +437,9 @@ class _Builder:
             start = max((s for s in starts if s is not None), default=self.now)
             rec["started_at"] = iso(self._not_after_now(start, f"job {job_id}: startTime"))
             rec["placement"] = placement
+            ends = self._deadline(pods)
+            if ends is not None:
+                rec["expected_end_at"] = iso(ends)
         else:
             counts = sorted({p.gpus for p in pods})
             if len(counts) > 1:
@@ -459,6 +462,20 @@ class _Builder:
         if lasts:
             rec["last_preempted_at"] = iso(max(lasts))
         return rec
+
+    @staticmethod
+    def _deadline(pods: list[Pod]) -> datetime | None:
+        """R17: the earliest ``startTime + activeDeadlineSeconds`` of the pods (the
+        kubelet kills a pod at its deadline, and a gang with it); None when a pod has
+        no deadline. An annotation is no source: its owner could claim any end."""
+        ends = []
+        for p in pods:
+            limit = p.spec.get("activeDeadlineSeconds")
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0 \
+                    or p.started_at is None:
+                return None
+            ends.append(p.started_at + timedelta(seconds=limit))
+        return min(ends) if ends else None
 
     def _running_placement(self, job_id: str, pods: list[Pod]) -> list[dict[str, Any]] | None:
         by_node: dict[str, list[int]] = defaultdict(list)
@@ -524,12 +541,13 @@ def _each(objs: list[dict[str, Any]], convert: Any, source: str) -> list[Any]:
 
 
 def build_snapshot(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None = None,
-                   now: datetime | None = None) -> K8sSnapshot:
+                   now: datetime | None = None, events_doc: Any = None) -> K8sSnapshot:
     """Convert Node and Pod lists into a contract snapshot; the result passes
     ``models.load_snapshot`` (checked here; raises InputError otherwise, also for
-    fields of the wrong type, naming the object where it can)."""
+    fields of the wrong type, naming the object where it can). ``events_doc``, the
+    output of ``kubectl get events -A -o json``, gives ``recent_evictions`` (R15)."""
     try:
-        return _build(nodes_doc, pods_doc, config, now)
+        return _build(nodes_doc, pods_doc, config, now, events_doc)
     except InputError:
         raise
     except SHAPE_ERRORS as exc:
@@ -537,7 +555,7 @@ def build_snapshot(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None = Non
 
 
 def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
-           now: datetime | None) -> K8sSnapshot:
+           now: datetime | None, events_doc: Any = None) -> K8sSnapshot:
     from planner.k8s.objects import items_of
 
     cfg = config or K8sConfig()
@@ -601,6 +619,9 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
     }
     if cfg.policy is not None:
         snapshot["policy"] = cfg.policy
+    if events_doc is not None:
+        pod_job = {(m["namespace"], pod): job for job, m in meta_jobs.items() for pod in m["pods"]}
+        snapshot["recent_evictions"] = eviction_history(events_doc, cfg, now, pod_job, b.warn)
     meta = {"kind": META_KIND, "version": 1, "now": iso(now), "prefix": cfg.prefix,
             "jobs": {k: meta_jobs[k] for k in sorted(meta_jobs)}, "warnings": b.warnings}
     snapshot["_k8s"] = meta
@@ -610,3 +631,48 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         raise InputError(["the generated snapshot is invalid (check the adapter config):",
                           *exc.errors], "k8s snapshot") from None
     return K8sSnapshot(snapshot=snapshot, meta=meta, warnings=b.warnings)
+
+
+EVENT_DEDUP_S = 60.0  # events of one job this close together are one eviction (a gang's pods)
+
+
+def eviction_history(events_doc: Any, cfg: K8sConfig, now: datetime,
+                     pod_job: dict[tuple[str, str], str],
+                     warn: Any) -> list[dict[str, Any]]:
+    """``recent_evictions`` (R15) from an EventList: events of a Pod whose reason is
+    one of ``cfg.eviction_event_reasons`` (``Preempted`` from kube-scheduler,
+    ``Evicted`` from the kubelet, ``PreemptPlannerEviction`` written by ``k8s
+    apply``), within the last ``cfg.eviction_history_s`` before ``now``. A pod of a
+    current job counts as that job; the events of one job within EVENT_DEDUP_S of
+    each other are one eviction. Oldest first."""
+    from planner.k8s.objects import items_of
+
+    reasons = set(cfg.eviction_event_reasons)
+
+    def one(ev: dict[str, Any]) -> tuple[str, datetime] | None:
+        obj = ev.get("involvedObject") or ev.get("regarding") or {}
+        if ev.get("reason") not in reasons or obj.get("kind") != "Pod":
+            return None
+        at = next((t for t in (parse_time(ev.get(k)) for k in (
+            "eventTime", "lastTimestamp", "firstTimestamp")) if t is not None),
+            parse_time(ev["metadata"].get("creationTimestamp")))
+        ns, name = obj.get("namespace") or "default", obj.get("name")
+        if at is None or not name:
+            warn(f"event {ev['metadata']['name']}: an eviction with no time or no pod; ignored")
+            return None
+        if at > now or (now - at).total_seconds() > cfg.eviction_history_s:
+            return None
+        return pod_job.get((ns, name), f"{ns}/{name}"), at
+
+    seen: dict[str, list[datetime]] = defaultdict(list)
+    for hit in _each(items_of(events_doc, "Event", "events"), one, "events"):
+        if hit is not None:
+            seen[hit[0]].append(hit[1])
+    out = []
+    for job, times in seen.items():
+        last = None
+        for t in sorted(times):
+            if last is None or (t - last).total_seconds() > EVENT_DEDUP_S:
+                out.append({"job": job, "at": iso(t)})
+                last = t
+    return sorted(out, key=lambda e: (e["at"], e["job"]))

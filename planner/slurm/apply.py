@@ -240,6 +240,8 @@ class _Victim:
     outcome: VictimOutcome
     deadline: float = 0.0
     done: bool = False
+    evicted_at: float | None = None  # when it was signalled (or, without one, requeued)
+    gpus: int | None = None
 
 
 def _slurm_ids(plan_jobs: Sequence[str]) -> set[str]:
@@ -350,6 +352,7 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
             continue
         now = clock()
         v.deadline = now + v.grace_s
+        v.evicted_at = now
         if v.signal is None:
             v.outcome.note = "no checkpoint signal: requeued at once"
             v.deadline = now
@@ -394,6 +397,9 @@ def _finish(v: _Victim, cfg: SlurmConfig, run: _Executor, state: AdapterState,
     if res.rc is not None:
         old = state.preempted.get(v.job, {})
         state.preempted[v.job] = {"at": iso(stop), "count": int(old.get("count", 0)) + 1}
+        # the eviction, for the rolling budget (R15) of the next ticks
+        state.record_eviction(v.job, iso(v.evicted_at if v.evicted_at is not None else stop),
+                              v.gpus)
     if v.hold_until is not None:
         delay = math.ceil(v.hold_until - now)
         if delay >= 1:

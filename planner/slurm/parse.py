@@ -14,7 +14,11 @@ GPU indices of running jobs come from ``gres_detail`` (one entry per allocated
 node, ``gpu:4(IDX:0-3)`` or ``gpu:a100:2(IDX:0,2)``). Checkpoint metadata comes
 from the job comment (``key=value`` pairs or a JSON object) and the sidecar file
 written by ``planner.trap``; the sidecar wins, being measured. ``restart_cnt``
-gives ``preemptions``; the adapter state gives ``last_preempted_at``.
+gives ``preemptions``; the adapter state gives ``last_preempted_at`` and the
+evictions it carried out (``recent_evictions``, R15); ``end_time`` (Slurm's
+EndTime, start plus the enforced time limit) gives a running job's
+``expected_end_at`` (R17), and ``submit_time`` a pending job's ``submitted_at``
+(R16).
 
 Nothing here runs a command; :func:`build_snapshot` is a pure function of its
 inputs so it is tested on recorded JSON.
@@ -602,6 +606,8 @@ def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: S
         "nodes": nodes,
         "jobs": jobs,
         "policy": policy,
+        # the evictions this adapter carried out (state file), for R15
+        "recent_evictions": state.recent_evictions(now),
         "_slurm": {"release": version, "notes": notes},
     }
     return ParseResult(snapshot, notes, version)
@@ -709,6 +715,9 @@ def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, cfg: SlurmC
     base = _common(raw, jid, effective_tier, cfg, state)
     base.update(extra)
     base.update({"state": "running", "started_at": iso(started), "checkpoint": ckpt})
+    ends = _end_time(raw, started)
+    if ends is not None:
+        base["expected_end_at"] = iso(ends)
     sizes = {len(g) for _, g in parts}
     if len(sizes) == 1:
         job = dict(base, gpus_per_node=sizes.pop(), nodes=len(parts),
@@ -729,6 +738,17 @@ def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, cfg: SlurmC
                              "piece_of": jid})
         out.append(piece)
     return out
+
+
+def _end_time(raw: Mapping[str, Any], started: float) -> float | None:
+    """R17: Slurm's EndTime of a running job, the limit slurmctld enforces (start +
+    time limit); None when the job has no limit (``time_limit`` infinite) or Slurm
+    reports none."""
+    limit = raw.get("time_limit")
+    if isinstance(limit, dict) and limit.get("infinite"):
+        return None
+    end = parse_time(raw.get("end_time"))
+    return end if end is not None and end >= started else None
 
 
 def _pending_job(raw: Mapping[str, Any], jid: str, tier: int, cfg: SlurmConfig, now: float,
