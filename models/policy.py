@@ -160,10 +160,19 @@ class Thrash(_Record):
     max_fraction: float = Field(0.05, ge=0, le=1)
     min_evictions: int = Field(4, ge=0, le=MAX_COUNT)
     exempt_tiers: list[int] = Field(default_factory=lambda: [1])
+    # an extension of the contract (docs/format.md): the GPUs those evictions free,
+    # at most this share of the GPUs on up and drain nodes per window (null: no limit)
+    max_gpu_fraction: float | None = Field(None, ge=0, le=1)
 
     def limit(self, running: int) -> int:
         """``B``: the evictions the window allows with ``running`` running jobs."""
         return max(self.min_evictions, math.floor(self.max_fraction * running + 1e-9))
+
+    def gpu_limit(self, gpus: int) -> int | None:
+        """The GPUs evictions may free per window, of ``gpus`` on up and drain nodes."""
+        if self.max_gpu_fraction is None:
+            return None
+        return math.floor(self.max_gpu_fraction * gpus + 1e-9)
 
 
 DEFAULT_TIERS: dict[int, dict[str, Any]] = {

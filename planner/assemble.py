@@ -125,9 +125,14 @@ def clean(problem: Problem, d: Decision) -> Decision:
     pre = preemptors_of(problem, d)
     out = Decision({v for v in d.victims if pre[v]}, dict(d.placements))
     tb = problem.thrash
-    if tb is not None and len(out.victims) > tb.left:
+    if tb is not None and (len(out.victims) > tb.left
+                           or _victim_gpus(problem, out.victims) > tb.gpus_left):
         _within_thrash_budget(problem, out, {v: set(pre[v]) for v in out.victims})
     return out
+
+
+def _victim_gpus(problem: Problem, victims: set[str]) -> int:
+    return sum(problem.running[v].job.total_gpus for v in victims)
 
 
 def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]]) -> None:
@@ -149,7 +154,7 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
                    key=lambda j: (-pending[j].job.tier, pending[j].job.total_gpus,
                                   pending[j].job.priority, j))
     for j in order:
-        if tb.allows(len(d.victims), len(exempt)):
+        if tb.allows(len(d.victims), len(exempt), _victim_gpus(problem, d.victims)):
             return
         if not any(v not in exempt for v in uses[j]):
             continue

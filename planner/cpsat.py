@@ -469,9 +469,14 @@ class CpsatModel:
         literal needs a shard of a class of an exempt tier, with the right to take its
         GPUs, on one of its nodes, and on each node at most one exempt victim (wholly
         there) per GPU such shards take; extraction then gives those shards the
-        exempt victims' GPUs (_pick), and ``clean`` drops what still breaks R15."""
+        exempt victims' GPUs (_pick), and ``clean`` drops what still breaks R15.
+        With the GPU limit of the extension (``thrash.max_gpu_fraction``) the victims'
+        GPUs are bounded the same way."""
         tb = self.p.thrash
-        if tb is None or len(self.evict) <= tb.left:
+        sizes = {vid: self.p.running[vid].job.total_gpus for vid in self.evict}
+        gpus_left = tb.gpus_left if tb is not None else math.inf
+        gpu_binds = sum(sizes.values()) > gpus_left
+        if tb is None or (len(self.evict) <= tb.left and not gpu_binds):
             return
         m = self.m
         users: dict[str, list] = defaultdict(list)  # victim -> shard counts that exempt it
@@ -504,23 +509,32 @@ class CpsatModel:
         es, xs = list(self.evict.values()), list(self.exempt.values())
         left = tb.left
         # X - E <= max(0, B - H) holds either way: the whole rule when no victim can be
-        # exempt or nothing is left, and a strong row for the LP otherwise
+        # exempt or nothing is left, and a strong row for the LP otherwise (the same
+        # for the victims' GPUs under a GPU limit)
         m.add(_wsum([*es, *xs], [1] * len(es) + [-1] * len(xs)) <= max(0, left))
+        gs = [sizes[v] for v in self.evict]
+        gxs = [sizes[v] for v in self.exempt]
+        if gpu_binds:
+            m.add(_wsum([*es, *xs], [*gs, *(-g for g in gxs)]) <= max(0, int(gpus_left)))
         if not xs or left <= 0:
             return
         # E is at most the GPUs the exempt classes could take (each exempt victim has
         # one of them) and the number of exempt literals
         most = min(len(xs), sum(c.gpn * c.nodes * len(c.jobs) for c in self.classes
                                 if c.tier in tb.exempt_tiers))
-        if most <= left:  # then max(E, B - H) = B - H
+        if most <= left and not gpu_binds:  # then max(E, B - H) = B - H
             m.add(_sum(es) <= left)
             return
-        # the convex hull of the rule in (X, E), between (B - H, 0) and (most, most):
-        # X * most <= (B - H) * most + E * (most - B + H); without it the solver
-        # branched for seconds on 100 symmetric victims (tests/test_cross_tick.py)
-        m.add(_wsum([*es, *xs], [most] * len(es) + [-(most - left)] * len(xs)) <= left * most)
+        if most > left:
+            # the convex hull of the rule in (X, E), between (B - H, 0) and (most, most):
+            # X * most <= (B - H) * most + E * (most - B + H); without it the solver
+            # branched for seconds on 100 symmetric victims (tests/test_cross_tick.py)
+            m.add(_wsum([*es, *xs], [most] * len(es) + [-(most - left)] * len(xs))
+                  <= left * most)
         self.within = m.new_bool_var("r15_within")
         m.add(_sum(es) <= left).only_enforce_if(self.within)
+        if gpu_binds:
+            m.add(_wsum(es, gs) <= int(gpus_left)).only_enforce_if(self.within)
         m.add(_wsum([*es, *xs], [1] * len(es) + [-1] * len(xs)) <= 0).only_enforce_if(
             ~self.within)
 
@@ -644,7 +658,8 @@ class CpsatModel:
             assert tb is not None
             exempt = exempt_victims(self.p, preemptors_of(self.p, d))
             hints += [(x, vid in exempt and vid in d.victims) for vid, x in self.exempt.items()]
-            hints.append((self.within, len(d.victims) <= tb.left))
+            hints.append((self.within, len(d.victims) <= tb.left and sum(
+                self.p.running[v].job.total_gpus for v in d.victims) <= tb.gpus_left))
         self.set_hints(hints)
 
     def set_hints(self, hints: list[tuple[cp_model.IntVar, int]]) -> None:

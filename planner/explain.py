@@ -451,15 +451,24 @@ def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
     tb = problem.thrash
     if tb is not None and n_victims > 0:
         exempt = len(_exempt_of(problem, d))
-        if not ((problem.exempt(job.tier) and used == exempt) or used + n_victims <= tb.left):
+        free_pass = problem.exempt(job.tier) and used == exempt
+        frees = (f"; the oldest of them leaves the window at {_iso(tb.oldest)}"
+                 if tb.oldest is not None else "")
+        if not free_pass and used + n_victims > tb.left:
             left = max(0, tb.left - used)
-            frees = (f"; the oldest of them leaves the window at {_iso(tb.oldest)}"
-                     if tb.oldest is not None else "")
             return Deferred(job=job.id, reason="THRASH_BUDGET", until=tb.oldest,
                             detail=f"{shape(job)}; it needs at least {n_victims} eviction(s) and "
                                    f"the rolling budget of {tb.limit} per "
                                    f"{fmt_duration(tb.window_s)} ({tb.recent} already in the "
                                    f"window{frees}, {used} in this plan) leaves {left} (R15)")
+        if not free_pass and used_gpus + n_gpus > tb.gpus_left:
+            left = max(0, int(tb.gpus_left) - used_gpus)
+            return Deferred(job=job.id, reason="THRASH_BUDGET", until=tb.oldest,
+                            detail=f"{shape(job)}; its evictions would free at least {n_gpus} "
+                                   f"GPUs and the rolling budget of {tb.gpu_limit} GPUs per "
+                                   f"{fmt_duration(tb.window_s)} ({tb.recent_gpus} already in "
+                                   f"the window{frees}, {used_gpus} in this plan) leaves {left} "
+                                   "(R15, thrash.max_gpu_fraction)")
     mx = pol.max_evictions_per_tick
     if mx is not None and n_victims > 0 and used + n_victims > mx:
         left = max(0, mx - used)

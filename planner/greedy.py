@@ -243,8 +243,11 @@ class GreedyPlanner:
     def _budget_ok(self, st: _State, new: list[str]) -> bool:
         pol = self.p.policy
         tb = self.p.thrash
-        if tb is not None and new and len(st.victims) + len(new) > tb.left and not (
-                self.placing_exempt and len(st.victims) == len(st.exempt)):
+        if tb is not None and new and not (self.placing_exempt
+                                           and len(st.victims) == len(st.exempt)) and (
+                len(st.victims) + len(new) > tb.left
+                or st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
+                > tb.gpus_left):
             # R15: more than the window has left, unless every victim is exempt
             self.refusals += 1
             self.budget_rejected = True

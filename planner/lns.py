@@ -151,6 +151,8 @@ def sub_problem(problem: Problem, d: Decision,
         kept_exempt = exempt_victims(problem, {v: pre[v] for v in keep_victims})
         thrash = dataclasses.replace(
             thrash, recent=thrash.recent + len(keep_victims),
+            recent_gpus=thrash.recent_gpus + sum(problem.running[v].job.total_gpus
+                                                 for v in keep_victims),
             exempt_tiers=(thrash.exempt_tiers if len(kept_exempt) == len(keep_victims)
                           else frozenset()))
     inside: dict[int, list[int]] = {}  # jobs of one shape share their candidate list

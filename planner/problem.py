@@ -6,6 +6,7 @@ Everything here is solver-free and deterministic (ids in canonical order).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -139,14 +140,23 @@ class ThrashBudget:
     window_s: float
     running: int
     oldest: datetime | None = None
+    gpu_limit: int | None = None  # the extension thrash.max_gpu_fraction: GPUs per window
+    recent_gpus: int = 0  # GPUs of the recent evictions counted in the window
 
     @property
     def left(self) -> int:
         return self.limit - self.recent
 
-    def allows(self, victims: int, exempt: int) -> bool:
-        """``N <= max(0, B - H - E)`` with N = victims - exempt."""
-        return victims == exempt or victims <= self.left
+    @property
+    def gpus_left(self) -> float:
+        """GPUs the window has left (inf without a GPU limit)."""
+        return math.inf if self.gpu_limit is None else self.gpu_limit - self.recent_gpus
+
+    def allows(self, victims: int, exempt: int, gpus: int = 0) -> bool:
+        """``N <= max(0, B - H - E)`` with N = victims - exempt (and, with a GPU
+        limit, their GPUs alike): no victim that is not exempt, or at most ``left``
+        victims freeing at most ``gpus_left`` GPUs in all."""
+        return victims == exempt or (victims <= self.left and gpus <= self.gpus_left)
 
 
 @dataclass
@@ -307,10 +317,12 @@ def thrash_budget(snap: Snapshot, running: int) -> ThrashBudget | None:
         return None
     now = snap.now
     start = now - timedelta(seconds=th.window_s)
-    counted = [e.at for e in snap.recent_evictions if start <= e.at < now]
-    oldest = min(counted) + timedelta(seconds=th.window_s) if counted else None
+    counted = [e for e in snap.recent_evictions if start <= e.at < now]
+    oldest = min(e.at for e in counted) + timedelta(seconds=th.window_s) if counted else None
+    live = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
     return ThrashBudget(th.limit(running), len(counted), frozenset(th.exempt_tiers),
-                        float(th.window_s), running, oldest)
+                        float(th.window_s), running, oldest, th.gpu_limit(live),
+                        sum(e.gpus or 0 for e in counted))
 
 
 def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:

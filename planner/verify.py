@@ -542,6 +542,22 @@ class _Checker:
                          for u in self._users_of(self.jobs[vid]))]
         others = len(self.victims) - len(exempt)
         allowed = max(0, limit - recent - len(exempt))
+        live = {n.id for n in self.snap.nodes if n.state in ("up", "drain")}
+        gpu_limit = th.gpu_limit(sum(self.nodes[n].gpus for n in live))
+        if gpu_limit is not None:
+            counted = [e for e in self.snap.recent_evictions if start <= e.at < self.now]
+            recent_gpus = sum(e.gpus or 0 for e in counted)
+            gpus = {vid: self.jobs[vid].total_gpus for vid in self.victims}
+            exempt_gpus = sum(gpus[v] for v in exempt)
+            other_gpus = sum(gpus.values()) - exempt_gpus
+            gpus_allowed = max(0, gpu_limit - recent_gpus - exempt_gpus)
+            if other_gpus > gpus_allowed:
+                self.add("R15", None, f"evictions not exempt free {other_gpus} GPUs, over the "
+                                      f"rolling GPU budget: {gpu_limit} "
+                                      f"(floor({_num(th.max_gpu_fraction or 0)} x GPUs on "
+                                      f"up/drain nodes)), {recent_gpus} in the last "
+                                      f"{_num(th.window_s)} s and {exempt_gpus} freed by exempt "
+                                      f"victims in this plan leave {gpus_allowed}")
         if others > allowed:
             self.add("R15", None, f"{others} evictions not exempt (by jobs of tiers outside "
                                   f"exempt_tiers={th.exempt_tiers}) exceed the rolling budget: "

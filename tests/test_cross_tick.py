@@ -289,3 +289,28 @@ def test_the_defaults_of_section_9() -> None:
     assert merged.thrash is not None and merged.thrash.min_evictions == 4
     assert merged.thrash.window_s == 600 and merged.tiers[4].preempt_after_s == 0
     assert NOW == "2026-11-30T08:00:00Z"
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_the_rolling_gpu_budget_counts_the_gpus_of_the_evictions(planner: str) -> None:
+    # The extension thrash.max_gpu_fraction: 6 nodes of 8 GPUs (48 on up nodes), a
+    # fraction of 0.5 allows floor(0.5 x 48) = 24 GPUs per hour, 8 already freed in
+    # the window (one recent eviction of 8 GPUs): 16 left, two whole nodes. The count
+    # budget (B = 4, H = 1) would allow three. Three tier-2 jobs of 8 GPUs: two are
+    # placed (r0, r1: 800 + 1,600 GPU-s), the third waits, THRASH_BUDGET, with the
+    # GPUs in the detail. A recent eviction without "gpus" counts as 0 GPUs.
+    nodes, jobs = holders(6)
+    jobs += [pend(f"p{k}", 2, 8, submitted_at=OLD, priority=k) for k in range(3)]
+    data = snap(nodes, jobs, policy={"thrash": {"max_gpu_fraction": 0.5}})
+    data["recent_evictions"] = [{"job": "x", "at": "2026-11-30T07:30:00Z", "gpus": 8}]
+    p = solve(data, planner)
+    assert evicted(p) == ["r0", "r1"] and reasons(p) == {"p0": "THRASH_BUDGET"}
+    assert ("rolling budget of 24 GPUs per 60 min (8 already in the window" in
+            p["deferred"][0]["detail"])
+    data["recent_evictions"][0].pop("gpus")
+    assert len(solve(data, planner)["evictions"]) == 3  # count budget: 4 - 1 = 3
+    free = plan(snap(nodes, jobs, policy={"thrash": None}), deterministic=True)
+    assert len(free.evictions) == 3
+    broken = dict(data, recent_evictions=[{"job": "x", "at": "2026-11-30T07:30:00Z",
+                                           "gpus": 8}])
+    assert rules_broken(broken, free) == {"R15"}

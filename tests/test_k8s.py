@@ -504,11 +504,16 @@ def test_eviction_events_are_the_history_and_deadlines_the_expected_end(result: 
     snap = build_snapshot(_load("nodes.json"), _load("pods.json"),
                           load_config(FIX / "config.yaml"), later,
                           {"kind": "EventList", "items": events + other}).snapshot
+    gpus = {j["id"]: j["gpus_per_node"] * j["nodes"] for j in snap["jobs"]}
     assert snap["recent_evictions"] == [
-        {"job": "ml/gone", "at": "2026-11-29T07:40:00Z"},
-        {"job": "llm/group:pretrain", "at": "2026-11-29T08:00:00Z"},
-        {"job": "research/notebook-7f9c", "at": "2026-11-29T08:00:00Z"},
-        {"job": "research/sweep-17", "at": "2026-11-29T08:00:00Z"}]
+        {"job": "ml/gone", "at": "2026-11-29T07:40:00Z"},  # (GPUs unknown: no such job)
+        {"job": "llm/group:pretrain", "at": "2026-11-29T08:00:00Z",
+         "gpus": gpus["llm/group:pretrain"]},
+        {"job": "research/notebook-7f9c", "at": "2026-11-29T08:00:00Z",
+         "gpus": gpus["research/notebook-7f9c"]},
+        {"job": "research/sweep-17", "at": "2026-11-29T08:00:00Z",
+         "gpus": gpus["research/sweep-17"]}]
+    assert gpus["llm/group:pretrain"] == 8
     assert load_snapshot(snap).recent_evictions[0].job == "ml/gone"
     # activeDeadlineSeconds: the kubelet's limit, start + deadline (the earliest pod's)
     pods = _load("pods.json")

@@ -201,13 +201,15 @@ def _cross_tick(rng: np.random.Generator, data: dict[str, Any]) -> None:
             job["expected_end_at"] = _iso(NOW + timedelta(seconds=int(rng.uniform(-300, 1500))))
     if rng.random() < 0.5:
         data["recent_evictions"] = [
-            {"job": f"gone-{k}", "at": _iso(NOW - timedelta(seconds=int(rng.uniform(1, 5400))))}
+            {"job": f"gone-{k}", "at": _iso(NOW - timedelta(seconds=int(rng.uniform(1, 5400)))),
+             "gpus": int(pick([1, 2, 4, 8]))}
             for k in range(int(rng.integers(0, 7)))]
     policy = data["policy"]
     if rng.random() < 0.4:
         policy["thrash"] = pick([None, {"min_evictions": 1}, {"min_evictions": 2},
                                  {"exempt_tiers": []}, {"exempt_tiers": [1, 2]},
-                                 {"window_s": 600, "min_evictions": 3}])
+                                 {"window_s": 600, "min_evictions": 3},
+                                 {"max_gpu_fraction": 0.3}, {"max_gpu_fraction": 0.5}])
     if rng.random() < 0.2:
         tiers = policy.setdefault("tiers", {})
         tiers.setdefault(pick(["1", "3"]), {})["preempt_after_s"] = 300
@@ -482,8 +484,12 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
         counted = sum(1 for j in snap.jobs if j.state == "running"
                       and all(nodes[p.node].state != "down" for p in j.placement))
         limit = max(th.min_evictions, int(th.max_fraction * counted + 1e-9))
-        recent = sum(1 for e in snap.recent_evictions
-                     if (now - e.at).total_seconds() <= th.window_s and e.at < now)
+        window = [e for e in snap.recent_evictions
+                  if (now - e.at).total_seconds() <= th.window_s and e.at < now]
+        recent = len(window)
+        live = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
+        gpu_limit = (None if th.max_gpu_fraction is None
+                     else int(th.max_gpu_fraction * live + 1e-9) - sum(e.gpus or 0 for e in window))
 
     def leaf(chosen: list[tuple[Any, list[tuple[str, int]]]]) -> tuple[float, ...] | None:
         victims = {holder[g].id: holder[g] for _j, gs in chosen for g in gs if g in holder}
@@ -491,6 +497,10 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
             exempt = {holder[g].id for j, gs in chosen for g in gs
                       if g in holder and j.tier in th.exempt_tiers}
             if len(victims) - len(exempt) > max(0, limit - recent - len(exempt)):
+                return None
+            ex_gpus = sum(victims[v].total_gpus for v in exempt)
+            all_gpus = sum(v.total_gpus for v in victims.values())
+            if gpu_limit is not None and all_gpus - ex_gpus > max(0, gpu_limit - ex_gpus):
                 return None
         if budgets and (pol.max_evictions_per_tick is not None
                         and len(victims) > pol.max_evictions_per_tick):

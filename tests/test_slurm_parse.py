@@ -728,7 +728,7 @@ def test_run_keeps_its_evictions_across_a_restart(tmp_path: Path) -> None:
     cfg = cfg_of(**CFG_2205, plan_dir=str(tmp_path / "ticks"), state_file=str(state))
     assert run_loop(cfg, interval_s=0.01, ticks=1, runner=_evicting_cluster()) == 0
     saved = json.loads(state.read_text())
-    assert [e["job"] for e in saved["evictions"]] == ["20"]
+    assert [(e["job"], e["gpus"]) for e in saved["evictions"]] == [("20", 4)]
     at = saved["evictions"][0]["at"]
     first = json.loads(next((tmp_path / "ticks").glob("tick-00001-*.json")).read_text())
     assert [e["job"] for e in first["plan"]["evictions"]] == ["20"]
@@ -740,11 +740,11 @@ def test_run_keeps_its_evictions_across_a_restart(tmp_path: Path) -> None:
     assert run_loop(cfg2, interval_s=0.01, ticks=1, runner=_evicting_cluster(),
                     dry_run=True) == 0
     second = json.loads(next((tmp_path / "again").glob("tick-00001-*.json")).read_text())
-    assert second["snapshot"]["recent_evictions"] == [{"job": "20", "at": at}]
+    assert second["snapshot"]["recent_evictions"] == [{"job": "20", "at": at, "gpus": 4}]
     # and the snapshot command reads the same file
     snap = build_snapshot(_evicting_cluster().squeue, load("22.05/sinfo.json"), cfg2,
                           now=parse_time(at) + 60, state=AdapterState.load(state))
-    assert snap.snapshot["recent_evictions"] == [{"job": "20", "at": at}]
+    assert snap.snapshot["recent_evictions"] == [{"job": "20", "at": at, "gpus": 4}]
     # a day later it is forgotten
     later = build_snapshot(_evicting_cluster().squeue, load("22.05/sinfo.json"), cfg2,
                            now=parse_time(at) + 86401, state=AdapterState.load(state))

@@ -21,7 +21,7 @@ from planner.verify import verify
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "verify", help="check a plan against its snapshot (rules R1-R13, plan formulas)",
+        "verify", help="check a plan against its snapshot (rules R1-R13, R15-R17, plan formulas)",
         description="Check PLAN against SNAPSHOT independently of the planner. Exits 0 when "
                     "the plan is valid, 1 when it breaks a rule, 2 on bad input.")
     add_snapshot_args(p)

@@ -621,7 +621,9 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         snapshot["policy"] = cfg.policy
     if events_doc is not None:
         pod_job = {(m["namespace"], pod): job for job, m in meta_jobs.items() for pod in m["pods"]}
-        snapshot["recent_evictions"] = eviction_history(events_doc, cfg, now, pod_job, b.warn)
+        sizes = {j["id"]: j["gpus_per_node"] * j.get("nodes", 1) for j in jobs}
+        snapshot["recent_evictions"] = eviction_history(events_doc, cfg, now, pod_job, b.warn,
+                                                        sizes)
     meta = {"kind": META_KIND, "version": 1, "now": iso(now), "prefix": cfg.prefix,
             "jobs": {k: meta_jobs[k] for k in sorted(meta_jobs)}, "warnings": b.warnings}
     snapshot["_k8s"] = meta
@@ -638,13 +640,13 @@ EVENT_DEDUP_S = 60.0  # events of one job this close together are one eviction (
 
 def eviction_history(events_doc: Any, cfg: K8sConfig, now: datetime,
                      pod_job: dict[tuple[str, str], str],
-                     warn: Any) -> list[dict[str, Any]]:
+                     warn: Any, sizes: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """``recent_evictions`` (R15) from an EventList: events of a Pod whose reason is
     one of ``cfg.eviction_event_reasons`` (``Preempted`` from kube-scheduler,
     ``Evicted`` from the kubelet, ``PreemptPlannerEviction`` written by ``k8s
     apply``), within the last ``cfg.eviction_history_s`` before ``now``. A pod of a
-    current job counts as that job; the events of one job within EVENT_DEDUP_S of
-    each other are one eviction. Oldest first."""
+    current job counts as that job (with its GPUs, ``sizes``); the events of one job
+    within EVENT_DEDUP_S of each other are one eviction. Oldest first."""
     from planner.k8s.objects import items_of
 
     reasons = set(cfg.eviction_event_reasons)
@@ -673,6 +675,9 @@ def eviction_history(events_doc: Any, cfg: K8sConfig, now: datetime,
         last = None
         for t in sorted(times):
             if last is None or (t - last).total_seconds() > EVENT_DEDUP_S:
-                out.append({"job": job, "at": iso(t)})
+                rec: dict[str, Any] = {"job": job, "at": iso(t)}
+                if sizes and job in sizes:
+                    rec["gpus"] = sizes[job]
+                out.append(rec)
                 last = t
     return sorted(out, key=lambda e: (e["at"], e["job"]))

@@ -266,10 +266,12 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
                state: AdapterState | None = None, runner: Runner = subprocess_runner,
                clock: Callable[[], float] = time.time,
                sleep: Callable[[float], None] = time.sleep,
-               echo: Callable[[str], None] | None = None) -> ApplyReport:
+               echo: Callable[[str], None] | None = None,
+               gpus: dict[str, int] | None = None) -> ApplyReport:
     """Carry out `plan` (contract section 6); see the module docstring.
 
-    `state` records pins and preemption times for the next snapshot. `runner`,
+    `state` records pins, preemption times and evictions (with the victims' GPUs
+    from `gpus`, Slurm job id -> GPUs, when given) for the next snapshot. `runner`,
     `clock` and `sleep` are injectable for tests. With `dry_run`, nothing is run
     and each command is passed to `echo` (and listed in the report).
     """
@@ -323,7 +325,8 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
             if until is not None:
                 v.hold_until = max(v.hold_until or until, until)
             continue
-        victims[jid] = _Victim(jid, sig, grace, until, VictimOutcome(jid, sig, grace))
+        victims[jid] = _Victim(jid, sig, grace, until, VictimOutcome(jid, sig, grace),
+                               gpus=(gpus or {}).get(jid))
     report.victims = [v.outcome for v in victims.values()]
     if not victims:
         return report

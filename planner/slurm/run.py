@@ -123,8 +123,13 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
                   planner=cfg.planner.planner)
+    gpus: dict[str, int] = {}  # Slurm job -> GPUs (pieces of one job summed)
+    for job in parsed.snapshot.get("jobs", []):
+        if job.get("state") == "running":
+            jid = str(job.get("_slurm", {}).get("job_id", job["id"]))
+            gpus[jid] = gpus.get(jid, 0) + job["gpus_per_node"] * job.get("nodes", 1)
     report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner, clock=clock,
-                        sleep=sleep, echo=echo)
+                        sleep=sleep, echo=echo, gpus=gpus)
     if not dry_run:
         # forget jobs Slurm no longer lists at all (held jobs are not in the
         # snapshot but still known, so ask squeue rather than the snapshot)

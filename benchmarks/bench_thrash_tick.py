@@ -1,0 +1,98 @@
+"""Benchmark: one big tick with the default policy stays within the rolling eviction budget.
+
+A generated cluster (``planner.generate``: 8-GPU nodes, 90% of GPUs held, the
+default tier and NVLink mix, seed 0; 12,500 nodes and 5,000 pending jobs by
+default) is planned with the default policy, whose rolling eviction budget (R15)
+allows ``max(4, floor(0.05 x running jobs))`` evictions per hour, none of them
+spent yet (no ``recent_evictions``), and, for comparison, with ``"thrash": null``.
+Reported per run: wall time, evictions in all, those of exempt tiers' placements
+(tier 1) and the others, the budget B, whether the plan is within it, the GPUs
+admitted per tier and the verifier's verdict.
+
+    python benchmarks/bench_thrash_tick.py --out benchmarks/results-thrash-tick.json
+    python benchmarks/bench_thrash_tick.py --nodes 1024 --pending 500   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def one(data: dict, time_limit: float, label: str) -> dict:
+    from models import load_snapshot
+    from planner import plan
+    from planner.problem import build_problem
+    from planner.verify import verify
+
+    snap = load_snapshot(data)
+    t0 = time.perf_counter()
+    p = plan(snap, time_limit_s=time_limit)
+    wall = time.perf_counter() - t0
+    tiers = {j.id: j.tier for j in snap.jobs}
+    th = snap.policy.thrash
+    exempt = [e for e in p.evictions
+              if th is not None and any(tiers[j] in th.exempt_tiers for j in e.preemptors)]
+    problem = build_problem(snap)
+    tb = problem.thrash
+    out = {
+        "label": label, "wall_s": round(wall, 3), "status": p.status,
+        "solver": p.solver.status, "evictions": len(p.evictions),
+        "exempt": len(exempt), "not_exempt": len(p.evictions) - len(exempt),
+        "running": sum(1 for j in snap.jobs if j.state == "running"),
+        "admitted_gpus": p.objective.admitted_gpus,
+        "violations": [str(v) for v in verify(snap, p)],
+    }
+    if tb is not None:
+        out.update(budget=tb.limit, recent=tb.recent,
+                   within=(out["not_exempt"] == 0 or out["evictions"] <= tb.left),
+                   share_of_running=round(len(p.evictions) / max(1, out["running"]), 4))
+    else:
+        out["share_of_running"] = round(len(p.evictions) / max(1, out["running"]), 4)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from planner.generate import generate
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=12_500)
+    ap.add_argument("--pending", type=int, default=5_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--time-limits", default="1,5", help="comma-separated planner time limits")
+    ap.add_argument("--out", help="write the results JSON here")
+    args = ap.parse_args(argv)
+    data = generate(nodes=args.nodes, pending=args.pending, seed=args.seed)
+    off = json.loads(json.dumps(data))
+    off.setdefault("policy", {})["thrash"] = None
+    runs = []
+    for limit in (float(x) for x in args.time_limits.split(",")):
+        for label, d in (("default policy", data), ("thrash: null", off)):
+            r = one(d, limit, label)
+            r["time_limit_s"] = limit
+            runs.append(r)
+            print(json.dumps(r), flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    doc = {"benchmark": "bench_thrash_tick", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+           "commit": commit, "machine": f"{platform.processor() or platform.machine()}, "
+           f"{__import__('os').cpu_count()} cores", "nodes": args.nodes, "pending": args.pending,
+           "seed": args.seed, "command": " ".join(["python", "benchmarks/bench_thrash_tick.py",
+                                                   *(argv or sys.argv[1:])]),
+           "runs": runs}
+    if args.out:
+        Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
