@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(r)
             print(json.dumps(r), flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True).stdout.strip()
+                            capture_output=True, text=True, check=False).stdout.strip()
     doc = {"benchmark": "bench_thrash_tick", "date": datetime.now(UTC).isoformat(timespec="seconds"),
            "commit": commit, "machine": f"{platform.processor() or platform.machine()}, "
            f"{__import__('os').cpu_count()} cores", "nodes": args.nodes, "pending": args.pending,
