@@ -136,41 +136,44 @@ def _dur(s: float | None) -> str:
     return f"{s / 3600:.1f} h"
 
 
-ROWS = [
-    ("thrash-alert windows", lambda m: f"{m['thrash_windows']}"),
-    ("wasted GPU-h", lambda m: f"{m['wasted_gpu_h']['total']:,.0f}"),
+COLUMNS = [
+    ("alerts", lambda m: f"{m['thrash_windows']}"),
+    ("alert evictions by tier", lambda m: ", ".join(
+        f"t{k} {v}" for k, v in m.get("thrash_by_preemptor_tier", {}).items()) or "-"),
+    ("wasted GPU-h", lambda m: f"{m['wasted_gpu_h']['total']:,.1f}"),
     ("evictions", lambda m: f"{m['evictions']:,}"),
-    ("max eviction rate (1 h)", lambda m: f"{100 * m['eviction_rate']['max']:.1f}%"),
-    ("tier-1 p95 wait", lambda m: _dur(m["queue_delay_s"]["1"]["p95"])),
-    ("tier-1 longest wait", lambda m: _dur(m["queue_delay_s"]["1"]["max"])),
-    ("tier-2 p95 wait", lambda m: _dur(m["queue_delay_s"]["2"]["p95"])),
-    ("tier-3 p95 wait", lambda m: _dur(m["queue_delay_s"]["3"]["p95"])),
-    ("utilization", lambda m: f"{100 * m['utilization']:.1f}%"),
-    ("goodput", lambda m: f"{100 * m['goodput']:.1f}%"),
-    ("completed jobs", lambda m: f"{m['completed']:,}"),
+    ("max rate (1 h)", lambda m: f"{100 * m['eviction_rate']['max']:.1f}%"),
+    ("t1 p95", lambda m: _dur(m["queue_delay_s"]["1"]["p95"])),
+    ("t1 max", lambda m: _dur(m["queue_delay_s"]["1"]["max"])),
+    ("t2 p95", lambda m: _dur(m["queue_delay_s"]["2"]["p95"])),
+    ("t3 p95", lambda m: _dur(m["queue_delay_s"]["3"]["p95"])),
+    ("util", lambda m: f"{100 * m['utilization']:.1f}%"),
+    ("wall", lambda m: _dur(m["run"]["wall_s"])),
 ]
 
 
 def report(out: Path, weeks: list[str], loads: list[float], seeds: list[int],
            planners: list[str], tag: str = "") -> str:
-    """One Markdown table per load (a column per week, seed and planner), then the
+    """One Markdown table per load (a row per week, seed and planner), then the
     checks against naive and greedy of every (week, seed)."""
     lines = []
     for load in loads:
-        cols, runs = [], []
+        runs = []
         for week in weeks:
             for seed in seeds:
                 for planner in planners:
                     f = out / f"{_name(week, load, seed, planner, tag)}.json"
                     if f.exists():
-                        cols.append(f"{week[5:]} s{seed} {planner}")
                         runs.append(json.loads(f.read_text()))
         if not runs:
             continue
-        lines += [f"### {load:g}x load", "", "| metric | " + " | ".join(cols) + " |",
-                  "| --- |" + " ---: |" * len(cols)]
-        for name, get in ROWS:
-            lines.append(f"| {name} | " + " | ".join(get(m) for m in runs) + " |")
+        lines += [f"### {load:g}x load", "",
+                  "| week | seed | planner | " + " | ".join(c for c, _ in COLUMNS) + " |",
+                  "| --- | ---: | --- |" + " ---: |" * len(COLUMNS)]
+        for m in runs:
+            r = m["run"]
+            lines.append(f"| {r['week']} | {r['seed']} | {r['planner']} | "
+                         + " | ".join(get(m) for _, get in COLUMNS) + " |")
         lines += ["", *checks(runs, load), ""]
     return "\n".join(lines)
 

@@ -86,29 +86,107 @@ def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = ()) -> li
     return msgs
 
 
-def read_document(source: str | Path) -> Any:
-    """Read a JSON or YAML file; raises InputError naming the file on a syntax error."""
-    path = Path(source)
+MAX_DOCUMENT_BYTES = 1 << 30  # 1 GiB: a 12,500-node snapshot is about 55 MB
+MAX_DEPTH = 64  # nesting levels of a document (the contract's are at most 6)
+
+
+def _text(data: bytes, where: str) -> str:
+    """The document's text: UTF-8 (a BOM is allowed); anything else is refused with a
+    message saying what it looks like (UTF-16/32, binary, another 8-bit encoding)."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                      (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+        if data.startswith(bom):
+            raise InputError([f"the file is {name} text; save it as UTF-8"], where)
+    if b"\x00" in data[:4096]:
+        head = data[:256]
+        halves = (head[0::2].count(0), head[1::2].count(0))
+        utf16 = len(head) >= 8 and max(halves) >= len(head) // 2 - 1 and min(halves) == 0
+        looks = "UTF-16 text without a byte-order mark" if utf16 else "a binary file"
+        raise InputError([f"this is {looks}, not a JSON or YAML document; give a UTF-8 "
+                          "JSON or YAML file"], where)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError([f"cannot read file: {exc.strerror or exc}"], str(path)) from None
-    if path.suffix.lower() in (".yaml", ".yml"):
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError([f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                          f"{exc.start}; Latin-1 or another 8-bit encoding?); save it as "
+                          "UTF-8"], where) from None
+
+
+def _depth_problem(doc: Any, where: str) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH (iteratively: no recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InputError([f"the document is nested more than {MAX_DEPTH} levels deep (the "
+                              "contract's documents need at most 6)"], where)
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def parse_document(text: str, where: str | None = None, *, yaml_first: bool = False) -> Any:
+    """A JSON or YAML document from its text; JSON is tried first (YAML when
+    ``yaml_first``), and a text that is not JSON but YAML of a mapping or a list is
+    read as YAML whatever the file is called. InputError naming ``where``."""
+    too_deep = [f"the document is nested more than {MAX_DEPTH} levels deep (the contract's "
+                "documents need at most 6)"]
+
+    def as_yaml() -> Any:
         try:
             return yaml.safe_load(text)
+        except RecursionError:
+            raise InputError(too_deep, where) from None
+
+    if yaml_first:
+        try:
+            doc = as_yaml()
         except yaml.YAMLError as exc:
-            raise InputError([f"malformed YAML: {exc}"], str(path)) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        if path.suffix.lower() == ".json":
-            raise InputError([f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"],
-                             str(path)) from None
-        try:  # neither suffix: YAML is a superset of JSON
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
+            raise InputError([f"malformed YAML: {exc}"], where) from None
+    else:
+        try:
+            doc = json.loads(text)
+        except RecursionError:
+            raise InputError(too_deep, where) from None
+        except json.JSONDecodeError as exc:
             msg = f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            raise InputError([msg], str(path)) from None
+            if text.lstrip()[:1] in ("{", "["):  # JSON with a mistake, not YAML
+                raise InputError([msg], where) from None
+            try:
+                doc = as_yaml()
+            except yaml.YAMLError:
+                raise InputError([msg], where) from None
+            if not isinstance(doc, dict | list):  # (broken JSON that YAML reads as text)
+                raise InputError([msg], where) from None
+    _depth_problem(doc, where or "document")
+    return doc
+
+
+def read_document(source: str | Path) -> Any:
+    """Read a JSON or YAML file (``-``: standard input); raises InputError naming the
+    file on a syntax error, a text that is not UTF-8, a binary file, a document nested
+    too deep or bigger than MAX_DOCUMENT_BYTES."""
+    import sys
+
+    name = str(source)
+    if name == "-":
+        data = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
+        name = "(standard input)"
+    else:
+        path = Path(source)
+        try:
+            if path.is_file() and path.stat().st_size > MAX_DOCUMENT_BYTES:
+                raise InputError([f"the file is {path.stat().st_size:,} bytes, more than the "
+                                  f"limit of {MAX_DOCUMENT_BYTES:,}"], name)
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError as exc:
+            raise InputError([f"cannot read file: {exc.strerror or exc}"], name) from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise InputError([f"the document is more than {MAX_DOCUMENT_BYTES:,} bytes"], name)
+    text = _text(data, name)
+    return parse_document(text, name, yaml_first=name.lower().endswith((".yaml", ".yml")))
 
 
 def load_policy(source: dict[str, Any] | Policy | str | Path | None) -> Policy:

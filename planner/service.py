@@ -501,13 +501,23 @@ def _warm() -> None:
 
 
 def _parse_json(data: bytes) -> tuple[Any, list[str]]:
-    """A request body as JSON, or the reasons it is not."""
+    """A request body as JSON, or the reasons it is not (not UTF-8, nested too deep:
+    the same limits as the CLI's, models.load)."""
+    from models.load import MAX_DEPTH, _depth_problem
+
     try:
-        return json.loads(data), []
+        doc = json.loads(data)
     except UnicodeDecodeError as exc:
         return None, [f"not UTF-8: {exc}"]
+    except RecursionError:
+        return None, [f"the document is nested more than {MAX_DEPTH} levels deep"]
     except json.JSONDecodeError as exc:
         return None, [f"line {exc.lineno} column {exc.colno}: {exc.msg}"]
+    try:
+        _depth_problem(doc, "body")
+    except InputError as exc:
+        return None, exc.errors
+    return doc, []
 
 
 def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:

@@ -333,3 +333,101 @@ def test_thousands_of_preemptions_hold_a_job_for_the_longest_cooldown() -> None:
     (d,) = p.deferred
     assert (d.job, d.reason) == ("p", "COOLDOWN")
     assert d.until is not None and d.until.isoformat() == "2026-11-29T15:00:00+00:00"
+
+
+# ---------------------------------------------------------------- exit statuses
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "instances" / "example-70b.json"
+
+
+def test_exit_status_0_1_2_3(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0: a plan; 1: verify says the plan breaks a rule; 2: bad input (no plan written)
+    # and bad options; 3: an internal error, one line and no traceback (--debug
+    # raises it)
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", str(EXAMPLE), "--format", "json", "--deterministic",
+                     "--out", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    plan["evictions"][0]["grace_s"] = 1.0
+    bad_plan = tmp_path / "bad-plan.json"
+    bad_plan.write_text(json.dumps(plan))
+    assert cli.main(["verify", str(EXAMPLE), str(bad_plan)]) == 1
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"version": 1')
+    target = tmp_path / "never.json"
+    assert cli.main(["plan", str(broken), "--out", str(target)]) == 2 and not target.exists()
+    assert cli.main(["serve", "--port", "99999"]) == 2
+    capsys.readouterr()
+
+    import planner.commands._common as common
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(common, "load_snapshot", boom)
+    assert cli.main(["plan", str(EXAMPLE)]) == 3
+    err = capsys.readouterr().err
+    assert "internal error in 'plan': ZeroDivisionError: division by zero" in err
+    assert "--debug" in err and "Traceback" not in err and err.count("\n") == 1
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["--debug", "plan", str(EXAMPLE)])
+    monkeypatch.setenv("PREEMPT_PLANNER_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["plan", str(EXAMPLE)])
+
+
+def test_version_and_exit_statuses_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"preempt-planner {version('preempt-planner')}"
+    for command in (["plan"], ["verify"], ["simulate"], ["slurm", "run"], ["k8s", "apply"]):
+        with pytest.raises(SystemExit):
+            cli.main([*command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "exit status: 0 success, 1 the answer is no" in text, command
+        assert "3 internal error" in text, command
+
+
+@pytest.mark.parametrize("name,content,said", [
+    ("utf16.json", '{"version": 1}'.encode("utf-16"), "the file is UTF-16 text; save it as UTF-8"),
+    ("utf16le.json", '{"version": 1, "now": 0}'.encode("utf-16-le"),
+     "UTF-16 text without a byte-order mark"),
+    ("latin1.json", '{"_comment": "café"}'.encode("latin-1"),
+     "not UTF-8 text (byte 0xe9 at offset 17"),
+    ("binary.json", bytes(range(256)), "a binary file, not a JSON or YAML document"),
+    ("deep.json", ("[" * 1000 + "]" * 1000).encode(), "nested more than 64 levels deep"),
+    ("deep-comment.json", ('{"_comment": ' + "[" * 70 + "]" * 70 + "}").encode(),
+     "nested more than 64 levels deep"),
+])
+def test_files_that_are_not_utf8_json_or_yaml_are_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes,
+        said: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert cli.main(["validate", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert said in err and "Traceback" not in err
+
+
+def test_yaml_in_a_json_file_and_standard_input(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    import yaml
+
+    doc = json.loads(EXAMPLE.read_text())
+    path = tmp_path / "snapshot.json"  # YAML content, .json name: read as YAML
+    path.write_text(yaml.safe_dump(doc))
+    assert cli.main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("valid: ")
+    stdin = io.TextIOWrapper(io.BytesIO(EXAMPLE.read_bytes()))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert cli.main(["plan", "-", "--format", "json", "--deterministic"]) == 0
+    assert json.loads(capsys.readouterr().out)["evictions"][0]["job"] == "sweep-17"

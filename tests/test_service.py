@@ -160,6 +160,17 @@ def test_bad_json_is_400(server: PlannerServer) -> None:
     assert err["messages"] and "line 1" in err["messages"][0]
 
 
+def test_a_body_nested_too_deep_is_400_and_the_service_goes_on(server: PlannerServer) -> None:
+    # 1,000 levels (also inside a comment key) made json/pydantic recurse: now the same
+    # limit as the CLI's (64 levels) gives a 400, and the next request is served
+    for body in (b"[" * 1000 + b"]" * 1000, b'{"_comment": ' + b"[" * 100 + b"]" * 100 + b"}"):
+        status, _, err = request(server, "POST", "/v1/plan", raw=body,
+                                 headers={"Content-Type": "application/json"})
+        assert status == 400 and "nested more than 64 levels" in " ".join(err["messages"])
+    status, _, plan = request(server, "POST", "/v1/plan?deterministic=true", SNAP)
+    assert status == 200 and plan["status"] == "optimal"
+
+
 def test_invalid_snapshot_is_400_with_messages(server: PlannerServer) -> None:
     bad = copy.deepcopy(SNAP)
     bad["jobs"][0]["placement"][0]["gpus"] = [0, 1, 2, 3, 4, 5, 6, 9]

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
                           ("--max-time-limit", args.max_time_limit),
                           ("--max-body-mb", args.max_body_mb)],
                          [("--workers", args.workers), ("--max-concurrent", args.max_concurrent)])
+    if not 0 <= args.port <= 65535:
+        bad.append(f"--port: must be a port number from 0 to 65535, got {args.port}")
     if bad:
         raise InputError(bad)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except RuntimeError as exc:  # the worker processes could not start
         err_console.print(f"[bold red]error:[/] {exc}")
-        return 1
+        return 3
     err_console.print(f"preempt-planner serving on {server.url} "
                       "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)")
     run_until_interrupted(server)
