@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
@@ -102,13 +102,13 @@ MAX_FACTOR = 1e3  # backoff factor, grace safety
 
 
 class TierPolicy(_Record):
-    preemptible: bool = False
-    min_runtime_s: float = Field(0, ge=0, le=MAX_SECONDS)
-    can_preempt: list[int] = Field(default_factory=list)
+    preemptible: bool = Field(False, strict=True)
+    min_runtime_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
+    can_preempt: list[Annotated[int, Strict()]] = Field(default_factory=list)
     windows: list[Window] = Field(default_factory=list)
     # R16 (section 9): a pending job of this tier may use GPUs freed by victims only
     # after it has been queued this long
-    preempt_after_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    preempt_after_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
 
     def preemptible_at(self, now: datetime) -> bool:
         """R5 and R8: preemptible at all, and inside a window when windows are set."""
@@ -118,10 +118,10 @@ class TierPolicy(_Record):
 
 
 class Backoff(_Record):
-    cooldown_s: float = Field(1800, ge=0, le=MAX_SECONDS)
-    free_preemptions: int = Field(3, ge=0, le=MAX_COUNT)
-    factor: float = Field(2.0, ge=1.0, le=MAX_FACTOR)
-    max_s: float = Field(28800, ge=0, le=MAX_SECONDS)
+    cooldown_s: float = Field(1800, ge=0, le=MAX_SECONDS, strict=True)
+    free_preemptions: int = Field(3, ge=0, le=MAX_COUNT, strict=True)
+    factor: float = Field(2.0, ge=1.0, le=MAX_FACTOR, strict=True)
+    max_s: float = Field(28800, ge=0, le=MAX_SECONDS, strict=True)
 
     def cooldown(self, k: int) -> float:
         """Hold after a job's k-th preemption (section 3)."""
@@ -135,9 +135,9 @@ class Backoff(_Record):
 
 
 class Grace(_Record):
-    min_s: float = Field(60, ge=0, le=MAX_SECONDS)
-    max_s: float = Field(180, ge=0, le=MAX_SECONDS)
-    safety: float = Field(2.0, gt=0, le=MAX_FACTOR)
+    min_s: float = Field(60, ge=0, le=MAX_SECONDS, strict=True)
+    max_s: float = Field(180, ge=0, le=MAX_SECONDS, strict=True)
+    safety: float = Field(2.0, gt=0, le=MAX_FACTOR, strict=True)
 
     @model_validator(mode="after")
     def _order(self) -> Grace:
@@ -156,15 +156,15 @@ class Thrash(_Record):
     ``window_s``, counting the recent ones; victims of jobs of ``exempt_tiers`` are
     never refused but use up the budget of the others."""
 
-    window_s: float = Field(3600, ge=0, le=MAX_SECONDS)
+    window_s: float = Field(3600, ge=0, le=MAX_SECONDS, strict=True)
     # 0.03, not the contract's starting point 0.05: B follows the running jobs of each
     # tick, and at 0.05 their swings put whole hours above the 5% alert (docs/simulation.md)
-    max_fraction: float = Field(0.03, ge=0, le=1)
-    min_evictions: int = Field(4, ge=0, le=MAX_COUNT)
-    exempt_tiers: list[int] = Field(default_factory=lambda: [1])
+    max_fraction: float = Field(0.03, ge=0, le=1, strict=True)
+    min_evictions: int = Field(4, ge=0, le=MAX_COUNT, strict=True)
+    exempt_tiers: list[Annotated[int, Strict()]] = Field(default_factory=lambda: [1])
     # an extension of the contract (docs/format.md): the GPUs those evictions free,
     # at most this share of the GPUs on up and drain nodes per window (null: no limit)
-    max_gpu_fraction: float | None = Field(None, ge=0, le=1)
+    max_gpu_fraction: float | None = Field(None, ge=0, le=1, strict=True)
 
     def limit(self, running: int) -> int:
         """``B``: the evictions the window allows with ``running`` running jobs."""
@@ -192,16 +192,16 @@ class Policy(_Record):
     ``grace`` merge field by field over the defaults."""
 
     tiers: dict[int, TierPolicy] = Field(default_factory=dict)
-    pools: dict[str, list[int]] = Field(default_factory=dict)
+    pools: dict[str, list[Annotated[int, Strict()]]] = Field(default_factory=dict)
     backoff: Backoff = Field(default_factory=Backoff)
     grace: Grace = Field(default_factory=Grace)
-    max_evictions_per_tick: int | None = Field(None, ge=0, le=MAX_COUNT)
-    max_evicted_gpu_fraction: float | None = Field(None, ge=0, le=1)
-    cascade_guard_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    max_evictions_per_tick: int | None = Field(None, ge=0, le=MAX_COUNT, strict=True)
+    max_evicted_gpu_fraction: float | None = Field(None, ge=0, le=1, strict=True)
+    cascade_guard_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
     # section 9: R15 (null turns it off; merges field by field over the default)
     thrash: Thrash | None = Field(default_factory=Thrash)
     # section 9: R17, a running job expected to end within this many seconds is spared
-    spare_ending_within_s: float = Field(600, ge=0, le=MAX_SECONDS)
+    spare_ending_within_s: float = Field(600, ge=0, le=MAX_SECONDS, strict=True)
 
     @model_validator(mode="before")
     @classmethod

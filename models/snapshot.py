@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, Field, field_validator
+from pydantic import AfterValidator, AwareDatetime, Field, Strict, field_validator
 
 from models.policy import (
     MAX_COUNT,
@@ -45,11 +45,11 @@ Topology = Literal["nvlink", "any"]
 
 class Storage(_Record):
     id: str = Field(min_length=1)
-    write_gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
+    write_gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S, strict=True)
 
 
 class NvlinkEdges(_Record):
-    edges: list[tuple[int, int]]
+    edges: list[tuple[Annotated[int, Strict()], Annotated[int, Strict()]]]
 
 
 NvlinkSpec = Literal["nvswitch", "none"] | list[list[int]] | NvlinkEdges
@@ -57,14 +57,14 @@ NvlinkSpec = Literal["nvswitch", "none"] | list[list[int]] | NvlinkEdges
 
 class Node(_Record):
     id: str = Field(min_length=1)
-    gpus: int = Field(ge=1, le=1024)
+    gpus: int = Field(ge=1, le=1024, strict=True)
     gpu_type: str | None = None
     nvlink: NvlinkSpec = "nvswitch"
     pool: str = "default"
     block: str | None = None
     nvlink_domain: str | None = None
     storage: str | None = None
-    local_write_gb_per_s: float | None = Field(None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
+    local_write_gb_per_s: float | None = Field(None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S, strict=True)
     state: NodeState = "up"
 
     def nvlink_raw(self) -> Any:
@@ -75,17 +75,17 @@ class Node(_Record):
 
 
 class Checkpoint(_Record):
-    size_gb: float = Field(0, ge=0, le=MAX_GB)
+    size_gb: float = Field(0, ge=0, le=MAX_GB, strict=True)
     signal: str | None = "SIGTERM"
-    barrier_s: float = Field(0, ge=0, le=MAX_SECONDS)
-    cleanup_s: float = Field(0, ge=0, le=MAX_SECONDS)
-    restore_s: float = Field(0, ge=0, le=MAX_SECONDS)
+    barrier_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
+    cleanup_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
+    restore_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
     last_at: Time | None = None
 
 
 class PlacementPart(_Record):
     node: str = Field(min_length=1)
-    gpus: list[int]
+    gpus: list[Annotated[int, Strict()]]
 
     @field_validator("gpus")
     @classmethod
@@ -99,21 +99,21 @@ class PlacementPart(_Record):
 
 class Job(_Record):
     id: str = Field(min_length=1)
-    tier: int
+    tier: int = Field(strict=True)
     state: JobState
-    gpus_per_node: int = Field(ge=1, le=1024)
-    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    gpus_per_node: int = Field(ge=1, le=1024, strict=True)
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, strict=True)
     team: str | None = None
-    nodes: int = Field(1, ge=1, le=MAX_NODES)
+    nodes: int = Field(1, ge=1, le=MAX_NODES, strict=True)
     gpu_type: str | None = None
     topology: Topology = "nvlink"
-    same_block: bool = False
-    same_nvlink_domain: bool = False
+    same_block: bool = Field(False, strict=True)
+    same_nvlink_domain: bool = Field(False, strict=True)
     started_at: Time | None = None
     submitted_at: Time | None = None
     placement: list[PlacementPart] | None = None
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    preemptions: int = Field(0, ge=0, le=MAX_COUNT)
+    preemptions: int = Field(0, ge=0, le=MAX_COUNT, strict=True)
     last_preempted_at: Time | None = None
     # section 9: when a running job will have ended at the latest, by a limit the
     # scheduler enforces (Slurm's EndTime, Kubernetes activeDeadlineSeconds); R17
@@ -135,11 +135,11 @@ class RecentEviction(_Record):
 
     job: str = Field(min_length=1)
     at: Time
-    gpus: int | None = Field(None, ge=0, le=MAX_COUNT)
+    gpus: int | None = Field(None, ge=0, le=MAX_COUNT, strict=True)
 
 
 class Snapshot(_Record):
-    version: Literal[1] = 1
+    version: Literal[1] = Field(description="contract version: 1 (required)")
     now: Time
     storage: list[Storage] = Field(default_factory=list)
     nodes: list[Node] = Field(default_factory=list)

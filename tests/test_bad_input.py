@@ -431,3 +431,34 @@ def test_yaml_in_a_json_file_and_standard_input(tmp_path: Path,
     monkeypatch.setattr(sys, "stdin", stdin)
     assert cli.main(["plan", "-", "--format", "json", "--deterministic"]) == 0
     assert json.loads(capsys.readouterr().out)["evictions"][0]["job"] == "sweep-17"
+
+
+def test_types_are_strict_and_the_version_is_required() -> None:
+    # numbers and booleans sent as strings were accepted ("priority": "8"); the
+    # version could be left out
+    from models import InputError, load_snapshot
+
+    base = json.loads(EXAMPLE.read_text())
+    cases = [
+        (("jobs", 0, "priority"), "8", "jobs[0].priority: Input should be a valid integer"),
+        (("jobs", 0, "same_block"), "true", "jobs[0].same_block: Input should be a valid boolean"),
+        (("nodes", 0, "gpus"), 8.0, "nodes[0].gpus: Input should be a valid integer"),
+        (("storage", 0, "write_gb_per_s"), "40", "storage[0].write_gb_per_s: Input should be a "
+                                                 "valid number"),
+        (("jobs", 0, "placement", 0, "gpus", 0), "0", "jobs[0].placement[0].gpus[0]: Input "
+                                                       "should be a valid integer"),
+    ]
+    for path, value, said in cases:
+        doc = copy.deepcopy(base)
+        node: Any = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(InputError) as exc:
+            load_snapshot(doc)
+        assert said in exc.value.errors, (path, exc.value.errors)
+    doc = copy.deepcopy(base)
+    del doc["version"]
+    with pytest.raises(InputError) as exc:
+        load_snapshot(doc)
+    assert exc.value.errors == ["version: Field required"]

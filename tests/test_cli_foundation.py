@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import cli
-from models import load_snapshot
+from models import InputError, load_snapshot
 from planner.commands.schema import KINDS, all_schemas, build_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,11 +80,17 @@ def test_schema_rejects_what_the_loader_rejects() -> None:
 def test_schema_accepts_epoch_timestamps_and_comments() -> None:
     validator = Draft202012Validator(build_schema("snapshot"))
     doc: dict[str, Any] = {
-        "_comment": "x", "now": 1796025600, "nodes": [{"id": "n", "gpus": 8, "_note": 1}],
+        "version": 1, "_comment": "x", "now": 1796025600,
+        "nodes": [{"id": "n", "gpus": 8, "_note": 1}],
         "policy": {"tiers": {"2": {"windows": [{"days": ["sat"]}]}}},
     }
     assert list(validator.iter_errors(doc)) == []
     load_snapshot(doc)
+    # the version is required, by the schema and by the loader
+    bare = {k: v for k, v in doc.items() if k != "version"}
+    assert [e.message for e in validator.iter_errors(bare)] == ["'version' is a required property"]
+    with pytest.raises(InputError, match="version: Field required"):
+        load_snapshot(bare)
     doc["policy"]["tiers"]["two"] = {}
     assert list(validator.iter_errors(doc))
 

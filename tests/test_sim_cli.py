@@ -93,7 +93,7 @@ def test_compare_rejects_unknown_planner():
 
 def test_plan_metrics_exposition():
     snap = load_snapshot({
-        "now": "2026-01-05T00:00:00Z", "storage": [{"id": "nfs", "write_gb_per_s": 10.0}],
+        "version": 1, "now": "2026-01-05T00:00:00Z", "storage": [{"id": "nfs", "write_gb_per_s": 10.0}],
         "nodes": [{"id": "n0", "gpus": 8}],
         "jobs": [{"id": "low", "tier": 3, "state": "running", "gpus_per_node": 8,
                   "started_at": "2026-01-04T00:00:00Z",

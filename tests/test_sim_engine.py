@@ -29,7 +29,7 @@ BASE = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
 
 def cluster(nodes: int = 1, bw: float = 100.0, policy: dict | None = None):
     return load_snapshot({
-        "now": "2026-01-05T00:00:00Z",
+        "version": 1, "now": "2026-01-05T00:00:00Z",
         "storage": [{"id": "nfs", "write_gb_per_s": bw}],
         "nodes": [{"id": f"n{i}", "gpus": 8} for i in range(nodes)],
         "jobs": [], "policy": policy or {}})

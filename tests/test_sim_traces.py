@@ -161,7 +161,7 @@ def test_cluster_generator_and_snapshot_file(tmp_path):
     with pytest.raises(InputError, match="generator.gpus: unknown field"):
         generate_cluster({"gpus": 8})
     f = tmp_path / "c.json"
-    f.write_text(json.dumps({"now": "2026-01-05T00:00:00Z",
+    f.write_text(json.dumps({"version": 1, "now": "2026-01-05T00:00:00Z",
                              "nodes": [{"id": "a", "gpus": 4}],
                              "jobs": [{"id": "j", "tier": 9, "state": "pending",
                                        "gpus_per_node": 1}]}))

@@ -21,6 +21,7 @@ from planner.sim.whatif import (
 # tier-3 sweep (52.5 GB checkpoint, 40 GB/s storage, 4 GB/s local: flush 13.125 s,
 # grace max(60, 2 * 28.125) = 60 s, cost 8 * (650 + 13.125) = 5305 GPU-s).
 SNAP = {
+    "version": 1,
     "now": "2026-11-29T08:00:00Z",
     "storage": [{"id": "nfs-a", "write_gb_per_s": 40.0}],
     "nodes": [{"id": "dgx-001", "gpus": 8, "local_write_gb_per_s": 4.0},

@@ -423,7 +423,7 @@ class Simulator:
             j = self.jobs[idx]
             j.run_priority = self._priority(j, now, total)
             recs.append(self._job_record(j, now))
-        return Snapshot(now=_dt(now), storage=self._storage_list, nodes=self._node_list,
+        return Snapshot(version=1, now=_dt(now), storage=self._storage_list, nodes=self._node_list,
                         jobs=recs, policy=self.policy, recent_evictions=self._recent(now),
                         comment=None)
 
