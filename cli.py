@@ -54,6 +54,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _suggest(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> str:
+    """"(did you mean --policy?)" for misspelt options of the command given."""
+    import difflib
+
+    def options(p: argparse.ArgumentParser) -> set[str]:
+        out = {o for a in p._actions for o in a.option_strings}
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for inner in a.choices.values():
+                    out |= options(inner)
+        return out
+
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    known = options(sub.choices[command]) if sub and command in sub.choices else options(parser)
+    hints = []
+    for word in extra:
+        if word.startswith("--"):
+            near = difflib.get_close_matches(word.split("=")[0], sorted(known), n=1, cutoff=0.7)
+            if near:
+                hints.append(f"{word} -> {near[0]}")
+    return f" (did you mean: {', '.join(hints)}?)" if hints else ""
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -69,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     from planner.commands._common import err_console, report_input_error
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # (argparse alone would not say which option was meant)
+        parser.error("unrecognized arguments: " + " ".join(extra)
+                     + _suggest(parser, args.command, extra))
     debug = args.debug or os.environ.get("PREEMPT_PLANNER_DEBUG", "") not in ("", "0")
     try:
         status = args.func(args)

@@ -49,6 +49,29 @@ def range_problems(positive: Iterable[tuple[str, float | None]] = (),
     return out
 
 
+def _field_names() -> list[str]:
+    """Every field name of the contract's records (for typo suggestions)."""
+    from models import plan as plan_models
+    from models import policy as policy_models
+    from models import snapshot as snapshot_models
+
+    names: set[str] = set()
+    for module in (snapshot_models, policy_models, plan_models):
+        for obj in vars(module).values():
+            fields = getattr(obj, "model_fields", None)
+            if isinstance(obj, type) and isinstance(fields, dict):
+                names |= set(fields)
+    return sorted(names)
+
+
+def _did_you_mean(word: str) -> str | None:
+    """The contract field name closest to a misspelt one (None when none is close)."""
+    import difflib
+
+    near = difflib.get_close_matches(word, _field_names(), n=1, cutoff=0.75)
+    return near[0] if near else None
+
+
 def _path(loc: tuple[Any, ...]) -> str:
     out = ""
     prev: Any = None
@@ -75,6 +98,9 @@ def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = ()) -> li
                    'or {"edges": [[0,1], ...]}')
         elif e["type"] == "extra_forbidden":
             msg = "unknown field (not in the contract; comments start with '_')"
+            near = _did_you_mean(str(loc[-1]) if loc else "")
+            if near:
+                msg += f"; did you mean {near!r}?"
         elif e["type"] == "literal_error":
             msg = f"{msg}, got {e.get('input')!r}"
         elif msg.startswith("Value error, "):
@@ -102,14 +128,14 @@ def _text(data: bytes, where: str) -> str:
         halves = (head[0::2].count(0), head[1::2].count(0))
         utf16 = len(head) >= 8 and max(halves) >= len(head) // 2 - 1 and min(halves) == 0
         looks = "UTF-16 text without a byte-order mark" if utf16 else "a binary file"
-        raise InputError([f"this is {looks}, not a JSON or YAML document; give a UTF-8 "
-                          "JSON or YAML file"], where)
+        raise InputError([(f"this is {looks}, not a JSON or YAML document; give a UTF-8 "
+                          "JSON or YAML file")], where)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError([f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+        raise InputError([(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                           f"{exc.start}; Latin-1 or another 8-bit encoding?); save it as "
-                          "UTF-8"], where) from None
+                          "UTF-8")], where) from None
 
 
 def _depth_problem(doc: Any, where: str) -> None:
@@ -118,8 +144,8 @@ def _depth_problem(doc: Any, where: str) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise InputError([f"the document is nested more than {MAX_DEPTH} levels deep (the "
-                              "contract's documents need at most 6)"], where)
+            raise InputError([(f"the document is nested more than {MAX_DEPTH} levels deep (the "
+                              "contract's documents need at most 6)")], where)
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
@@ -130,8 +156,8 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
     """A JSON or YAML document from its text; JSON is tried first (YAML when
     ``yaml_first``), and a text that is not JSON but YAML of a mapping or a list is
     read as YAML whatever the file is called. InputError naming ``where``."""
-    too_deep = [f"the document is nested more than {MAX_DEPTH} levels deep (the contract's "
-                "documents need at most 6)"]
+    too_deep = [(f"the document is nested more than {MAX_DEPTH} levels deep (the contract's "
+                "documents need at most 6)")]
 
     def as_yaml() -> Any:
         try:
@@ -177,8 +203,8 @@ def read_document(source: str | Path) -> Any:
         path = Path(source)
         try:
             if path.is_file() and path.stat().st_size > MAX_DOCUMENT_BYTES:
-                raise InputError([f"the file is {path.stat().st_size:,} bytes, more than the "
-                                  f"limit of {MAX_DOCUMENT_BYTES:,}"], name)
+                raise InputError([(f"the file is {path.stat().st_size:,} bytes, more than the "
+                                  f"limit of {MAX_DOCUMENT_BYTES:,}")], name)
             with open(path, "rb") as fh:
                 data = fh.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as exc:

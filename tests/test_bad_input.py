@@ -443,10 +443,10 @@ def test_types_are_strict_and_the_version_is_required() -> None:
         (("jobs", 0, "priority"), "8", "jobs[0].priority: Input should be a valid integer"),
         (("jobs", 0, "same_block"), "true", "jobs[0].same_block: Input should be a valid boolean"),
         (("nodes", 0, "gpus"), 8.0, "nodes[0].gpus: Input should be a valid integer"),
-        (("storage", 0, "write_gb_per_s"), "40", "storage[0].write_gb_per_s: Input should be a "
-                                                 "valid number"),
-        (("jobs", 0, "placement", 0, "gpus", 0), "0", "jobs[0].placement[0].gpus[0]: Input "
-                                                       "should be a valid integer"),
+        (("storage", 0, "write_gb_per_s"), "40", ("storage[0].write_gb_per_s: Input should be a "
+                                                 "valid number")),
+        (("jobs", 0, "placement", 0, "gpus", 0), "0", ("jobs[0].placement[0].gpus[0]: Input "
+                                                       "should be a valid integer")),
     ]
     for path, value, said in cases:
         doc = copy.deepcopy(base)
@@ -462,3 +462,23 @@ def test_types_are_strict_and_the_version_is_required() -> None:
     with pytest.raises(InputError) as exc:
         load_snapshot(doc)
     assert exc.value.errors == ["version: Field required"]
+
+
+def test_typos_in_fields_and_options_get_a_suggestion(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(EXAMPLE.read_text())
+    doc["jobs"][0]["gpus_per_nod"] = 8
+    path = tmp_path / "typo.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["validate", str(path), "-o", "json"]) == 2
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["valid"] is False and verdict["errors"] == [
+        "jobs[0].gpus_per_nod: unknown field (not in the contract; comments start with '_'); "
+        "did you mean 'gpus_per_node'?"]
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plan", str(EXAMPLE), "--polcy", "p.json"])
+    assert exc.value.code == 2
+    assert "(did you mean: --polcy -> --policy?)" in capsys.readouterr().err
+    assert cli.main(["validate", str(EXAMPLE), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "valid": True, "kind": "snapshot", "nodes": 2, "gpus": 16, "running": 2, "pending": 1}

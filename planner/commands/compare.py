@@ -33,7 +33,8 @@ def register(sub: Any) -> None:
                         "patient:tiers.2.preempt_after_s=1800,thrash.max_fraction=0.1")
     p.add_argument("--out", default="sim-report", help="report folder (default sim-report)")
     p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
-    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("-o", "--format", default="table", choices=["table", "json"],
+                   help="output format (default table)")
     p.set_defaults(func=run)
 
 

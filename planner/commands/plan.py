@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Choose which pending jobs start where and the minimum-cost "
                                    "set of running jobs to evict (contract v1).")
     add_snapshot_args(p)
-    p.add_argument("--format", choices=["table", "json"], default="table",
+    p.add_argument("-o", "--format", choices=["table", "json"], default="table",
                    help="table (default) or the contract's plan JSON on stdout")
     p.add_argument("--time-limit", type=float, default=1.0, metavar="S",
                    help="time budget in seconds for the whole call (default 1.0); when "

@@ -84,7 +84,8 @@ def register(sub: Any) -> None:
     add_run_args(p)
     p.add_argument("--policy", help="policy file (replaces the cluster file's policy)")
     p.add_argument("--planner", default="cpsat", choices=PLANNER_CHOICES)
-    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("-o", "--format", default="table", choices=["table", "json"],
+                   help="output format (default table)")
     p.add_argument("--out", help="write the output here instead of stdout")
     p.add_argument("--metrics-out", help="Prometheus text-format file of the run's metrics")
     p.add_argument("--result-out", help="JSON file with the raw run record (for compare/charts)")

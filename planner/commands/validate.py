@@ -4,9 +4,11 @@ contract and print a one-line summary; bad input lists every problem, exit 2."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+from typing import Any
 
-from models import Snapshot, load_policy
+from models import InputError, Snapshot, load_policy
 from planner.commands._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -23,18 +25,35 @@ def summary(snap: Snapshot) -> str:
             f"{len(snap.pending())} pending")
 
 
-def run(args: argparse.Namespace) -> int:
+def verdict(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The one-line summary and the same facts as JSON data (raises InputError)."""
     if args.kind == "policy":
-        if args.policy:
-            err_console.print("[bold red]error:[/] --policy makes no sense with --kind policy")
-            return EXIT_USAGE
         pol = load_policy(Path(args.snapshot))
         tiers = ", ".join(str(t) for t in sorted(pol.tiers))
         pools = ", ".join(sorted(pol.pools)) or "none"
-        print(f"valid policy: tiers {tiers}; restricted pools: {pools}")
-        return EXIT_OK
+        return (f"valid policy: tiers {tiers}; restricted pools: {pools}",
+                {"valid": True, "kind": "policy", "tiers": sorted(pol.tiers),
+                 "restricted_pools": sorted(pol.pools)})
     snap = load_snapshot_arg(args.snapshot, args.policy)
-    print(summary(snap))
+    return summary(snap), {"valid": True, "kind": "snapshot", "nodes": len(snap.nodes),
+                           "gpus": sum(n.gpus for n in snap.nodes),
+                           "running": len(snap.running()), "pending": len(snap.pending())}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kind == "policy" and args.policy:
+        err_console.print("[bold red]error:[/] --policy makes no sense with --kind policy")
+        return EXIT_USAGE
+    if args.format != "json":
+        print(verdict(args)[0])
+        return EXIT_OK
+    try:  # the verdict on stdout, for scripts (the exit status as ever)
+        facts = verdict(args)[1]
+    except InputError as exc:
+        print(json.dumps({"valid": False, "kind": args.kind, "source": exc.source,
+                          "errors": exc.errors}, indent=2))
+        return EXIT_USAGE
+    print(json.dumps(facts, indent=2))
     return EXIT_OK
 
 
@@ -45,4 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_snapshot_args(p)
     p.add_argument("--kind", choices=["snapshot", "policy"], default="snapshot",
                    help="what FILE is (default: snapshot; 'policy' checks a policy file alone)")
+    p.add_argument("-o", "--format", choices=["table", "json"], default="table",
+                   help="output: the one-line summary (table) or a JSON verdict with the "
+                        "errors (json; exit status 2 when invalid, as ever)")
     p.set_defaults(func=run)

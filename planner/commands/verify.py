@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
                     "the plan is valid, 1 when it breaks a rule, 2 on bad input.")
     add_snapshot_args(p)
     p.add_argument("plan", help="plan file (JSON or YAML)")
-    p.add_argument("--format", choices=["text", "json"], default="text",
-                   help="output format (default: text)")
+    p.add_argument("-o", "--format", choices=["table", "json", "text"], default="table",
+                   help="output format (default: table; 'text' is the old name of table)")
     p.set_defaults(func=run)
 
 

@@ -40,7 +40,8 @@ def register(sub: Any) -> None:
     p.add_argument("--time-limit", type=float, default=1.0)
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("-o", "--format", default="table", choices=["table", "json"],
+                   help="output format (default table)")
     p.add_argument("--out", help="write the output here instead of stdout")
     p.set_defaults(func=run)
 
