@@ -1,6 +1,8 @@
 """Kubernetes adapter on fixtures written from the Kubernetes API reference
 (``kubectl get nodes -o json`` / ``kubectl get pods -A -o json`` of a small GPU
-cluster): no API server runs here."""
+cluster) and on GPU Feature Discovery's MIG labels as NVIDIA documents them
+(tests/fixtures/README.md says where each fixture comes from): no API server runs
+here."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from planner.k8s import (
     object_list,
     read_meta,
 )
-from planner.k8s.objects import pod_gpus
+from planner.k8s.objects import pod_gpus, product_nvlink
 
 FIX = Path(__file__).parent / "fixtures" / "k8s"
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -116,9 +118,11 @@ def test_volcano_gang_is_one_job(snap: dict[str, Any], result: Any) -> None:
     assert g["placement"] == [{"node": "gpu-a-001", "gpus": [0, 1, 2, 3]},
                               {"node": "gpu-a-002", "gpus": [0, 1, 2, 3]}]
     assert g["started_at"] == "2026-11-29T06:00:05Z"  # the gang runs once its last pod does
+    # "nodes": where the snapshot saw each pod, which 'k8s apply' re-checks before evicting
     assert result.meta["jobs"]["llm/group:pretrain"] == {
         "namespace": "llm", "group": "pretrain", "state": "running",
-        "pods": ["pretrain-worker-0", "pretrain-worker-1"]}
+        "pods": ["pretrain-worker-0", "pretrain-worker-1"],
+        "nodes": {"pretrain-worker-0": "gpu-a-001", "pretrain-worker-1": "gpu-a-002"}}
     p = _job(snap, "llm/group:ft-gang")
     assert p["state"] == "pending" and p["nodes"] == 2 and p["gpus_per_node"] == 8
     assert p["gpu_type"] == "H100"  # from the required node affinity
@@ -150,8 +154,12 @@ def test_annotations_to_checkpoint_fields(snap: dict[str, Any]) -> None:
                   "restore_s": 30.0, "last_at": "2026-11-29T07:55:00Z"}
     emb = _job(snap, "inference/embed-0")
     assert emb["checkpoint"] == {"signal": None} and emb["topology"] == "any"
+    # The pretrain pods annotate size, barrier and restore but no signal. Before
+    # job_defaults the contract's default SIGTERM applied (a trap nobody declared); now
+    # the adapter's safe default, signal null, stands: nothing says the job saves on
+    # SIGTERM, so an eviction is priced as losing its work since start.
     assert _job(snap, "llm/group:pretrain")["checkpoint"] == {
-        "size_gb": 120.0, "barrier_s": 20.0, "restore_s": 900.0}
+        "size_gb": 120.0, "barrier_s": 20.0, "restore_s": 900.0, "signal": None}
 
 
 def test_pending_pods(snap: dict[str, Any]) -> None:
@@ -224,7 +232,9 @@ def test_partly_running_group_and_bad_annotations() -> None:
     gpus = {j["id"]: j["placement"][0]["gpus"] for j in r.snapshot["jobs"]
             if j.get("placement") and j["placement"][0]["node"] == "gpu-c-001"}
     assert gpus == {"ml/x": [3], "inference/embed-0": [0], "ml/group:g": [1], "ml/y": [2]}
-    assert "signal" not in _job(r.snapshot, "ml/y")["checkpoint"]
+    # SIGBOGUS is ignored, so y keeps the default of pods without annotations: signal
+    # null (it was the contract's SIGTERM, by omission, before job_defaults)
+    assert _job(r.snapshot, "ml/y")["checkpoint"] == {"signal": None}
     text = "\n".join(r.warnings)
     assert "barrier-s='soon'" in text and "SIGBOGUS" in text and "already taken" in text
     load_snapshot(r.snapshot)
@@ -233,16 +243,20 @@ def test_partly_running_group_and_bad_annotations() -> None:
 def test_running_pod_on_unknown_node_and_overcommit_are_dropped() -> None:
     extra = [_gpu_pod("ml", "ghost", 1, "cpu-001"),
              _gpu_pod("ml", "huge", 4, "gpu-c-001")]  # embed-0 already holds one of 4
-    r = build_snapshot(_load("nodes.json"), _pods_with(extra), K8sConfig(), NOW)
+    # (no priority_classes in K8sConfig(): every job would fall to the default tier, which
+    # is refused unless asked for, as --default-tier does)
+    r = build_snapshot(_load("nodes.json"), _pods_with(extra), K8sConfig(), NOW, default_tier=3)
     ids = {j["id"] for j in r.snapshot["jobs"]}
     assert "ml/ghost" not in ids and "ml/huge" not in ids
     assert any("ghost" in w for w in r.warnings) and any("huge" in w for w in r.warnings)
 
 
 def test_default_config_and_bad_config(tmp_path: Path) -> None:
-    r = build_snapshot(_load("nodes.json"), _load("pods.json"), None, NOW)
+    # without a config no PriorityClass is mapped: refused (see
+    # test_no_mapped_tier_is_refused_unless_default_tier_is_given) unless the default
+    # tier is asked for; then every class maps to it and types stay raw
+    r = build_snapshot(_load("nodes.json"), _load("pods.json"), None, NOW, default_tier=3)
     s = load_snapshot(r.snapshot)
-    # without the config every class maps to the default tier 3 and types stay raw
     assert {j.tier for j in s.jobs} == {3}
     assert s.node_map()["gpu-a-001"].gpu_type == "NVIDIA-H100-80GB-HBM3"
     bad = tmp_path / "bad.yaml"
@@ -331,7 +345,9 @@ def test_object_list_and_cli(tmp_path: Path, result: Any) -> None:
     snap_file = tmp_path / "snap.json"
     snap_file.write_text(json.dumps(result.snapshot))
     out = tmp_path / "objs.json"
+    # --now: the plan (for 08:00:00) is 30 s old, within the default limit of 60 s
     assert main(["k8s", "apply", str(plan_file), "--snapshot-meta", str(snap_file),
+                 "--now", "2026-11-29T08:00:30Z",
                  "--format", "evictions", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["apiVersion"] == "v1" and doc["kind"] == "List"
@@ -339,7 +355,7 @@ def test_object_list_and_cli(tmp_path: Path, result: Any) -> None:
     assert doc == object_list(load_plan(_hand_plan()), result.meta)
     # --no-bindings: evictions only
     assert main(["k8s", "apply", str(plan_file), "--snapshot-meta", str(snap_file),
-                 "--no-bindings", "--out", str(out)]) == 0
+                 "--now", "2026-11-29T08:00:30Z", "--no-bindings", "--out", str(out)]) == 0
     assert {i["kind"] for i in json.loads(out.read_text())["items"]} == {"Eviction"}
 
 
@@ -535,3 +551,585 @@ def test_events_of_the_wrong_shape_are_bad_input_naming_the_event() -> None:
         build_snapshot(_load("nodes.json"), _load("pods.json"), load_config(FIX / "config.yaml"),
                        NOW, bad)
     assert "events" in str(exc.value) and "items[0] (e1)" in str(exc.value)
+
+
+
+# ------------------------------------------------- checkpoint defaults (job_defaults)
+MODELS_NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+MODELS_CFG: dict[str, Any] = {
+    "priority_classes": {"batch-low": 3, "training": {"tier": 2, "priority": 10}},
+    "storage": [{"id": "nfs-a", "write_gb_per_s": 40.0}], "default_storage": "nfs-a"}
+
+
+def _models(cfg: dict[str, Any] | None = None, pods: Any = None, **kw: Any) -> Any:
+    """The GPU-model fixtures (MIG, PCIe, GB200, ...) with MODELS_CFG and ``cfg`` on top."""
+    return build_snapshot(_load("nodes-gpu-models.json"),
+                          pods if pods is not None else _load("pods-gpu-models.json"),
+                          load_config({**MODELS_CFG, **(cfg or {})}), MODELS_NOW, **kw)
+
+
+def _cost(snap: dict[str, Any], job_id: str) -> float:
+    from models import rules
+
+    s = load_snapshot(snap)
+    return rules.eviction_cost(s, next(j for j in s.jobs if j.id == job_id))
+
+
+def test_unannotated_pods_are_not_free_to_evict() -> None:
+    # Before job_defaults, a pod without annotations got the contract's default
+    # checkpoint (signal SIGTERM, size 0, restore 0): evicting it cost 0 GPU-seconds,
+    # however long it had run. Now its signal is null (no known trap), so it loses
+    # everything since it started (objective item 4: lost_s = now - started_at).
+    snap = _models().snapshot
+    old = _job(snap, "research/since-2020")
+    assert old["checkpoint"] == {"signal": None}
+    # 1 GPU x (2020-01-01T00:00Z .. 2026-11-29T08:00Z): 2,524 days (2020 and 2024 are
+    # leap years: 6 x 365 + 2 = 2,192 days to 2026-01-01, then 304 for Jan-Oct and 28 in
+    # November) x 86,400 s + 8 h = 218,073,600 + 28,800 = 218,102,400 GPU-s
+    assert _cost(snap, "research/since-2020") == 218_102_400.0
+    # 2 GPUs started at 06:00, two hours before now: 2 x 7,200 = 14,400 GPU-s
+    assert _cost(snap, "research/unannotated") == 14_400.0
+
+
+def test_checkpoint_defaults_by_namespace_then_class_then_annotations() -> None:
+    # research/unannotated: namespace research, PriorityClass batch-low, 2 GPUs on a
+    # node whose storage nfs-a writes 40 GB/s (no local limit).
+    ns = {"job_defaults_by_namespace": {"research": {"checkpoint": {"signal": "SIGTERM",
+                                                                    "restore_s": 300}}}}
+    snap = _models(ns).snapshot
+    assert _job(snap, "research/unannotated")["checkpoint"] == {"signal": "SIGTERM",
+                                                                "restore_s": 300.0}
+    # it now saves its progress on SIGTERM: 2 x (0 lost + 300 restore + 0 flush) = 600
+    assert _cost(snap, "research/unannotated") == 600.0
+    # another namespace keeps the global default (signal null): mig/single-user, 2 GPUs
+    # since 07:00 -> 2 x 3,600 = 7,200
+    assert _job(snap, "mig/single-user")["checkpoint"] == {"signal": None}
+    assert _cost(snap, "mig/single-user") == 7_200.0
+    # the PriorityClass wins over the namespace, field by field: restore 120 replaces
+    # 300, size 80 GB is added, the namespace's SIGTERM stays
+    cls = {**ns, "job_defaults_by_priority_class": {"batch-low": {"checkpoint": {
+        "restore_s": 120, "size_gb": 80}}}}
+    snap = _models(cls).snapshot
+    assert _job(snap, "research/unannotated")["checkpoint"] == {
+        "signal": "SIGTERM", "restore_s": 120.0, "size_gb": 80.0}
+    # 2 x (0 lost + 120 restore + 80 GB / 40 GB/s = 2 s solo flush) = 2 x 122 = 244
+    assert _cost(snap, "research/unannotated") == 244.0
+    # the pod's annotations win over both: restore-s 60 -> 2 x (60 + 2) = 124
+    pods = _load("pods-gpu-models.json")
+    pod = next(p for p in pods["items"] if p["metadata"]["name"] == "unannotated")
+    pod["metadata"]["annotations"]["preempt-planner.io/restore-s"] = "60"
+    snap = _models(cls, pods).snapshot
+    assert _job(snap, "research/unannotated")["checkpoint"]["restore_s"] == 60.0
+    assert _cost(snap, "research/unannotated") == 124.0
+    # an explicit 'signal: null' in a class override takes the namespace's trap away
+    # again: 2 x (7,200 lost + 120 restore + 0 flush, nothing flushes without a signal)
+    nulled = {**ns, "job_defaults_by_priority_class": {"batch-low": {"checkpoint": {
+        "signal": None, "restore_s": 120}}}}
+    snap = _models(nulled).snapshot
+    assert _job(snap, "research/unannotated")["checkpoint"] == {"signal": None,
+                                                                "restore_s": 120.0}
+    assert _cost(snap, "research/unannotated") == 2 * (7_200 + 120)
+    # the global job_defaults apply to every namespace without an override
+    glob = {"job_defaults": {"checkpoint": {"signal": "USR1", "barrier_s": 5}}}
+    snap = _models(glob).snapshot
+    assert _job(snap, "mig/single-user")["checkpoint"] == {"signal": "SIGUSR1",
+                                                           "barrier_s": 5.0}
+
+
+def test_bad_job_defaults_are_config_errors() -> None:
+    with pytest.raises(InputError) as exc:
+        load_config({"job_defaults": {"checkpoint": {"signal": "SIGFOO", "restore_s": -1}},
+                     "job_defaults_by_namespace": {"x": {"checkpoint": {"size_gb": None}}},
+                     "job_defaults_by_priority_class": {"y": {"checkpiont": {}}}})
+    said = "\n".join(exc.value.errors)
+    assert "config.job_defaults.checkpoint.signal: unknown signal 'SIGFOO'" in said
+    assert "config.job_defaults.checkpoint.restore_s: Input should be greater than or equal " \
+           "to 0" in said
+    assert "config.job_defaults_by_namespace.x.checkpoint: size_gb: must be a number" in said
+    assert "config.job_defaults_by_priority_class.y.checkpiont: unknown field" in said
+
+
+# ----------------------------------------------------------------- MIG and NVLink
+def test_mig_resources_become_gpus_of_their_own_without_nvlink() -> None:
+    r = _models()
+    nodes = {n["id"]: n for n in r.snapshot["nodes"]}
+    # GFD "mixed" strategy (labels from NVIDIA's MIG guide): an A100-SXM4-40GB split into
+    # 1g.5gb, 2g.10gb and 3g.20gb, no nvidia.com/gpu at all: three contract nodes of one
+    # GPU each, a gpu_type per profile, no NVLink (and no node for whole GPUs). The
+    # product is an SXM board, which would be nvswitch whole: MIG slices are not linked.
+    assert {k: (v["gpus"], v["gpu_type"], v["nvlink"]) for k, v in nodes.items()
+            if k.startswith("a100-mixed")} == {
+        "a100-mixed/mig-1g.5gb": (1, "MIG-1g.5gb", "none"),
+        "a100-mixed/mig-2g.10gb": (1, "MIG-2g.10gb", "none"),
+        "a100-mixed/mig-3g.20gb": (1, "MIG-3g.20gb", "none")}
+    # "single" strategy: the 7 slices are nvidia.com/gpu, the product label ends in
+    # -MIG-1g.5gb: one node of 7 GPUs of type MIG-1g.5gb (same name as under "mixed"),
+    # no NVLink
+    assert {k: nodes["a100-single"][k] for k in ("gpus", "gpu_type", "nvlink")} == {
+        "gpus": 7, "gpu_type": "MIG-1g.5gb", "nvlink": "none"}
+    # 6 whole H100 GPUs + 2 GPUs split into 7 x 1g.10gb each: 6 + 14 = 20 devices, each
+    # counted once (the 1g.10gb.shared resource counts replicas, not devices, and the
+    # label nvidia.com/gpu.count=8 is not read)
+    assert (nodes["h100-part-mig"]["gpus"], nodes["h100-part-mig"]["nvlink"]) == (6, "nvswitch")
+    assert nodes["h100-part-mig/mig-1g.10gb"]["gpus"] == 14
+    assert sum(n["gpus"] for k, n in nodes.items() if k.startswith("h100-part-mig")) == 20
+    assert r.meta["mig_nodes"]["h100-part-mig/mig-1g.10gb"] == {
+        "node": "h100-part-mig", "resource": "nvidia.com/mig-1g.10gb"}
+    # pods: a slice request is a job of that type, topology any (no NVLink to need)
+    infer = _job(r.snapshot, "mig/infer-a")
+    assert infer["placement"] == [{"node": "a100-mixed/mig-1g.5gb", "gpus": [0]}]
+    assert (infer["gpu_type"], infer["topology"]) == ("MIG-1g.5gb", "any")
+    wait = _job(r.snapshot, "mig/wait-slices")
+    assert (wait["gpus_per_node"], wait["gpu_type"], wait["topology"]) == (3, "MIG-1g.10gb",
+                                                                          "any")
+    assert any("wait-slices: annotation preempt-planner.io/topology=nvlink ignored" in w
+               for w in r.warnings)
+    # a nodeSelector on the single-strategy product names the same MIG type
+    assert _job(r.snapshot, "mig/wait-single")["gpu_type"] == "MIG-1g.5gb"
+    # combo holds 1 whole GPU and 1 slice: two jobs, one per resource. On the 1g.10gb
+    # node, combo sorts before infer-b: combo slice 0, infer-b slices 1-2; on the whole
+    # GPUs combo (0) sorts before train-whole (1-4).
+    assert _job(r.snapshot, "mig/combo")["placement"] == [{"node": "h100-part-mig",
+                                                           "gpus": [0]}]
+    assert _job(r.snapshot, "mig/combo@mig-1g.10gb")["placement"] == [
+        {"node": "h100-part-mig/mig-1g.10gb", "gpus": [0]}]
+    assert _job(r.snapshot, "mig/infer-b")["placement"][0]["gpus"] == [1, 2]
+    assert _job(r.snapshot, "mig/train-whole")["placement"][0]["gpus"] == [1, 2, 3, 4]
+    # a pending pod asking for both cannot be one contract job: left to the scheduler
+    assert "mig/wait-both" not in {j["id"] for j in r.snapshot["jobs"]}
+    assert any("mig/wait-both: requests several GPU resources" in w for w in r.warnings)
+    # mig_resources: false reads only nvidia.com/gpu: the mixed A100 is no GPU node, the
+    # part-MIG H100 has its 6 whole GPUs, and pods of slices are not GPU pods
+    off = _models({"mig_resources": False})
+    ids = {n["id"] for n in off.snapshot["nodes"]}
+    assert not any("/" in i or i.startswith("a100-mixed") for i in ids)
+    assert "mig/infer-a" not in {j["id"] for j in off.snapshot["jobs"]}
+    assert _job(off.snapshot, "mig/combo")["placement"][0]["gpus"] == [0]
+
+
+def test_mig_placements_bind_to_the_real_node_and_parts_are_evicted_once() -> None:
+    r = _models()
+    plan = {"version": 1, "now": "2026-11-29T08:00:00Z", "status": "feasible",
+            "objective": {"admitted_gpus": {"1": 0, "2": 3, "3": 0}, "priority_value": 30,
+                          "eviction_cost_gpu_s": 0.0, "evictions": 2},
+            "evictions": [
+                {"job": j, "tier": 3, "preemptors": ["mig/wait-slices"], "signal": None,
+                 "grace_s": 60.0, "flush_s": 0.0, "cost_gpu_s": 1800.0,
+                 "requeue_hold_until": "2026-11-29T08:31:00Z"}
+                for j in ("mig/combo", "mig/combo@mig-1g.10gb")],
+            "placements": [{"job": "mig/wait-slices", "start_after_s": 60.0, "placement": [
+                {"node": "h100-part-mig/mig-1g.10gb", "gpus": [0, 3, 4]}]}],
+            "deferred": [], "storm": [], "warnings": [],
+            "solver": {"engine": "hand", "status": "FEASIBLE"}}
+    p = load_plan(plan)
+    # the two jobs of combo are one pod: evicted once
+    assert [e["metadata"]["name"] for e in eviction_objects(p, r.meta)] == ["combo"]
+    (b,) = binding_objects(p, r.meta)
+    assert b["target"]["name"] == "h100-part-mig"  # the Node, not the contract node
+    assert b["metadata"]["annotations"]["preempt-planner.io/gpu-ids"] == "0,3,4"
+    script = kubectl_script(p, r.meta)
+    assert script.count("/eviction -f -") == 1
+    assert "# mig/combo: evicted above (planned as several jobs)" in script
+
+
+@pytest.mark.parametrize("product,layout", [
+    ("NVIDIA-H100-80GB-HBM3", "nvswitch"),  # H100 SXM5 (DGX/HGX H100)
+    ("NVIDIA-H100-SXM5-80GB", "nvswitch"),
+    ("NVIDIA-H200", "nvswitch"),
+    ("NVIDIA-B200", "nvswitch"),
+    ("NVIDIA-GB200", "nvswitch"),
+    ("NVIDIA-A100-SXM4-80GB", "nvswitch"),
+    ("A100-SXM4-40GB", "nvswitch"),  # older GFD: no NVIDIA- prefix
+    ("NVIDIA-HGX-H20", "nvswitch"),
+    ("NVIDIA-H100-PCIe", "none"),
+    ("NVIDIA-A100-80GB-PCIe", "none"),
+    ("NVIDIA-H100-NVL", "none"),  # PCIe cards, bridged in pairs at most
+    ("NVIDIA-H200-NVL", "none"),
+    ("NVIDIA-L4", "none"), ("NVIDIA-L40S", "none"), ("NVIDIA-A10", "none"),
+    ("NVIDIA-A10G", "none"), ("Tesla-T4", "none"), ("NVIDIA-GeForce-RTX-4090", "none"),
+    ("A100-SXM4-40GB-MIG-1g.5gb", "none"),  # MIG slices (single strategy)
+    ("Tesla-V100-SXM2-16GB", None),  # DGX-1 hybrid cube-mesh: not all-to-all
+    ("NVIDIA-H800", None), (None, None),
+])
+def test_nvlink_layout_known_from_the_gpu_model(product: str | None,
+                                                layout: str | None) -> None:
+    assert product_nvlink(product) == layout
+
+
+def test_nvlink_precedence_and_unknown_models() -> None:
+    r = _models()
+    nodes = {n["id"]: n for n in r.snapshot["nodes"]}
+    assert nodes["h100-pcie-1"]["nvlink"] == "none" and nodes["l40s-1"]["nvlink"] == "none"
+    # GB200 NVL72: NVSwitch in the node and a shared multi-node NVLink domain (gpu.clique)
+    assert nodes["gb200-1"]["nvlink"] == "nvswitch"
+    assert nodes["gb200-1"]["nvlink_domain"] == nodes["gb200-2"]["nvlink_domain"] == \
+        "8f2e1c3a-6d4b-4e0f-9a1b-2c3d4e5f6a7b.32766"
+    # an unknown model (and a node without a product label) is "none", with one warning
+    # per model: claiming nvswitch would let the planner put NVLink jobs on unlinked GPUs
+    assert nodes["v100-dgx1"]["nvlink"] == "none" and nodes["nolabel-1"]["nvlink"] == "none"
+    assert ("node(s) v100-dgx1: NVLink layout of GPU model 'Tesla-V100-SXM2-16GB' "
+            "(nvidia.com/gpu.product) is not known; assuming none") in " ".join(r.warnings)
+    assert any(w.startswith("node(s) nolabel-1: NVLink layout of GPU model (no "
+                            "nvidia.com/gpu.product label) is not known") for w in r.warnings)
+    # the config wins over the model; default_nvlink covers unknown models (no warning)
+    # but not known ones; no setting gives MIG slices NVLink
+    cfg = {"nvlink_by_product": {"NVIDIA-H100-PCIe": [[0, 1], [2, 3]]},
+           "nvlink_by_node": {"a100-single": "nvswitch"}, "default_nvlink": "nvswitch"}
+    r = _models(cfg)
+    nodes = {n["id"]: n for n in r.snapshot["nodes"]}
+    assert nodes["h100-pcie-1"]["nvlink"] == [[0, 1], [2, 3]]
+    assert nodes["v100-dgx1"]["nvlink"] == "nvswitch" == nodes["nolabel-1"]["nvlink"]
+    assert nodes["l40s-1"]["nvlink"] == "none"
+    assert nodes["a100-single"]["nvlink"] == "none"
+    assert not any("is not known" in w for w in r.warnings)
+    assert any(w.startswith("node a100-single: nvlink_by_node gives NVLink layout "
+                            '"nvswitch", but its GPUs are MIG slices') for w in r.warnings)
+    # the fixture cluster's H100s and A100s are SXM boards: nvswitch without any config
+    s = build_snapshot(_load("nodes.json"), _load("pods.json"), K8sConfig(), NOW,
+                       default_tier=3).snapshot
+    assert {n["id"]: n["nvlink"] for n in s["nodes"]} == {
+        "gpu-a-001": "nvswitch", "gpu-a-002": "nvswitch", "gpu-b-001": "nvswitch",
+        "gpu-b-002": "nvswitch", "gpu-c-001": "none"}  # NVIDIA-L4: PCIe
+
+
+def test_shared_gpus_are_warned_about() -> None:
+    nodes = _load("nodes-gpu-models.json")
+    l40s = next(n for n in nodes["items"] if n["metadata"]["name"] == "l40s-1")
+    l40s["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "4"
+    r = build_snapshot(nodes, _load("pods-gpu-models.json"), load_config(MODELS_CFG),
+                       MODELS_NOW)
+    assert ("node l40s-1: its GPUs are shared (4 replicas each, time-slicing or MPS): the 4 "
+            "nvidia.com/gpu are replicas, not GPUs") in " ".join(r.warnings)
+
+
+# ----------------------------------------------------------- tiers must be mapped
+def test_no_mapped_tier_is_refused_unless_default_tier_is_given(tmp_path: Path,
+                                                                capsys: Any) -> None:
+    with pytest.raises(InputError) as exc:
+        build_snapshot(_load("nodes.json"), _load("pods.json"), None, NOW)
+    (msg,) = exc.value.errors
+    assert msg.startswith("no job gets its tier from the config: the config maps no "
+                          "PriorityClass, and no pod has the preempt-planner.io/tier "
+                          "annotation, so all 9 job(s) would get default_tier 3")
+    # the classes the GPU pods use, most used first, and what to add
+    assert ("(PriorityClasses of the GPU pods: batch-low: 3 pod(s), training: 3 pod(s), "
+            "training-critical: 3 pod(s), (none): 2 pod(s))") in msg
+    assert "'priority_classes: {batch-low: T, training: T, training-critical: T}'" in msg
+    assert "--default-tier N" in msg
+    # a config whose classes no pod uses is refused the same way
+    with pytest.raises(InputError) as exc:
+        build_snapshot(_load("nodes.json"), _load("pods.json"),
+                       K8sConfig(priority_classes={"Training": 1}), NOW)
+    assert "the config maps ['Training'], which no pod uses" in exc.value.errors[0]
+    # one tier annotation is a mapping: not refused (the others get default_tier)
+    pods = _load("pods.json")
+    pods["items"][2]["metadata"]["annotations"]["preempt-planner.io/tier"] = "2"
+    s = build_snapshot(_load("nodes.json"), pods, None, NOW).snapshot
+    assert _job(s, "research/sweep-17")["tier"] == 2
+    # no GPU pod at all: nothing to map, nothing refused
+    assert build_snapshot(_load("nodes.json"), {"kind": "PodList", "items": []}, None,
+                          NOW).snapshot["jobs"] == []
+    # the CLI: exit 2 naming the fix, no file written; --default-tier N plans all as N
+    out = tmp_path / "s.json"
+    args = ["k8s", "snapshot", "--nodes", str(FIX / "nodes.json"), "--pods",
+            str(FIX / "pods.json"), "--now", "2026-11-29T08:00:00Z", "--out", str(out)]
+    assert main(args) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "add a priority_classes mapping" in err.lower() and not out.exists()
+    assert main([*args, "--default-tier", "2"]) == 0
+    assert {j.tier for j in load_snapshot(out).jobs} == {2}
+    # with the fixture config the mapped classes stand and --default-tier only sets the
+    # tier of the unmapped ones (notebook-7f9c and embed-0 have no class)
+    assert main([*args, "--config", str(FIX / "config.yaml"), "--default-tier", "2"]) == 0
+    tiers = {j.id: j.tier for j in load_snapshot(out).jobs}
+    assert tiers["research/notebook-7f9c"] == 2 and tiers["research/sweep-17"] == 3
+
+
+# ------------------------------------------------- the wrong kind of document
+def _one_error(capsys: Any, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip().startswith("- ")]
+    assert len(lines) == 1, err  # one clear message, not one per object
+    return " ".join(err.split())
+
+
+def test_the_wrong_kind_of_document_is_one_clear_message(tmp_path: Path, capsys: Any,
+                                                         result: Any) -> None:
+    slurm = Path(__file__).parent / "fixtures" / "slurm"
+    example = Path(__file__).parent.parent / "instances" / "example-70b.json"
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(_hand_plan()))
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(result.snapshot))
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e.1", "namespace": "ml"},
+         "reason": "Preempted", "involvedObject": {"kind": "Pod", "name": "x"}}]}))
+    nodes, pods = str(FIX / "nodes.json"), str(FIX / "pods.json")
+    base = ["k8s", "snapshot", "--config", str(FIX / "config.yaml"), "--now",
+            "2026-11-29T08:00:00Z"]
+    cases = [
+        (["--nodes", pods, "--pods", pods],
+         ("--nodes: this looks like a Pod list (the output of 'kubectl get pods -A -o json'); "
+         "use it as --pods, and give the output of 'kubectl get nodes -o json' as --nodes")),
+        (["--nodes", nodes, "--pods", nodes],
+         ("--pods: this looks like a Node list (the output of 'kubectl get nodes -o json'); "
+         "use it as --nodes")),
+        (["--nodes", nodes, "--pods", str(events)],
+         ("--pods: this looks like an Event list (the output of 'kubectl get events -A -o "
+         "json'); use it as --events")),
+        (["--nodes", nodes, "--pods", pods, "--events", pods],
+         "--events: this looks like a Pod list"),
+        (["--nodes", str(example), "--pods", pods],
+         ("--nodes: this looks like a contract snapshot (preempt-planner's own format); plan "
+         "it with 'preempt-planner plan FILE'")),
+        (["--nodes", str(snap), "--pods", pods],
+         ("--nodes: this looks like a contract snapshot written by 'preempt-planner k8s "
+         "snapshot'")),
+        (["--nodes", nodes, "--pods", str(plan)],
+         ("--pods: this looks like a preempt-planner plan; give it to 'preempt-planner k8s "
+         "apply PLAN'")),
+        (["--nodes", nodes, "--pods", str(slurm / "23.11" / "squeue.json")],
+         ("--pods: this looks like the output of 'squeue --json' (Slurm); read it with "
+         "'preempt-planner slurm snapshot'")),
+        (["--nodes", nodes, "--pods", str(slurm / "22.05" / "squeue.json")],
+         "this looks like the output of 'squeue --json' (Slurm)"),
+        (["--nodes", str(slurm / "22.05" / "sinfo.json"), "--pods", pods],
+         ("--nodes: this looks like the output of 'sinfo --json' or 'scontrol show nodes "
+         "--json' (Slurm)")),
+        (["--nodes", str(slurm / "23.11" / "sinfo.json"), "--pods", pods],
+         "this looks like the output of 'sinfo --json' or 'scontrol show nodes --json'"),
+        (["--nodes", str(slurm / "23.11" / "scontrol_nodes.json"), "--pods", pods],
+         "this looks like the output of 'sinfo --json' or 'scontrol show nodes --json'"),
+    ]
+    for extra, said in cases:
+        err = _one_error(capsys, [*base, *extra])
+        assert said in err, (extra, err)
+    # the message names the file that was given
+    err = _one_error(capsys, [*base, "--nodes", pods, "--pods", pods])
+    assert f"error: {pods}: invalid input" in err
+    # a list mixing kinds ('kubectl get nodes,pods -o json')
+    mixed = {"kind": "List", "items": _load("nodes.json")["items"][:2]
+             + _load("pods.json")["items"][:3]}
+    with pytest.raises(InputError) as exc:
+        build_snapshot(mixed, _load("pods.json"), load_config(FIX / "config.yaml"), NOW)
+    assert exc.value.errors == [
+        ("--nodes: this looks like a list that mixes kinds Node (2), Pod (3); give the output of "
+        "'kubectl get nodes -o json' as --nodes alone")]
+
+
+# ------------------------------------------------------------------ plan age
+def test_apply_refuses_a_plan_older_than_max_plan_age(tmp_path: Path, capsys: Any,
+                                                      result: Any) -> None:
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(_hand_plan()))  # now = 08:00:00
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(result.snapshot))
+    out = tmp_path / "apply.sh"
+    base = ["k8s", "apply", str(plan_file), "--snapshot-meta", str(snap_file), "--format",
+            "kubectl", "--out", str(out)]
+    # the fixture config sets no interval: interval_s 30, limit 2 x 30 = 60 s (inclusive)
+    assert result.meta["interval_s"] == 30.0 and result.meta["max_plan_age_s"] == 60.0
+    assert main([*base, "--now", "2026-11-29T08:01:00Z"]) == 0
+    # the script also refuses to run later than that: 08:00:00Z is 1,795,939,200 s after
+    # the epoch, + 60 s = 1,795,939,260 (a script saved and run an hour later acts on
+    # nothing)
+    text = out.read_text()
+    assert 'if [ "$(date -u +%s)" -gt 1795939260 ]; then' in text.splitlines()
+    import subprocess
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "date").write_text("#!/bin/sh\necho \"$FAKE_EPOCH\"\n")  # the clock, injected
+    (fake / "date").chmod(0o755)
+    # and a kubectl that finds no pod (never the machine's own kubectl from a test)
+    (fake / "kubectl").write_text("#!/bin/sh\necho \"kubectl $*\" >&2\nexit 1\n")
+    (fake / "kubectl").chmod(0o755)
+
+    def run_at(epoch: int) -> Any:
+        return subprocess.run(["sh", str(out)], capture_output=True, text=True, check=False,
+                              env={"PATH": f"{fake}:/usr/bin:/bin", "FAKE_EPOCH": str(epoch)},
+                              timeout=60)
+
+    late = run_at(1795939261)
+    assert late.returncode == 1 and "is older than 60 s; nothing applied" in late.stderr
+    on_time = run_at(1795939260)  # (the fake kubectl finds no pod: every victim skipped)
+    assert on_time.returncode == 0 and "older" not in on_time.stderr
+    assert "research/sweep-17 is gone or no longer on gpu-a-001" in on_time.stderr
+    assert "/eviction" not in on_time.stderr  # nothing is evicted without its re-check
+    out.unlink()
+    assert main([*base, "--now", "2026-11-29T08:01:01Z"]) == 2  # 61 s old
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("the plan is for 2026-11-29T08:00:00Z, 61 s before now (2026-11-29T08:01:01Z): "
+            "older than 60 s") in err and "--force" in err
+    assert not out.exists()
+    assert main([*base, "--now", "2026-11-29T08:01:01Z", "--force"]) == 0
+    assert "--force: applying a plan 61 s old" in " ".join(capsys.readouterr().err.split())
+    assert "date -u +%s" not in out.read_text()  # forced: no deadline in the script either
+    # --config: interval_s 10 -> 20 s; max_plan_age_s 300 wins over the interval
+    cfg = tmp_path / "k8s.yaml"
+    cfg.write_text("interval_s: 10\n")
+    assert main([*base, "--config", str(cfg), "--now", "2026-11-29T08:00:20Z"]) == 0
+    assert main([*base, "--config", str(cfg), "--now", "2026-11-29T08:00:21Z"]) == 2
+    assert "older than 20 s (2 x interval_s = 2 x 10 s)" in " ".join(
+        capsys.readouterr().err.split())
+    cfg.write_text("interval_s: 10\nmax_plan_age_s: 300\n")
+    assert main([*base, "--config", str(cfg), "--now", "2026-11-29T08:05:00Z"]) == 0
+    assert main([*base, "--config", str(cfg), "--now", "2026-11-29T08:05:01Z"]) == 2
+    # without --config, the limit 'k8s snapshot' wrote into the meta (interval 45 -> 90)
+    slow = build_snapshot(_load("nodes.json"), _load("pods.json"),
+                          load_config({**_yaml(FIX / "config.yaml"), "interval_s": 45}), NOW)
+    snap_file.write_text(json.dumps(slow.snapshot))
+    assert main([*base, "--now", "2026-11-29T08:01:30Z"]) == 0
+    assert main([*base, "--now", "2026-11-29T08:01:31Z"]) == 2
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+# ------------------------------------------- the script re-checks every victim
+FAKE_KUBECTL = r"""#!/bin/sh
+# a stand-in for kubectl: 'get pod -n NS NAME -o jsonpath=...' prints the node in
+# $STATE/NS_NAME (an empty file: not bound) or fails like NotFound; the rest is logged
+echo "$*" >> "$LOG"
+if [ "$1" = get ] && [ "$2" = pod ]; then
+  f="$STATE/$4_$5"
+  [ -f "$f" ] || { echo "Error from server (NotFound): pods \"$5\" not found" >&2; exit 1; }
+  cat "$f"; exit 0
+fi
+cat > /dev/null
+"""
+
+
+def _run_script(tmp_path: Path, script: str, pods: dict[str, str]) -> tuple[list[str], str]:
+    import subprocess
+
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir(exist_ok=True)
+    state.mkdir(exist_ok=True)
+    for f in state.iterdir():
+        f.unlink()
+    (bin_dir / "kubectl").write_text(FAKE_KUBECTL)
+    (bin_dir / "kubectl").chmod(0o755)
+    for ref, node in pods.items():
+        (state / ref.replace("/", "_")).write_text(node)
+    log = tmp_path / "log"
+    log.write_text("")
+    (tmp_path / "apply.sh").write_text(script)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log), "STATE": str(state)}
+    done = subprocess.run(["sh", str(tmp_path / "apply.sh")], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return [ln for ln in log.read_text().splitlines() if not ln.startswith("get ")], \
+        done.stderr
+
+
+def test_kubectl_script_rechecks_victims_before_acting(tmp_path: Path, result: Any) -> None:
+    script = kubectl_script(load_plan(_hand_plan()), result.meta)
+    lines = script.splitlines()
+    # each victim pod: the node the snapshot saw, compared just before the eviction
+    assert "# re-check: skipped if research/sweep-17 is gone or no longer on gpu-a-001" in lines
+    assert ("if [ \"$(kubectl get pod -n research sweep-17 -o jsonpath='{.spec.nodeName}' "
+            "2>/dev/null || echo -)\" = gpu-a-001 ]; then") in lines
+    assert ("echo 'preempt-planner: skip: research/sweep-17 is gone or no longer on "
+            "gpu-a-001; not evicted' >&2") in lines
+    where = {"research/sweep-17": "gpu-a-001", "research/notebook-7f9c": "gpu-a-002",
+             "llm/pretrain-worker-0": "gpu-a-001", "llm/pretrain-worker-1": "gpu-a-002",
+             "llm/ft-gang-0": "", "llm/ft-gang-1": ""}  # the gang's pods: pending, unbound
+    # 1. everything as the snapshot saw it: 4 evictions with their 4 events, the 3 waits
+    #    of the placement, then its 2 bindings
+    calls, err = _run_script(tmp_path, script, where)
+    assert [c.split()[0:2] for c in calls].count(["create", "--raw"]) == 4 + 2
+    assert sum("/eviction" in c for c in calls) == 4 and sum("/binding" in c for c in calls) == 2
+    assert calls.count("create -f -") == 4 and sum(c.startswith("wait") for c in calls) == 3
+    assert err == ""
+    # 2. the notebook is gone: not evicted, and the gang waiting for it is not bound
+    #    (its GPUs may have been taken by whatever the scheduler put there)
+    calls, err = _run_script(tmp_path, script, {k: v for k, v in where.items()
+                                                if k != "research/notebook-7f9c"})
+    assert sum("/eviction" in c for c in calls) == 3 and not any("/binding" in c for c in calls)
+    assert calls.count("create -f -") == 3  # no event for an eviction not done
+    assert "preempt-planner: skip: research/notebook-7f9c is gone or no longer on gpu-a-002" \
+        in err
+    assert "preempt-planner: skip: not placing llm/group:ft-gang: a pod of its victims was " \
+           "not evicted" in err
+    # 3. sweep-17 is now a pod of the same name on another node (recreated): skipped too
+    calls, err = _run_script(tmp_path, script, {**where, "research/sweep-17": "gpu-b-001"})
+    assert not any("pods/sweep-17/eviction" in c for c in calls)
+    assert "research/sweep-17 is gone or no longer on gpu-a-001; not evicted" in err
+    # 4. a pod of the placed gang was bound meanwhile: the victims go, the gang is not bound
+    calls, err = _run_script(tmp_path, script, {**where, "llm/ft-gang-1": "gpu-b-001"})
+    assert sum("/eviction" in c for c in calls) == 4 and not any("/binding" in c for c in calls)
+    assert "not placing llm/group:ft-gang: llm/ft-gang-1 is gone or already bound" in err
+    # without the pods' nodes in the meta (an older meta, or none): only that they exist
+    old = copy.deepcopy(result.meta)
+    for entry in old["jobs"].values():
+        entry.pop("nodes", None)
+    text = kubectl_script(load_plan(_hand_plan()), old)
+    assert ("# re-check: skipped if research/sweep-17 is gone (the snapshot meta does not say "
+            "its node)") in text
+    calls, err = _run_script(tmp_path, text, {k: v for k, v in where.items()
+                                              if k != "research/sweep-17"})
+    assert sum("/eviction" in c for c in calls) == 3 and "research/sweep-17 is gone" in err
+
+
+def test_assumption_warnings(result: Any) -> None:
+    # The fixture cluster as it is: two pods without a mapped class, three running jobs
+    # that say nothing about a signal, no events given. One line each, naming the jobs.
+    assert result.warnings == [
+        "pod research/gated-0: has scheduling gates (not yet admitted); skipped",
+        ("2 job(s) have no PriorityClass in priority_classes ((none): 2): planned as "
+        "default_tier 3 (inference/embed-0, research/notebook-7f9c)"),
+        ("3 running job(s) say nothing about a checkpoint signal (no preempt-planner.io/signal "
+        "or preempt-planner.io/checkpoint annotation, no job_defaults signal for their "
+        "namespace or class): priced as losing their work since start, signal null "
+        "(llm/group:pretrain, research/eval-3, research/stale-1)"),
+        ("no events (k8s snapshot --events): recent_evictions is empty, so the rolling "
+        "eviction budget (R15) counts no evictions of earlier ticks")]
+    # a job_defaults signal for the namespace is a statement: research's jobs drop out
+    cfg = {**_yaml(FIX / "config.yaml"),
+           "job_defaults_by_namespace": {"research": {"checkpoint": {"signal": None}}}}
+    r = build_snapshot(_load("nodes.json"), _load("pods.json"), load_config(cfg), NOW)
+    assert any(w.startswith("1 running job(s) say nothing about a checkpoint signal")
+               and w.endswith("(llm/group:pretrain)") for w in r.warnings)
+    # GPU indices: on a node with NVLink islands the assumed indices matter (R3), so they
+    # are named; on nvswitch nodes (every pair linked) they do not, and nothing is said
+    pods = _load("pods.json")
+    by_name = {p["metadata"]["name"]: p for p in pods["items"]}
+    by_name["pretrain-worker-0"]["spec"]["activeDeadlineSeconds"] = 7200  # not worker-1
+    by_name["sweep-17"]["spec"]["activeDeadlineSeconds"] = 1800  # 07:00 + 30 min < 08:00
+    cfg = {**_yaml(FIX / "config.yaml"),
+           "nvlink_by_node": {"gpu-a-001": [[0, 1, 2, 3], [4, 5, 6, 7]]}}
+    r = build_snapshot(_load("nodes.json"), pods, load_config(cfg), NOW)
+    said = "\n".join(r.warnings)
+    assert ("node gpu-a-001: GPU indices of llm/pretrain-worker-0, research/sweep-17 assumed "
+            "(no preempt-planner.io/gpu-ids annotation: the lowest free ones, pods in name "
+            "order); its NVLink layout [[0, 1, 2, 3], [4, 5, 6, 7]] is not all-to-all") in said
+    assert "node gpu-a-002: GPU indices" not in said
+    assert ("job llm/group:pretrain: only some of its pods have activeDeadlineSeconds (and a "
+            "startTime); no expected end") in said
+    assert ("job research/sweep-17: its activeDeadlineSeconds ended at 2026-11-29T07:30:00Z, "
+            "before now; the kubelet should have stopped it") in said
+    assert _job(r.snapshot, "research/sweep-17")["expected_end_at"] == "2026-11-29T07:30:00Z"
+    assert "expected_end_at" not in _job(r.snapshot, "llm/group:pretrain")
+
+
+def test_apply_given_the_wrong_file_says_what_it_looks_like(tmp_path: Path,
+                                                            capsys: Any) -> None:
+    example = Path(__file__).parent.parent / "instances" / "example-70b.json"
+    # a snapshot as the plan: one message instead of the plan loader's seven
+    err = _one_error(capsys, ["k8s", "apply", str(example)])
+    assert ("PLAN: this looks like a contract snapshot (preempt-planner's own format); give "
+            "the plan that 'preempt-planner plan SNAPSHOT --format json --out F' writes") in err
+    err = _one_error(capsys, ["k8s", "apply", str(FIX / "pods.json")])
+    assert "PLAN: this looks like a Pod list (the output of 'kubectl get pods -A -o json')" in err
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(_hand_plan()))
+    err = _one_error(capsys, ["k8s", "apply", str(plan), "--snapshot-meta",
+                              str(FIX / "pods.json"), "--now", "2026-11-29T08:00:00Z"])
+    assert ("--snapshot-meta: this looks like a Pod list (the output of 'kubectl get pods -A -o "
+            "json'): not a snapshot written by 'preempt-planner k8s snapshot'") in err

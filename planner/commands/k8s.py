@@ -30,6 +30,10 @@ def register(subparsers: Any) -> None:
                                     "events are the snapshot's recent_evictions (R15)")
     s.add_argument("--config", help="adapter config (JSON or YAML; see docs/kubernetes.md)")
     s.add_argument("--now", help="snapshot time, ISO-8601 with a zone (default: the clock)")
+    s.add_argument("--default-tier", type=int, metavar="N",
+                   help="plan pods without a mapped PriorityClass as tier N (sets default_tier); "
+                        "without it, a snapshot where no job's tier comes from "
+                        "priority_classes or a tier annotation is refused")
     s.add_argument("--out", help="write the snapshot here (default: stdout)")
     s.add_argument("--meta-out", help="also write the job-to-pods mapping to this file")
     s.set_defaults(func=run_snapshot)
@@ -43,25 +47,44 @@ def register(subparsers: Any) -> None:
                         "kubectl: a shell script")
     a.add_argument("--no-bindings", action="store_true",
                    help="only evictions; let the cluster's scheduler place the pending pods")
+    a.add_argument("--config", help="adapter config (its interval_s and max_plan_age_s; default: "
+                                    "the limit 'k8s snapshot' wrote into the meta, else 60 s)")
+    a.add_argument("--now", help="the current time, ISO-8601 with a zone (default: the clock); "
+                                 "the plan's age is measured from the plan's now to this")
+    a.add_argument("--force", action="store_true",
+                   help="apply a plan older than max_plan_age_s (default 2 x interval_s)")
     a.add_argument("--out", help="write here (default: stdout)")
     a.set_defaults(func=run_apply)
 
 
+def _now(text: str | None) -> Any:
+    from planner.k8s.objects import parse_time
+
+    if not text:
+        return None
+    now = parse_time(text)
+    if now is None:
+        raise InputError([f"--now: {text!r} is not an ISO-8601 time with a zone"])
+    return now
+
+
 def run_snapshot(args: argparse.Namespace) -> int:
     from planner.k8s import build_snapshot, load_config
-    from planner.k8s.objects import parse_time
 
     check_output(args.out, "--out")
     check_output(args.meta_out, "--meta-out")
-    now = None
-    if args.now:
-        now = parse_time(args.now)
-        if now is None:
-            raise InputError([f"--now: {args.now!r} is not an ISO-8601 time with a zone"])
+    now = _now(args.now)
     cfg = load_config(args.config)
-    events = read_document(args.events) if args.events else None
-    result = build_snapshot(read_document(args.nodes), read_document(args.pods), cfg, now,
-                            events)
+    files = {"nodes": args.nodes, "pods": args.pods, "events": args.events}
+    docs = {k: read_document(v) if v else None for k, v in files.items()}
+    try:
+        result = build_snapshot(docs["nodes"], docs["pods"], cfg, now, docs["events"],
+                                default_tier=args.default_tier)
+    except InputError as exc:
+        named = files.get(exc.source or "")
+        if named:  # name the file that was given
+            raise InputError(exc.errors, named) from None
+        raise
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if args.meta_out:
@@ -71,9 +94,23 @@ def run_snapshot(args: argparse.Namespace) -> int:
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    from planner.k8s import kubectl_script, object_list, read_meta
+    from datetime import UTC, datetime
+
+    from planner.k8s import kubectl_script, load_config, object_list, read_meta
+    from planner.k8s.apply import check_plan_age, plan_age_limit
 
     check_output(args.out, "--out")
+    now = _now(args.now) or datetime.now(UTC)
+    cfg = load_config(args.config) if args.config else None
+    doc = read_document(args.plan)
+    if not (isinstance(doc, dict) and "evictions" in doc and "placements" in doc):
+        from planner.k8s.objects import what_is
+
+        seen = what_is(doc)
+        if seen is not None:  # the wrong file: one message, not the plan loader's pages
+            raise InputError([(f"PLAN: this looks like {seen}; give the plan that "
+                              "'preempt-planner plan SNAPSHOT --format json --out F' writes")],
+                             args.plan)
     plan = load_plan(args.plan)
     meta = None
     if args.snapshot_meta:
@@ -81,8 +118,12 @@ def run_apply(args: argparse.Namespace) -> int:
         if meta.get("now") and meta["now"] != plan.model_dump(mode="json")["now"]:
             err_console.print(f"[yellow]warning:[/] the plan is for {plan.now.isoformat()} but "
                               f"the snapshot meta for {meta['now']}", highlight=False)
+    limit, source = plan_age_limit(meta, cfg)
+    for w in check_plan_age(plan, now, limit, source, force=args.force):
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if args.format == "kubectl":
-        text = kubectl_script(plan, meta, bindings=not args.no_bindings)
+        text = kubectl_script(plan, meta, bindings=not args.no_bindings,
+                              max_age_s=None if args.force else limit)
     else:
         text = json.dumps(object_list(plan, meta, bindings=not args.no_bindings), indent=2)
     write_output(text, args.out)

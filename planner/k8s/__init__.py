@@ -7,18 +7,22 @@ No API server is contacted: the adapter reads and writes JSON, and ``kubectl``
 
 from planner.k8s.apply import (
     binding_objects,
+    check_plan_age,
     eviction_objects,
     grace_seconds,
     job_pods,
     kubectl_script,
+    node_name,
     object_list,
+    plan_age_limit,
     read_meta,
 )
-from planner.k8s.config import K8sConfig, load_config
+from planner.k8s.config import CheckpointDefaults, JobDefaults, K8sConfig, load_config
 from planner.k8s.snapshot import META_KIND, K8sSnapshot, build_snapshot
 
 __all__ = [
-    "META_KIND", "K8sConfig", "K8sSnapshot", "binding_objects", "build_snapshot",
-    "eviction_objects", "grace_seconds", "job_pods", "kubectl_script", "load_config",
-    "object_list", "read_meta",
+    "META_KIND", "CheckpointDefaults", "JobDefaults", "K8sConfig", "K8sSnapshot",
+    "binding_objects", "build_snapshot", "check_plan_age", "eviction_objects", "grace_seconds",
+    "job_pods", "kubectl_script", "load_config", "node_name", "object_list", "plan_age_limit",
+    "read_meta",
 ]

@@ -13,10 +13,12 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from models import InputError, Plan
-from planner.k8s.config import PREFIX
+from planner.k8s.config import PREFIX, K8sConfig
+from planner.k8s.objects import iso, what_is
 from planner.k8s.snapshot import META_KIND
 
 _WAIT_MARGIN_S = 60
@@ -35,8 +37,11 @@ def read_meta(doc: Any, source: str | None = None) -> dict[str, Any]:
         doc = doc["_k8s"]
     if not isinstance(doc, dict) or doc.get("kind") != META_KIND \
             or not isinstance(doc.get("jobs"), dict):
-        raise InputError([("not a snapshot written by 'preempt-planner k8s snapshot' (no _k8s "
-                          f"section) nor a {META_KIND} document")], source)
+        seen = what_is(doc)
+        looks = f"this looks like {seen}: " if seen else ""
+        raise InputError([(f"--snapshot-meta: {looks}not a snapshot written by 'preempt-planner "
+                           f"k8s snapshot' (no _k8s section) nor a {META_KIND} document "
+                           "(its --meta-out)")], source)
     return doc
 
 
@@ -51,16 +56,54 @@ def job_pods(job_id: str, meta: dict[str, Any] | None) -> JobPods:
     if entry is not None:
         return JobPods(entry["namespace"], tuple(entry["pods"]))
     ns, sep, name = job_id.partition("/")
-    if sep and ns and name and not any(c in name for c in "/:+"):
+    if sep and ns and name and not any(c in name for c in "/:+@"):
         return JobPods(ns, (name,))
     hint = "" if meta else " (pass --snapshot-meta with the snapshot written by 'k8s snapshot')"
     raise InputError([f"job {job_id!r}: cannot map it to pods{hint}"])
 
 
+def plan_age_limit(meta: dict[str, Any] | None, config: K8sConfig | None) -> tuple[float, str]:
+    """How old a plan may be (seconds) and where that limit comes from: the config
+    given to 'k8s apply', else the one 'k8s snapshot' wrote into the meta, else the
+    defaults (2 x interval_s = 60 s)."""
+    if config is not None:
+        src = ("max_plan_age_s" if config.max_plan_age_s is not None
+               else f"2 x interval_s = 2 x {config.interval_s:g} s")
+        return config.plan_age_limit_s(), src
+    limit = (meta or {}).get("max_plan_age_s")
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+        return float(limit), "max_plan_age_s in the snapshot meta, from the config of 'k8s snapshot'"
+    cfg = K8sConfig()
+    return cfg.plan_age_limit_s(), f"2 x the default interval_s = 2 x {cfg.interval_s:g} s"
+
+
+def check_plan_age(plan: Plan, now: datetime, limit_s: float, source: str = "max_plan_age_s",
+                   force: bool = False) -> list[str]:
+    """Refuse (InputError) a plan older than ``limit_s`` at ``now``, measured from the
+    plan's ``now``: its victims may have ended, moved or checkpointed, and its free GPUs
+    may have been taken. ``force`` applies it anyway. Returns warnings (a forced old
+    plan; a plan from the future, i.e. clock skew)."""
+    now = now.replace(microsecond=0)
+    age = round((now - plan.now).total_seconds(), 3)
+    if age > limit_s:
+        msg = (f"the plan is for {iso(plan.now)}, {age:.0f} s before now ({iso(now)}): older "
+               f"than {limit_s:g} s ({source}); its victims and free GPUs may have changed "
+               "since. Take a new snapshot and plan again, or pass --force to apply it anyway")
+        if not force:
+            raise InputError([msg], "plan")
+        return [f"--force: applying a plan {age:.0f} s old (limit {limit_s:g} s, {source})"]
+    if age < -limit_s:
+        return [(f"the plan is for {iso(plan.now)}, {-age:.0f} s after now ({iso(now)}): are the "
+                "clocks of the snapshot and of this machine apart?")]
+    return []
+
+
 def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One Eviction per pod of each victim, grace = the victim's ``grace_s`` rounded up."""
+    """One Eviction per pod of each victim, grace = the victim's ``grace_s`` rounded up
+    (a pod planned as several jobs, one per GPU resource, is evicted once)."""
     out = []
     errors = []
+    seen: set[tuple[str, str]] = set()
     for ev in plan.evictions:
         try:
             jp = job_pods(ev.job, meta)
@@ -68,6 +111,9 @@ def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dic
             errors += exc.errors
             continue
         for pod in jp.pods:
+            if (jp.namespace, pod) in seen:
+                continue
+            seen.add((jp.namespace, pod))
             out.append({
                 "apiVersion": "policy/v1",
                 "kind": "Eviction",
@@ -89,9 +135,13 @@ def event_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[s
     now = plan.model_dump(mode="json")["now"]
     stamp = int(plan.now.timestamp())
     out = []
+    seen: set[tuple[str, str]] = set()
     for ev in plan.evictions:
         jp = job_pods(ev.job, meta)
         for pod in jp.pods:
+            if (jp.namespace, pod) in seen:
+                continue
+            seen.add((jp.namespace, pod))
             out.append({
                 "apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": f"{pod}.preempt-planner-{stamp}"[:253],
@@ -128,6 +178,23 @@ def _placed_pods(plan: Plan, meta: dict[str, Any] | None) -> list[tuple[Any, Job
     return out
 
 
+def node_name(node_id: str, meta: dict[str, Any] | None) -> str:
+    """The Node of a contract node: ``gpu-1/mig-1g.10gb`` (the MIG slices of one
+    profile, "mixed" strategy) is on Node ``gpu-1``. Node names never contain '/'."""
+    entry = ((meta or {}).get("mig_nodes") or {}).get(node_id)
+    if isinstance(entry, dict) and isinstance(entry.get("node"), str):
+        return entry["node"]
+    return node_id.partition("/")[0]
+
+
+def victim_nodes(job_id: str, meta: dict[str, Any] | None) -> dict[str, str]:
+    """pod -> the node the snapshot saw it on (empty when the meta does not say)."""
+    entry = (meta or {}).get("jobs", {}).get(job_id) or {}
+    nodes = entry.get("nodes")
+    return {k: v for k, v in nodes.items() if isinstance(v, str)} \
+        if isinstance(nodes, dict) else {}
+
+
 def binding_objects(plan: Plan, meta: dict[str, Any] | None = None,
                     prefix: str | None = None) -> list[dict[str, Any]]:
     """One Binding per pod of each placed job: the i-th pod (natural name order) goes
@@ -145,7 +212,8 @@ def binding_objects(plan: Plan, meta: dict[str, Any] | None = None,
                     prefix + "start-after-s": str(grace_seconds(pl.start_after_s)
                                                   if pl.start_after_s > 0 else 0),
                 }},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": part.node},
+                "target": {"apiVersion": "v1", "kind": "Node",
+                           "name": node_name(part.node, meta)},
             })
     return out
 
@@ -164,14 +232,30 @@ def _post(path: str, obj: dict[str, Any]) -> list[str]:
     return [f"kubectl create --raw {shlex.quote(path)} -f - <<'EOF'", body, "EOF"]
 
 
+def _get_node(namespace: str, pod: str) -> str:
+    """The shell words printing a pod's node: '' when unbound, '-' when the pod is gone
+    (or the API server cannot be read: then the pod is skipped, which is safe)."""
+    return (f"$(kubectl get pod -n {shlex.quote(namespace)} {shlex.quote(pod)} -o "
+            "jsonpath='{.spec.nodeName}' 2>/dev/null || echo -)")
+
+
 def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
-                   bindings: bool = True) -> str:
+                   bindings: bool = True, max_age_s: float | None = None) -> str:
     """A POSIX shell script: evictions through the Eviction API (PodDisruptionBudgets
     apply; a refusal stops the script), then, per placed job, a wait for its
-    victims' pods to be gone and the bindings."""
-    evictions = eviction_objects(plan, meta)
-    events = iter(event_objects(plan, meta))
+    victims' pods to be gone and the bindings.
+
+    Every victim pod is re-checked just before its eviction: a pod that no longer
+    exists or no longer runs on the node the snapshot saw is skipped (a comment, and
+    a message on stderr), and so is every placement that waited for it. A placed
+    job's pods are re-checked before the bindings: when one is gone or already bound,
+    the job is not bound. With ``max_age_s`` the script itself refuses to run once the
+    plan is older than that (``date -u +%s``), as 'k8s apply' does."""
     by_job = {ev.job: ev for ev in plan.evictions}
+    events = {(e["involvedObject"]["namespace"], e["involvedObject"]["name"]): e
+              for e in event_objects(plan, meta)}
+    evictions = {(e["metadata"]["namespace"], e["metadata"]["name"]): e
+                 for e in eviction_objects(plan, meta)}
     lines = [
         "#!/bin/sh",
         (f"# preempt-planner k8s apply: plan for {plan.model_dump(mode='json')['now']} "
@@ -179,25 +263,61 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
         f"{len(plan.placements)} placement(s)"),
         "set -eu",
     ]
-    k = 0
+    if max_age_s is not None:
+        deadline = int(plan.now.timestamp() + max_age_s)
+        lines += ["", (f"# not after {iso(datetime.fromtimestamp(deadline, plan.now.tzinfo))}: "
+                       f"the plan's now + {max_age_s:g} s (max_plan_age_s)"),
+                  f'if [ "$(date -u +%s)" -gt {deadline} ]; then',
+                  "echo " + shlex.quote(f"preempt-planner: the plan for {iso(plan.now)} is older "
+                                        f"than {max_age_s:g} s; nothing applied (take a new "
+                                        "snapshot and plan again)") + " >&2",
+                  "exit 1", "fi"]
+    flag = {ev.job: f"pp_skip_{i}" for i, ev in enumerate(plan.evictions, 1)}
+    if plan.evictions:
+        lines += ["", "# pp_skip_N=1 when a pod of victim N was not evicted (gone or moved)",
+                  " ".join(f"{v}=0" for v in flag.values())]
+    done: set[tuple[str, str]] = set()
     for ev in plan.evictions:
         jp = job_pods(ev.job, meta)
+        where = victim_nodes(ev.job, meta)
         lines += ["", (f"# evict {ev.job} (tier {ev.tier}, grace {ev.grace_s:g} s) for "
                       f"{', '.join(ev.preemptors) or '-'}")]
         for pod in jp.pods:
-            obj = evictions[k]
-            k += 1
-            lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/eviction", obj)
-        lines.append("# the record 'k8s snapshot --events' reads back (rolling budget, R15)")
-        for _pod in jp.pods:
-            body = json.dumps(next(events), separators=(",", ":"))
-            lines += ["kubectl create -f - <<'EOF'", body, "EOF"]
+            key = (jp.namespace, pod)
+            ref = f"{jp.namespace}/{pod}"
+            if key in done:
+                lines.append(f"# {ref}: evicted above (planned as several jobs)")
+                continue
+            done.add(key)
+            node = where.get(pod)
+            if node is not None:
+                lines += [f"# re-check: skipped if {ref} is gone or no longer on {node}",
+                          (f"if [ \"{_get_node(jp.namespace, pod)}\" = {shlex.quote(node)} ]; "
+                          "then")]
+                gone = f"{ref} is gone or no longer on {node}; not evicted"
+            else:
+                lines += [(f"# re-check: skipped if {ref} is gone (the snapshot meta does not "
+                          "say its node)"),
+                          f"if [ \"{_get_node(jp.namespace, pod)}\" != - ]; then"]
+                gone = f"{ref} is gone; not evicted"
+            lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/eviction",
+                           evictions[key])
+            lines.append("# the record 'k8s snapshot --events' reads back (rolling budget, R15)")
+            lines += ["kubectl create -f - <<'EOF'",
+                      json.dumps(events[key], separators=(",", ":")), "EOF"]
+            lines += ["else", f"echo {shlex.quote('preempt-planner: skip: ' + gone)} >&2",
+                      f"{flag[ev.job]}=1", "fi"]
     if bindings:
         objs = iter(binding_objects(plan, meta))
         for pl, jp in _placed_pods(plan, meta):
             lines += ["", f"# place {pl.job} on {', '.join(p.node for p in pl.placement)}"]
             victims = [ev for ev in plan.evictions if pl.job in ev.preemptors]
+            closing = []
             if victims:
+                names = " or ".join(v.job for v in victims)
+                lines += [f"# only when every pod of its victims was evicted ({names})",
+                          (f"if [ \"{''.join('$' + flag[v.job] for v in victims)}\" = "
+                          f"{'0' * len(victims)} ]; then")]
                 timeout = max(grace_seconds(by_job[v.job].grace_s) for v in victims)
                 timeout += _WAIT_MARGIN_S
                 for v in victims:
@@ -205,7 +325,21 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
                     names = " ".join(shlex.quote(f"pod/{n}") for n in vp.pods)
                     lines.append(f"kubectl wait --for=delete {names} -n "
                                  f"{shlex.quote(vp.namespace)} --timeout={timeout}s")
+                closing = ["else", "echo " + shlex.quote(
+                    f"preempt-planner: skip: not placing {pl.job}: a pod of its victims was "
+                    "not evicted") + " >&2", "fi"]
+            lines += ["# re-check: not bound if one of its pods is gone or already bound",
+                      "pp_place=yes"]
+            for pod in jp.pods:
+                lines += [f"if [ -n \"{_get_node(jp.namespace, pod)}\" ]; then",
+                          "echo " + shlex.quote(f"preempt-planner: skip: not placing {pl.job}: "
+                                                f"{jp.namespace}/{pod} is gone or already "
+                                                "bound") + " >&2",
+                          "pp_place=no", "fi"]
+            lines.append('if [ "$pp_place" = yes ]; then')
             for pod in jp.pods:
                 lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/binding",
                                next(objs))
+            lines.append("fi")
+            lines += closing
     return "\n".join(lines) + "\n"

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models import InputError, Storage, read_document
+from models.policy import MAX_GB, MAX_SECONDS
 from models.snapshot import NvlinkSpec
 
 PREFIX = "preempt-planner.io/"
@@ -50,6 +51,50 @@ class GroupKey(_Cfg):
         return f"annotation {self.annotation}" if self.annotation else f"label {self.label}"
 
 
+CHECKPOINT_FIELDS = ("size_gb", "signal", "barrier_s", "cleanup_s", "restore_s")
+
+
+class CheckpointDefaults(_Cfg):
+    """Checkpoint fields for pods whose annotations do not give them (the contract's
+    ``checkpoint`` object without ``last_at``). Only the fields written in the config
+    count: an override for a namespace or a PriorityClass changes those and keeps
+    the others."""
+
+    size_gb: float | None = Field(default=None, ge=0, le=MAX_GB)
+    signal: str | None = None
+    barrier_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    cleanup_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    restore_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, v: str | None) -> str | None:
+        from planner.k8s.objects import parse_signal
+
+        ok, sig = parse_signal(v)
+        if not ok:
+            raise ValueError(f"unknown signal {v!r} (e.g. SIGTERM, SIGUSR1, or null: it "
+                             "cannot checkpoint on demand)")
+        return sig
+
+    @model_validator(mode="after")
+    def _numbers(self) -> CheckpointDefaults:
+        for f in ("size_gb", "barrier_s", "cleanup_s", "restore_s"):
+            if f in self.model_fields_set and getattr(self, f) is None:
+                raise ValueError(f"{f}: must be a number >= 0, not null")
+        return self
+
+    def given(self) -> dict[str, Any]:
+        """The fields written in the config (``signal: null`` included)."""
+        return {f: getattr(self, f) for f in CHECKPOINT_FIELDS if f in self.model_fields_set}
+
+
+class JobDefaults(_Cfg):
+    """Defaults for the jobs of pods that do not say otherwise in annotations."""
+
+    checkpoint: CheckpointDefaults = Field(default_factory=CheckpointDefaults)
+
+
 DEFAULT_GROUP_KEYS: tuple[GroupKey, ...] = (
     GroupKey(annotation="scheduling.k8s.io/group-name"),  # Volcano
     GroupKey(label="kueue.x-k8s.io/pod-group-name"),  # Kueue plain pod groups
@@ -77,7 +122,8 @@ class K8sConfig(_Cfg):
     block_labels: list[str] = Field(default_factory=lambda: [PREFIX + "block",
                                                              "topology.kubernetes.io/zone"])
     nvlink_domain_label: str | None = "nvidia.com/gpu.clique"
-    default_nvlink: NvlinkSpec = "nvswitch"
+    # None: the layout known for the GPU model, else "none" with a warning (see _nvlink)
+    default_nvlink: NvlinkSpec | None = None
     nvlink_by_product: dict[str, NvlinkSpec] = Field(default_factory=dict)
     nvlink_by_node: dict[str, NvlinkSpec] = Field(default_factory=dict)
     storage: list[Storage] = Field(default_factory=list)
@@ -85,12 +131,20 @@ class K8sConfig(_Cfg):
     default_storage: str | None = None
     local_write_gb_per_s: float | None = Field(default=None, gt=0)
     drain_taints: list[str] = Field(default_factory=list)
+    # MIG "mixed" strategy: <domain>/mig-<profile> resources become GPUs of their own
+    mig_resources: bool = True
     # pods
     default_topology: Literal["nvlink", "any"] = "nvlink"
     include_gated: bool = False
     namespaces: list[str] | None = None
     team_label: str | None = None
     gpu_ids_annotations: list[str] = Field(default_factory=lambda: [PREFIX + "gpu-ids"])
+    # checkpoint defaults of pods without annotations: signal null (no known trap), so
+    # an eviction loses the work since start; overrides per namespace, then per
+    # PriorityClass, then the pod's annotations win, field by field
+    job_defaults: JobDefaults = Field(default_factory=JobDefaults)
+    job_defaults_by_namespace: dict[str, JobDefaults] = Field(default_factory=dict)
+    job_defaults_by_priority_class: dict[str, JobDefaults] = Field(default_factory=dict)
     # the contract policy written into the snapshot (None = contract defaults)
     policy: dict[str, Any] | None = None
     # R15's history from 'kubectl get events' (k8s snapshot --events): the reasons that
@@ -98,6 +152,33 @@ class K8sConfig(_Cfg):
     eviction_event_reasons: list[str] = Field(default_factory=lambda: [
         "Preempted", "Evicted", "PreemptPlannerEviction"])
     eviction_history_s: float = Field(default=86400.0, gt=0)
+    # the snapshot-plan-apply loop: its tick, and how old a plan 'k8s apply' still
+    # applies (None: 2 x interval_s)
+    interval_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
+    max_plan_age_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+
+    def plan_age_limit_s(self) -> float:
+        """The oldest plan 'k8s apply' applies without --force, in seconds."""
+        return self.max_plan_age_s if self.max_plan_age_s is not None else 2 * self.interval_s
+
+    def checkpoint_defaults(self, namespace: str, priority_class: str | None) -> dict[str, Any]:
+        """The checkpoint fields a job starts from before its annotations: ``signal``
+        null unless the config says otherwise, then ``job_defaults``, the namespace's
+        override, the PriorityClass's override (later ones win, field by field)."""
+        out: dict[str, Any] = {"signal": None}
+        out.update(self.job_defaults.checkpoint.given())
+        for layer in (self.job_defaults_by_namespace.get(namespace),
+                      self.job_defaults_by_priority_class.get(priority_class or "")):
+            if layer is not None:
+                out.update(layer.checkpoint.given())
+        return out
+
+    def signal_configured(self, namespace: str, priority_class: str | None) -> bool:
+        """Whether the config states a checkpoint signal for such a job (null counts:
+        it is a statement too), rather than leaving the safe default."""
+        layers = (self.job_defaults, self.job_defaults_by_namespace.get(namespace),
+                  self.job_defaults_by_priority_class.get(priority_class or ""))
+        return any(x is not None and "signal" in x.checkpoint.model_fields_set for x in layers)
 
     def tier_of_class(self, name: str | None) -> tuple[int, int]:
         """(tier, priority) of a PriorityClass name; the default tier when unmapped."""

@@ -23,29 +23,120 @@ _SUFFIX: dict[str, int | Decimal] = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, 
            "m": Decimal("0.001")}
 
 
+_GET = {"Node": "kubectl get nodes -o json", "Pod": "kubectl get pods -A -o json",
+        "Event": "kubectl get events -A -o json"}
+_OPTION = {"Node": "--nodes", "Pod": "--pods", "Event": "--events"}
+
+
+def _first(doc: dict[str, Any], key: str) -> Any:
+    v = doc.get(key)
+    return v[0] if isinstance(v, list) and v and isinstance(v[0], dict) else None
+
+
+def describe_document(doc: Any) -> tuple[str, str] | None:
+    """What a document that is not a list of Kubernetes objects looks like, and what
+    to do with it: ``(what, use)``, or None when it is not recognised."""
+    if not isinstance(doc, dict):
+        return None
+    kind = doc.get("kind")
+    if kind == "preempt-planner/k8s-meta":
+        return ("the job-to-pods mapping written by 'k8s snapshot --meta-out'",
+                "give it to 'k8s apply --snapshot-meta'")
+    if isinstance(doc.get("_k8s"), dict) and "jobs" in doc:
+        return ("a contract snapshot written by 'preempt-planner k8s snapshot'",
+                "plan it with 'preempt-planner plan FILE' (it is the output, not an input)")
+    if all(k in doc for k in ("evictions", "placements")) and ("objective" in doc
+                                                               or "deferred" in doc):
+        return ("a preempt-planner plan", "give it to 'preempt-planner k8s apply PLAN'")
+    job, node = _first(doc, "jobs"), _first(doc, "nodes")
+    if (job is not None and "job_id" in job) or (isinstance(doc.get("jobs"), list)
+                                                 and "last_backfill" in doc):
+        return ("the output of 'squeue --json' (Slurm)",
+                "read it with 'preempt-planner slurm snapshot'")
+    if isinstance(doc.get("sinfo"), list) or (node is not None and (
+            "hostname" in node or "partitions" in node)):
+        return ("the output of 'sinfo --json' or 'scontrol show nodes --json' (Slurm)",
+                "read it with 'preempt-planner slurm snapshot'")
+    if "version" in doc and (job is not None or node is not None or "now" in doc):
+        return ("a contract snapshot (preempt-planner's own format)",
+                "plan it with 'preempt-planner plan FILE'")
+    return None
+
+
+def what_is(doc: Any) -> str | None:
+    """A short description of a document the adapter knows (kubectl lists included),
+    for saying what a wrong file looks like; None when it is not recognised."""
+    seen = describe_document(doc)
+    if seen is not None:
+        return seen[0]
+    items = doc.get("items") if isinstance(doc, dict) else doc
+    if isinstance(items, list):
+        kinds = {o.get("kind") for o in items if isinstance(o, dict)}
+        if len(kinds) == 1 and (k := kinds.pop()) in _GET:
+            return f"a{'n' if k[0] in 'AEIOU' else ''} {k} list (the output of '{_GET[k]}')"
+    return None
+
+
+def _wrong_kind(kinds: dict[str, int], kind: str, source: str) -> str:
+    option = _OPTION.get(kind, source)
+    want = f"give the output of '{_GET[kind]}' as {option}" if kind in _GET else ""
+    if len(kinds) > 1:
+        listed = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items()))
+        return (f"{option}: this looks like a list that mixes kinds {listed}; "
+                f"{want} alone")
+    (other,) = kinds
+    if other in _GET:
+        return (f"{option}: this looks like a{'n' if other[0] in 'AEIOU' else ''} {other} "
+                f"list (the output of '{_GET[other]}'); use it as {_OPTION[other]}, and "
+                f"{want}")
+    return f"{option}: this looks like a list of {other} objects; {want}"
+
+
 def items_of(doc: Any, kind: str, source: str) -> list[dict[str, Any]]:
     """The objects of a ``kubectl get <kind> -o json`` document: a ``List`` (or
-    ``PodList``/``NodeList``) with ``items``, a bare list, or one object."""
+    ``PodList``/``NodeList``) with ``items``, a bare list, or one object. The wrong
+    kind of document (pods given as nodes, a snapshot, a plan, Slurm's JSON) is one
+    InputError saying what it looks like and where it belongs."""
     from models import InputError
 
+    option = _OPTION.get(kind, source)
     if isinstance(doc, list):
         objs = doc
     elif isinstance(doc, dict) and isinstance(doc.get("items"), list):
         objs = doc["items"]
+        list_kind = doc.get("kind")
+        if not objs and isinstance(list_kind, str) and list_kind.endswith("List") \
+                and list_kind[:-4] in _GET and list_kind[:-4] != kind:
+            raise InputError([_wrong_kind({list_kind[:-4]: 0}, kind, source)], source)
     elif isinstance(doc, dict) and doc.get("kind") == kind:
         objs = [doc]
     else:
-        raise InputError([(f"expected the output of 'kubectl get {kind.lower()}s -o json' "
-                          "(an object with an 'items' list)")], source)
+        seen = describe_document(doc)
+        if seen is None and isinstance(doc, dict) and isinstance(doc.get("kind"), str) \
+                and isinstance(doc.get("metadata"), dict):
+            seen = (f"one {doc['kind']} object", f"give the output of '{_GET[kind]}'"
+                    if kind in _GET else "")
+            if doc["kind"] in _GET:
+                raise InputError([_wrong_kind({doc["kind"]: 1}, kind, source)], source)
+        if seen is not None:
+            raise InputError([f"{option}: this looks like {seen[0]}; {seen[1]}"
+                              + (f"; {option} takes the output of '{_GET[kind]}'"
+                                 if kind in _GET else "")], source)
+        raise InputError([(f"{option}: expected the output of 'kubectl get {kind.lower()}s "
+                           "-o json' (an object with an 'items' list)")], source)
+    kinds: dict[str, int] = {}
+    for obj in objs:
+        k = obj.get("kind") if isinstance(obj, dict) else None
+        if isinstance(k, str):
+            kinds[k] = kinds.get(k, 0) + 1
+    if set(kinds) - {kind}:
+        raise InputError([_wrong_kind(kinds, kind, source)], source)
     errors = []
     out = []
     for i, obj in enumerate(objs):
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict) \
                 or not obj["metadata"].get("name"):
             errors.append(f"items[{i}]: not a Kubernetes object with metadata.name")
-            continue
-        if obj.get("kind", kind) != kind:
-            errors.append(f"items[{i}]: kind {obj.get('kind')!r}, expected {kind}")
             continue
         out.append(obj)
     if errors:
@@ -87,6 +178,42 @@ def _container_gpus(c: dict[str, Any], resource: str) -> int:
             n = whole(v)
             return n if n is not None else 0
     return 0
+
+
+_MIG = re.compile(r"^mig-((?:[0-9]+c\.)?[0-9]+g\.[0-9]+gb(?:\+[a-z]+)?)$")
+
+
+def mig_profile(resource: str, gpu_resource: str) -> str | None:
+    """``nvidia.com/mig-1g.10gb`` -> ``1g.10gb`` (GPU Feature Discovery's MIG "mixed"
+    strategy: one extended resource per MIG profile, in the domain of the GPU
+    resource); None for anything else (``nvidia.com/mig-1g.10gb.shared`` counts
+    time-slicing replicas, not devices)."""
+    domain, sep, name = resource.partition("/")
+    if not sep or domain != gpu_resource.partition("/")[0]:
+        return None
+    m = _MIG.match(name)
+    return m.group(1) if m else None
+
+
+def mig_type(profile: str) -> str:
+    """The contract ``gpu_type`` of a MIG profile, before ``gpu_types`` renames it."""
+    return f"MIG-{profile}"
+
+
+def pod_gpu_resources(pod: dict[str, Any], gpu_resource: str, mig: bool) -> dict[str, int]:
+    """The GPU resources a pod requests, each counted as the scheduler counts it
+    (``pod_gpus``): the GPU resource and, with ``mig``, every MIG profile resource.
+    Resources requested 0 times are left out."""
+    spec = pod.get("spec") or {}
+    names = {gpu_resource}
+    if mig:
+        for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            res = c.get("resources") or {}
+            for part in ("limits", "requests"):
+                names.update(k for k in (res.get(part) or {})
+                             if isinstance(k, str) and mig_profile(k, gpu_resource))
+    counts = {r: pod_gpus(pod, r) for r in sorted(names)}
+    return {r: n for r, n in counts.items() if n > 0}
 
 
 def pod_gpus(pod: dict[str, Any], resource: str) -> int:
@@ -202,6 +329,44 @@ def parse_nvlink(value: str) -> Any:
     except json.JSONDecodeError:
         return None
     return parsed if isinstance(parsed, (list, dict)) else None
+
+
+# GPU Feature Discovery's nvidia.com/gpu.product values, split at '-' (and blanks):
+# PCIe cards have no NVLink between all GPUs (bridges link pairs at most)
+_PCIE_TOKENS = {"PCIE", "NVL", "L4", "L40", "L40S", "L20", "A10", "A10G", "A2", "A16", "A30",
+                "A40", "T4", "P4", "P40"}
+_NVSWITCH_TOKENS = {"HGX", "H200", "B200", "GB200"}
+
+
+def product_nvlink(product: str | None) -> str | None:
+    """The NVLink layout of a node known from its GPU model (the product label), or
+    None when the model is not known. ``none``: MIG slices (``...-MIG-1g.5gb``, the
+    "single" strategy), PCIe cards (``PCIe``, ``NVL``, L4, L40S, A10, T4, ...) and
+    ``RTX`` boards; ``nvswitch``: SXM3 and later, HGX, ``H100-80GB-HBM3`` (the H100
+    SXM5), H200, B200, GB200. SXM2 boards (DGX-1: P100, V100) are a hybrid cube-mesh,
+    not all-to-all: not known (configure their edges)."""
+    if not product:
+        return None
+    tokens = [t for t in re.split(r"[-_\s]+", product.upper()) if t]
+    if "MIG" in tokens:
+        return "none"
+    if any(t in _PCIE_TOKENS or t.startswith("RTX") for t in tokens):
+        return "none"
+    if any(t.startswith("SXM2") for t in tokens):
+        return None
+    if any(t.startswith("SXM") or t in _NVSWITCH_TOKENS for t in tokens) \
+            or "H100-80GB-HBM3" in "-".join(tokens):
+        return "nvswitch"
+    return None
+
+
+def single_mig_profile(product: str | None) -> str | None:
+    """``A100-SXM4-40GB-MIG-1g.5gb`` -> ``1g.5gb``: the product label of a node whose
+    ``nvidia.com/gpu`` devices are MIG slices (GFD's MIG "single" strategy)."""
+    if not product:
+        return None
+    m = re.search(r"-MIG-(.+)$", product, flags=re.IGNORECASE)
+    return m.group(1) if m else None
 
 
 def islands(gpus: int, size: int) -> list[list[int]]:
