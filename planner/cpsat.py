@@ -58,6 +58,7 @@ STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
 VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
 ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
 MIN_SOLVE_S = 0.05  # least solver time worth building the model for
+MAX_WORKERS = 256  # CP-SAT workers at most, whatever the caller asks for
 LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole model is skipped
 # least solve time, per (job, candidate node) pair, for which the whole model is built
 # rather than neighbourhoods (planner/lns.py); shorter solves of the whole model rarely
@@ -703,7 +704,9 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
         prm.max_deterministic_time = max(0.05, time_limit_s)
         prm.max_time_in_seconds = max(10.0, 20 * time_limit_s)  # safety net only
     else:
-        prm.num_workers = max(1, workers)
+        # (CP-SAT refuses a huge count as an invalid model; more than the cores only
+        # shares them, see warn_settings in planner/commands/_common.py)
+        prm.num_workers = max(1, min(workers, MAX_WORKERS))
         prm.max_time_in_seconds = max(0.01, time_limit_s)
         if 2 <= workers <= 4:
             # with few workers the default portfolio has no LP-heavy worker; max_lp

@@ -482,3 +482,22 @@ def test_typos_in_fields_and_options_get_a_suggestion(tmp_path: Path,
     assert cli.main(["validate", str(EXAMPLE), "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "valid": True, "kind": "snapshot", "nodes": 2, "gpus": 16, "running": 2, "pending": 1}
+
+
+def test_ignored_or_oversized_settings_are_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    # --workers beside --deterministic is ignored (one worker); more workers than
+    # cores is allowed but said; a number CP-SAT refuses (it answered MODEL_INVALID,
+    # so the plan fell back to the greedy one) is capped; generate refuses sizes that
+    # would run for hours
+    import os
+
+    assert cli.main(["plan", str(EXAMPLE), "--deterministic", "--workers", "4", "-o", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert "--workers 4 is ignored with --deterministic" in err
+    assert json.loads(out)["status"] == "optimal"
+    assert cli.main(["plan", str(EXAMPLE), "--workers", "100000", "-o", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert f"more than this machine's {os.cpu_count()} core(s)" in err
+    assert json.loads(out)["solver"]["status"] == "OPTIMAL"
+    assert cli.main(["generate", "--nodes", "100000000"]) == 2
+    assert "--nodes: at most 200,000" in capsys.readouterr().err

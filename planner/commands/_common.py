@@ -26,6 +26,23 @@ def report_input_error(exc: InputError) -> int:
     return EXIT_USAGE
 
 
+def warn(message: str) -> None:
+    """A warning on stderr (one line, never wrapped)."""
+    err_console.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False,
+                      soft_wrap=True)
+
+
+def warn_settings(deterministic: bool, workers: int, option: str = "--workers") -> None:
+    """Say when a setting is ignored or beyond the machine (nothing changes)."""
+    cores = os.cpu_count() or 1
+    if deterministic and workers != 1:
+        warn(f"{option} {workers} is ignored with --deterministic, which plans with one "
+             "worker")
+    elif workers > cores:
+        warn(f"{option} {workers} is more than this machine's {cores} core(s); the extra "
+             "workers share them and each plan gets slower, not better")
+
+
 def load_snapshot_arg(path: str, policy: str | None = None) -> Snapshot:
     """Load the snapshot named on the command line (raises InputError)."""
     return load_snapshot(Path(path), policy=Path(policy) if policy else None)

@@ -4,7 +4,8 @@ trace, run in parallel processes, with a Markdown report and PNG charts."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ProcessPoolExecutor
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ def register(sub: Any) -> None:
                         "patient:tiers.2.preempt_after_s=1800,thrash.max_fraction=0.1")
     p.add_argument("--out", default="sim-report", help="report folder (default sim-report)")
     p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines on stderr (none either when it is not a terminal)")
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
                    help="output format (default table)")
     p.set_defaults(func=run)
@@ -102,9 +105,19 @@ def run(args: Any) -> int:
     for s in specs[1:]:  # (and each variant's policy changes)
         set_policy(sim.cluster.policy if not s.policy else load_policy(s.policy), s.policy_sets)
     err = Console(stderr=True)
+    show = err.is_terminal and not getattr(args, "no_progress", False)
     err.print(f"running {len(specs)} simulation(s) in {args.jobs} process(es)...")
+    done: list[Any] = [None] * len(specs)
+    t0 = time.monotonic()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = list(pool.map(_work, specs))
+        futures = {pool.submit(_work, spec): k for k, spec in enumerate(specs)}
+        for n, future in enumerate(as_completed(futures), 1):
+            k = futures[future]
+            done[k] = future.result()
+            if show:  # (a line per finished run: the runs take minutes each)
+                label = specs[k].config["label"] or specs[k].config["planner"]
+                err.print(f"  {n}/{len(specs)} done: {label} "
+                          f"({time.monotonic() - t0:.0f} s so far)", highlight=False)
     results = [SimResult.from_json(r) for r, _ in done]
     metrics = [m for _, m in done]
     out = Path(args.out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from models import load_snapshot
+from models import InputError, load_snapshot
 from planner.commands._common import EXIT_OK, EXIT_USAGE, check_output, err_console, write_output
 from planner.generate import DEFAULT_NOW, generate, parse_mix, to_json
 
@@ -49,8 +49,22 @@ _positive = _int_at_least(1, "must be at least 1")
 _count = _int_at_least(0, "must not be negative")
 
 
+MAX_NODES = 200_000  # 1.6 million GPUs, 16 x the largest benchmark: about 10 min, 8 GB
+BIG_NODES = 5_000  # from here the command says what it is doing on stderr
+
+
 def run(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
     check_output(args.out, "--out")
+    if args.nodes > MAX_NODES:
+        raise InputError([(f"--nodes: at most {MAX_NODES:,} (about 1.6 million GPUs), got "
+                          f"{args.nodes:,}")])
+    say = (err_console.print if args.nodes >= BIG_NODES and sys.stderr.isatty()
+           and not args.quiet else (lambda *_a, **_k: None))
+    t0 = time.monotonic()
+    say(f"generating {args.nodes:,} nodes...", highlight=False)
     try:
         snap = generate(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                         nvlink_mix=args.nvlink_mix, occupancy=args.occupancy,
@@ -62,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         err_console.print(f"[bold red]error:[/] generate: {exc}", highlight=False)
         return EXIT_USAGE
+    say(f"checking it against the contract ({time.monotonic() - t0:.0f} s so far)...",
+        highlight=False)
     load_snapshot(snap)  # a generated snapshot must satisfy the contract
+    say(f"writing it ({time.monotonic() - t0:.0f} s so far)...", highlight=False)
     write_output(to_json(snap), args.out)
     return EXIT_OK
 
@@ -95,4 +112,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--now", default=DEFAULT_NOW, help=f"snapshot time ({DEFAULT_NOW})")
     p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("--out", help="write to FILE instead of stdout")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (from 5,000 nodes, on a terminal)")
     p.set_defaults(func=run)

@@ -14,6 +14,7 @@ from planner.commands._common import (
     check_output,
     check_time_limit,
     load_snapshot_arg,
+    warn_settings,
     write_file,
     write_output,
 )
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(bad)
     check_output(args.out, "--out")
     check_output(args.metrics_out, "--metrics-out")
+    warn_settings(args.deterministic, args.workers)
     snap = load_snapshot_arg(args.snapshot, args.policy)
     result = plan(snap, time_limit_s=args.time_limit, deterministic=args.deterministic,
                   workers=args.workers, planner=args.planner, seed=args.seed)

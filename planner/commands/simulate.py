@@ -102,8 +102,11 @@ def run(args: Any) -> int:
     for path, option in ((args.out, "--out"), (args.metrics_out, "--metrics-out"),
                          (args.result_out, "--result-out")):
         check_output(path, option)  # (before the run, which may be long)
+    from planner.commands._common import warn_settings
+
     spec = spec_from_args(args, args.planner, args.policy)
     sim = prepare(spec)
+    warn_settings(args.deterministic, args.workers)
     err = Console(stderr=True)
     if args.no_progress or not err.is_terminal:
         res = sim.run()

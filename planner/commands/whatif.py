@@ -105,6 +105,9 @@ def run(args: Any) -> int:
         from models import InputError
 
         raise InputError(["whatif: nothing to compare: give --set, --add-job or --scenario"])
+    from planner.commands._common import warn_settings
+
+    warn_settings(args.deterministic, args.workers)
     result = run_whatif(snap, variants, args.planner, args.time_limit, args.deterministic,
                         args.workers)
     if args.format == "json":
