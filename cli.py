@@ -18,6 +18,43 @@ import sys
 from models import InputError
 
 EXIT_INTERNAL = 3
+EXAMPLES: dict[str, list[str]] = {
+    "plan": ["preempt-planner plan instances/example-70b.json",
+             "preempt-planner plan snapshot.json -o json --out plan.json --time-limit 2",
+             "preempt-planner plan snapshot.json --planner greedy --deterministic"],
+    "verify": ["preempt-planner verify snapshot.json plan.json",
+               "preempt-planner verify snapshot.json plan.json -o json"],
+    "validate": ["preempt-planner validate snapshot.json",
+                 "preempt-planner validate policy.yaml --kind policy",
+                 "preempt-planner validate snapshot.json -o json"],
+    "schema": ["preempt-planner schema --kind snapshot --out snapshot.schema.json",
+               "preempt-planner schema --kind all"],
+    "show": ["preempt-planner show instances/io-storm.json",
+             "preempt-planner show snapshot.json --policy policy.yaml"],
+    "generate": ["preempt-planner generate --nodes 256 --pending 100 --seed 1 --out gen.json",
+                 "preempt-planner generate --nodes 64 --pools --occupancy 0.95"],
+    "whatif": ["preempt-planner whatif snapshot.json --set policy.thrash=null",
+               ("preempt-planner whatif snapshot.json --set policy.tiers.2.preempt_after_s=0 "
+               "-o json"),
+               ("preempt-planner whatif snapshot.json --add-job "
+               "'{\"id\": \"big\", \"tier\": 1, \"gpus_per_node\": 8, \"nodes\": 4}'")],
+    "simulate": [("preempt-planner simulate --cluster tests/data/sim/cluster-1024.yaml "
+                 "--trace philly-2017-09-10.csv --start 2017-10-04 --days 1 --carry-over "
+                 "--planner greedy"),
+                 ("preempt-planner simulate --cluster cluster.yaml --trace trace.jsonl "
+                 "--set thrash.max_fraction=0.05 -o json --result-out run.json")],
+    "compare": [("preempt-planner compare --cluster tests/data/sim/cluster-1024.yaml "
+                "--trace philly-2017-09-10.csv --start 2017-10-04 --days 1 --carry-over "
+                "--planners cpsat,naive --variant no-budget:thrash=null --out report/")],
+    "slurm": ["preempt-planner slurm snapshot --config slurm.yaml --out snapshot.json",
+              "preempt-planner slurm run --config slurm.yaml --interval 30 --dry-run"],
+    "k8s": [("preempt-planner k8s snapshot --nodes nodes.json --pods pods.json --events "
+            "events.json --out snapshot.json"),
+            ("preempt-planner k8s apply plan.json --snapshot-meta snapshot.json --format kubectl "
+            "--out apply.sh")],
+    "serve": ["preempt-planner serve --port 8080",
+              "preempt-planner serve --host 0.0.0.0 --port 8080 --processes --workers 2"],
+}
 EPILOG = ("exit status: 0 success, 1 the answer is no (verify: the plan breaks a rule), "
           "2 bad input or options, 3 internal error (--debug shows the traceback)")
 
@@ -44,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # command not built into this version
             raise
         module.register(sub)
-    for name, command in sub.choices.items():  # the exit statuses in every --help
-        command.epilog = f"{command.epilog}\n\n{EPILOG}" if command.epilog else EPILOG
+    for name, command in sub.choices.items():  # examples and the exit statuses in --help
+        said = "examples:\n" + "\n".join(f"  {x}" for x in EXAMPLES.get(name, []))
+        command.epilog = "\n\n".join(x for x in (command.epilog, said, EPILOG) if x)
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
         if name in ("slurm", "k8s") and command._subparsers is not None:
             for action in command._subparsers._group_actions:
                 for inner in getattr(action, "choices", {}).values():

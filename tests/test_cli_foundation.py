@@ -188,3 +188,19 @@ def test_show_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path.write_text('{"now": "2026-11-29T08:00:00Z", "nodes": [{"id": "n"}]}')
     assert cli.main(["show", str(path)]) == 2
     assert "nodes[0].gpus: Field required" in " ".join(_out(capsys).split())
+
+
+def test_every_help_ends_with_examples_that_parse() -> None:
+    # the examples in each command's --help use real options: each one parses with
+    # the command line parser, nothing left over
+    import shlex
+
+    parser = cli.build_parser()
+    for name, examples in cli.EXAMPLES.items():
+        assert 2 <= len(examples) or name == "compare", name
+        for example in examples:
+            words = shlex.split(example)
+            assert words[0] == "preempt-planner" and words[1] == name, example
+            args, extra = parser.parse_known_args(words[1:])
+            assert extra == [] and args.command == name, example
+    assert set(cli.EXAMPLES) == set(cli.COMMANDS)
