@@ -10,6 +10,14 @@ the grace, they are pending with a BeginTime at least the cooldown away and
 restart_cnt 1, and the tier-1 job runs on the planned nodes; the immune job was
 never touched.
 
+A second scenario (`hidden`, after the first) hides GPUs from the adapter: a job
+of partition tier2 holds 6 GPUs of gpu1, and the adapter's `commands.squeue` is a
+wrapper that cuts tier2's jobs out of the real `squeue --json` (as another user's
+view or a filtered squeue would). gpu1 then looks free to squeue; the node listing
+still says 6 GPUs are in use, so they are held by `slurm-occupied@gpu1` and a
+tier-1 job of 4 GPUs is never placed there (only 2 are free): it evicts a tier-3
+job on another node instead.
+
 Needs root and the Debian packages slurm-wlm and munge. When they are missing
 the fixture installs them (root + apt-get; opt out with
 PREEMPT_PLANNER_SLURM_INSTALL=0), else the tests are skipped with the reason.
@@ -325,3 +333,122 @@ def test_run_loop_stops_cleanly_on_sigterm(ticked: Scenario) -> None:
         assert doc["apply"]["ok"]
     jobs = squeue_jobs(c)
     assert jobs[ticked.tier1]["job_state"] == "RUNNING"
+
+
+# ------------------------------------------- GPUs held by a job squeue hides
+
+HIDE_SQUEUE = """#!{python}
+# squeue as a user sees it who cannot see partition {hidden}: its jobs are cut out
+# of the --json output; every other call (the adapter's status queries) passes.
+import json
+import subprocess
+import sys
+
+args = sys.argv[1:]
+proc = subprocess.run([{squeue!r}, *args], capture_output=True, text=True, check=False)
+out = proc.stdout
+if proc.returncode == 0 and "--json" in args:
+    doc = json.loads(out)
+    doc["jobs"] = [j for j in doc.get("jobs", []) if j.get("partition") != {hidden!r}]
+    out = json.dumps(doc)
+sys.stdout.write(out)
+sys.stderr.write(proc.stderr)
+sys.exit(proc.returncode)
+"""
+
+
+@dataclass
+class Hidden:
+    cluster: LocalSlurm
+    config: Path
+    plans: Path
+    hidden: str
+    fillers: dict[str, str]
+    tier1: str
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    snapshot_err: str = ""
+    doc: dict[str, Any] = field(default_factory=dict)
+    run_err: str = ""
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _no_active_jobs(c: LocalSlurm) -> bool:
+    return not [j for j in squeue_jobs(c).values()
+                if j["job_state"] in ("RUNNING", "COMPLETING", "CONFIGURING", "PENDING")]
+
+
+@pytest.fixture(scope="module")
+def hidden(ticked: Scenario) -> Hidden:
+    """After the first scenario: an empty cluster, then the hidden tier-2 job (6 GPUs of
+    gpu1), two tier-3 jobs of 4 GPUs on each of gpu2-gpu4, and a tier-1 job of 4 GPUs
+    that Slurm cannot start (gpu1 has 2 free GPUs, the others none)."""
+    c = ticked.cluster
+    c.cancel_all()
+    wait_for(lambda: _no_active_jobs(c), 60, "the first scenario's jobs to end")
+    work = c.root / "hidden"
+    plans = work / "plans"
+    plans.mkdir(parents=True, exist_ok=True)
+    wrapper = work / "squeue-without-tier2"
+    wrapper.write_text(HIDE_SQUEUE.format(python=sys.executable, hidden="tier2",
+                                          squeue=shutil.which("squeue", path=c.env["PATH"])))
+    wrapper.chmod(0o755)
+    cfg = json.loads(ticked.config.read_text())
+    cfg.update(commands={"squeue": str(wrapper)}, state_file=str(work / "state.json"))
+    config = work / "slurm-planner.yaml"
+    config.write_text(json.dumps(cfg, indent=1))
+    script = ticked.config.parent / "train.sh"
+    hidden_job = sbatch(c, script, "-p", "tier2", "-w", "gpu1", "--gres=gpu:6",
+                        "--comment=size_gb=1 restore_s=0")
+    fillers = {}
+    for node in ("gpu2", "gpu2", "gpu3", "gpu3", "gpu4", "gpu4"):
+        fillers[sbatch(c, script, "-p", "tier3", "-w", node, "--gres=gpu:4",
+                       "--comment=size_gb=1 restore_s=10")] = node
+    ids = [hidden_job, *fillers]
+    wait_for(lambda: all(squeue_jobs(c)[j]["job_state"] == "RUNNING" for j in ids), 60,
+             "the hidden job and the 6 fillers to run")
+    tier1 = sbatch(c, script, "-p", "tier1", "--gres=gpu:4", "--comment=size_gb=1 restore_s=60")
+    wait_for(lambda: squeue_jobs(c)[tier1]["state_reason"] in ("Resources", "Priority"), 30,
+             "the tier-1 job to wait for resources")
+    h = Hidden(c, config, plans, hidden_job, fillers, tier1)
+    snap = cli(c, "snapshot", "--config", str(config))
+    h.snapshot, h.snapshot_err = json.loads(snap.stdout), snap.stderr
+    proc = cli(c, "run", "--ticks", "1", "--config", str(config), "--plan-dir", str(plans),
+               timeout=150)
+    h.run_err = proc.stderr
+    (tick_file,) = plans.glob("tick-*.json")
+    h.doc = json.loads(tick_file.read_text())
+    if h.doc["plan"]["placements"]:
+        wait_for(lambda: squeue_jobs(c)[tier1]["job_state"] == "RUNNING", 60,
+                 "the tier-1 job to start")
+    h.jobs = squeue_jobs(c)
+    return h
+
+
+def test_gpus_of_a_job_squeue_hides_are_occupied(hidden: Hidden) -> None:
+    jobs = {j["id"]: j for j in hidden.snapshot["jobs"]}
+    assert hidden.hidden not in jobs  # the wrapper hides it from the adapter ...
+    occ = jobs["slurm-occupied@gpu1"]  # ... but sinfo says gpu1 has 6 GPUs in use
+    assert (occ["tier"], occ["gpus_per_node"]) == (9, 6)
+    # 22.05 reports untyped GRES without IDX: 6 of the 8 stand for the hidden job's
+    assert occ["placement"] == [{"node": "gpu1", "gpus": [0, 1, 2, 3, 4, 5]}]
+    assert ("warning: slurm-occupied@gpu1: 6 GPU(s) of gpu1 are in use by 'gpu:6' but the "
+            "snapshot's jobs hold 0") in hidden.snapshot_err
+
+
+def test_the_planner_never_places_onto_them(hidden: Hidden) -> None:
+    plan, jobs = hidden.doc["plan"], hidden.jobs
+    # gpu1 has 8 - 6 = 2 free GPUs, the tier-1 job needs 4: it goes elsewhere, in
+    # place of exactly one tier-3 job of 4 GPUs (not onto "free" gpu1 as before)
+    (placement,) = plan["placements"]
+    assert placement["job"] == hidden.tier1
+    (part,) = placement["placement"]
+    assert part["node"] != "gpu1" and len(part["gpus"]) == 4
+    (victim,) = plan["evictions"]
+    assert hidden.fillers[victim["job"]] == part["node"]
+    assert any(w.startswith("slurm-occupied@gpu1: ") for w in plan["warnings"])
+    assert hidden.doc["apply"]["ok"], hidden.doc["apply"]
+    # Slurm started the tier-1 job there; the hidden job was never touched
+    assert jobs[hidden.tier1]["job_state"] == "RUNNING"
+    assert jobs[hidden.tier1]["nodes"] == part["node"]
+    h = jobs[hidden.hidden]
+    assert (h["job_state"], h["restart_cnt"], h["nodes"]) == ("RUNNING", 0, "gpu1")

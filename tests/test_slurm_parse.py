@@ -51,6 +51,11 @@ def cfg_of(**kw: Any):
 CFG_2205: dict[str, Any] = {
     "tiers": {"partitions": {"tier1": 1, "tier2": 2, "tier3": 3}},
     "storage": [{"id": "nfs", "write_gb_per_s": 10}],
+    # The test cluster's fake GPUs are untyped ("gpu:8"), a GPU model the adapter
+    # cannot know: without this rule their NVLink layout is "none" (with a warning),
+    # and an 8-GPU job with topology "nvlink" would fit nowhere. Real clusters say
+    # the layout the same way (docs/slurm.md, "Assumptions and warnings").
+    "nodes": [{"match": "gpu[1-4]", "nvlink": "nvswitch"}],
     "policy": {"grace": {"min_s": 5, "max_s": 60}, "tiers": {"3": {"min_runtime_s": 0}}},
 }
 CFG_2311: dict[str, Any] = {
@@ -63,6 +68,12 @@ CFG_2311: dict[str, Any] = {
 
 def jobs_by_id(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {j["id"]: j for j in snap["jobs"]}
+
+
+def parse_iso_now(epoch: float) -> str:
+    from planner.slurm.parse import iso
+
+    return iso(epoch)
 
 
 # ------------------------------------------------------------------ scalars
@@ -419,17 +430,25 @@ def test_bad_signal_or_delay_builds_no_command() -> None:
 # ----------------------------------------------------- apply, fake Slurm
 
 class FakeSlurm:
-    """Records commands; victims stop `stop_after` seconds after their signal."""
+    """Records commands; victims stop `stop_after` seconds after their signal.
+
+    `where` (job -> hostlist) makes the status query answer ``id|STATE|nodes`` as
+    real squeue does with ``%N``; without it only ``id|STATE`` (nodes unknown).
+    `fail` fails every command containing one of its strings; `fail_times` fails
+    such a command only that many times."""
 
     def __init__(self, running: dict[str, float], fail: frozenset[str] | set[str] = frozenset(),
-                 squeue: dict[str, Any] | None = None, nodes: dict[str, Any] | None = None):
+                 squeue: dict[str, Any] | None = None, nodes: dict[str, Any] | None = None,
+                 where: dict[str, str] | None = None, fail_times: int | None = None):
         self.t = 1000.0
         self.stop_after = dict(running)  # job -> seconds to stop after the signal (inf: never)
         self.signalled: dict[str, float] = {}
         self.state = {j: "RUNNING" for j in running}
         self.calls: list[tuple[float, list[str]]] = []
         self.fail = fail
+        self.fail_times = fail_times
         self.squeue, self.nodes = squeue, nodes
+        self.where = where
 
     def clock(self) -> float:
         return self.t
@@ -446,7 +465,9 @@ class FakeSlurm:
         self.calls.append((self.t, argv))
         self._update()
         text = " ".join(argv)
-        if any(f in text for f in self.fail):
+        if any(f in text for f in self.fail) and (self.fail_times is None or self.fail_times > 0):
+            if self.fail_times is not None:
+                self.fail_times -= 1
             return 1, "", "slurm_update error: Access/permission denied"
         if argv[0] == "squeue" and "--json" in argv:
             return 0, json.dumps(self.squeue), ""
@@ -454,7 +475,11 @@ class FakeSlurm:
             return 0, json.dumps(self.nodes), ""
         if argv[0] == "squeue" and any(a.startswith("--jobs=") for a in argv):
             ids = next(a for a in argv if a.startswith("--jobs="))[7:].split(",")
-            return 0, "".join(f"{j}|{self.state[j]}\n" for j in ids if j in self.state), ""
+            if self.where is None:
+                return 0, "".join(f"{j}|{self.state[j]}\n" for j in ids if j in self.state), ""
+            return 0, "".join(
+                f"{j}|{self.state[j]}|{self.where.get(j, '') if self.state[j] == 'RUNNING' else ''}\n"
+                for j in ids if j in self.state), ""
         if argv[0] == "squeue":
             return 0, "".join(f"{j}\n" for j in self.state), ""
         if argv[0] == "scancel":
@@ -544,7 +569,9 @@ def test_apply_rejects_unsafe_ids_but_does_the_rest() -> None:
 
 
 def test_apply_pieces_of_one_job_are_one_victim() -> None:
-    plan = {"evictions": [
+    # ("now" added with the plan age check: a plan without one is refused, its age
+    # unknown; 1000 is the fake clock, so the plan is 0 s old)
+    plan = {"now": 1000, "evictions": [
         {"job": "2@gpu1", "signal": "SIGTERM", "grace_s": 5, "requeue_hold_until": 1700},
         {"job": "2@gpu2", "signal": "SIGTERM", "grace_s": 7, "requeue_hold_until": 1702}],
         "placements": []}
@@ -611,7 +638,9 @@ def test_run_loop_survives_a_failing_tick() -> None:
     def broken(argv: list[str], timeout: float) -> tuple[int, str, str]:
         return 1, "", "slurm_load_jobs error: Unable to contact slurm controller"
 
-    assert run_loop(cfg_of(), interval_s=0.01, ticks=2, runner=broken) == 1
+    # (a config with a tier mapping: cfg_of() maps no job and is now refused with
+    # status 2 before any tick, test_run_refuses_a_config_without_tiers)
+    assert run_loop(cfg_of(**CFG_2205), interval_s=0.01, ticks=2, runner=broken) == 1
 
 
 def test_cli_snapshot_from_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -640,6 +669,11 @@ def test_cli_apply_dry_run_and_bad_plan(tmp_path: Path, capsys: pytest.CaptureFi
                 solver={"engine": "cp-sat", "status": "OPTIMAL", "wall_s": 0.1, "gap": 0.0})
     for ev in plan["evictions"]:
         ev.update(flush_s=0.0, cost_gpu_s=0.0)
+    # PLAN's now is 1970 (the fake clock); against the real clock that plan is now
+    # refused as stale (test_cli_apply_refuses_a_stale_plan), so this one is fresh
+    import time
+
+    plan["now"] = parse_iso_now(time.time())
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     assert main(["apply", str(tmp_path / "plan.json"), "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -713,7 +747,14 @@ def _evicting_cluster() -> FakeSlurm:
     for j in sq["jobs"]:
         if j["job_id"] == 30:
             j.update(priority=100, tres_per_node="gres:gpu:8", state_reason="Priority")
-    return FakeSlurm({"20": 0.0}, squeue=sq, nodes=load("22.05/sinfo.json"))
+    # The cut removes 19 (4 GPUs of gpu1) and 25 + 26 (gpu4's 8): the node listing
+    # must say so too, or the gres_used cross-check rightly keeps their GPUs
+    # occupied (test_partial_squeue_keeps_unseen_gpus_occupied) and 30 fits nowhere.
+    sinfo = load("22.05/sinfo.json")
+    used = {"gpu1": "gpu:4", "gpu4": "gpu:0"}
+    for n in sinfo["nodes"]:
+        n["gres_used"] = used.get(n["name"], n["gres_used"])
+    return FakeSlurm({"20": 0.0}, squeue=sq, nodes=sinfo)
 
 
 def test_run_keeps_its_evictions_across_a_restart(tmp_path: Path) -> None:
@@ -756,3 +797,638 @@ def test_a_state_file_with_broken_evictions_is_refused(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"preempted": {}, "pinned": {}, "evictions": [{"at": 5}]}))
     with pytest.raises(ValueError, match="evictions must be a list"):
         AdapterState.load(bad)
+
+
+# ------------------------------------- 1. GPUs in use: the gres_used cross-check
+
+def _without(doc: dict[str, Any], *job_ids: int) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    out["jobs"] = [j for j in out["jobs"] if j["job_id"] not in job_ids]
+    return out
+
+
+def _nodes_with(doc: dict[str, Any], **used: str) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    for n in out["nodes"]:
+        n["gres_used"] = used.get(n["name"], n["gres_used"])
+    return out
+
+
+def _plan(snapshot: dict[str, Any]):
+    from models import load_snapshot
+    from planner import plan
+
+    return plan(load_snapshot(snapshot), deterministic=True, time_limit_s=2.0)
+
+
+def test_partial_squeue_keeps_unseen_gpus_occupied() -> None:
+    # Real 22.05 output with job 19 (tier 2, GPUs 0-3 of gpu1) cut out of squeue, as a
+    # partial squeue or another user's view would show it. gpu1's sinfo record still
+    # says gres_used "gpu:8": 8 in use, the listed jobs hold 4 (job 20: GPUs 4-7), so
+    # 8 - 4 = 4 GPUs are occupied by slurm-occupied@gpu1. 22.05 gives no IDX for an
+    # untyped GRES, so which 4 is a guess: the lowest free ones, 0-3 (here right).
+    # Job 29 is made a 4-GPU tier-1 job: gpu2 and gpu3 hold tier-1 job 27 (not
+    # preemptible), gpu4 is drained, so the only way in is evicting tier-3 job 20 on
+    # gpu1 and taking its GPUs 4-7. Without the cross-check gpu1's GPUs 0-3 looked
+    # free and 29 was placed there, onto GPUs that job 19 holds.
+    squeue = _without(load("22.05/squeue.json"), 19)
+    for j in squeue["jobs"]:
+        if j["job_id"] == 29:
+            j.update(partition="tier1", tres_per_job="gres:gpu:4")
+    res = build_snapshot(squeue, load("22.05/sinfo.json"), cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    jobs = jobs_by_id(res.snapshot)
+    occ = jobs["slurm-occupied@gpu1"]
+    assert (occ["state"], occ["tier"], occ["gpus_per_node"], occ["started_at"]) == \
+        ("running", 9, 4, "2026-11-29T09:34:47Z")
+    assert occ["placement"] == [{"node": "gpu1", "gpus": [0, 1, 2, 3]}]
+    assert res.snapshot["policy"]["tiers"]["9"]["preemptible"] is False
+    assert sum(1 for j in jobs.values() if j["state"] == "running") == 4 + 1  # 20 25 26 27 + occ
+    warned = [w for w in res.warnings if w.startswith("slurm-occupied@gpu1: ")]
+    assert len(warned) == 1 and "8 GPU(s) of gpu1 are in use by 'gpu:8' but the snapshot's " \
+        "jobs hold 4" in warned[0] and "GPU(s) 0,1,2,3 stand for the 4 unseen one(s)" in warned[0]
+    p = _plan(res.snapshot)
+    assert [(pl.job, pl.placement[0].node, pl.placement[0].gpus) for pl in p.placements] == \
+        [("29", "gpu1", [4, 5, 6, 7])]
+    assert [e.job for e in p.evictions] == ["20"]
+    # the same cut with a node listing that agrees (gpu1 "gpu:4"): GPUs 0-3 are
+    # really free, 29 takes them and nobody is evicted
+    agreeing = _nodes_with(load("22.05/sinfo.json"), gpu1="gpu:4")
+    res2 = build_snapshot(squeue, agreeing, cfg_of(**CFG_2205), now=NOW_2205,
+                          read_sidecar=lambda j: ({}, []))
+    assert "slurm-occupied@gpu1" not in jobs_by_id(res2.snapshot)
+    p2 = _plan(res2.snapshot)
+    assert [(pl.placement[0].node, pl.placement[0].gpus) for pl in p2.placements] == \
+        [("gpu1", [0, 1, 2, 3])] and p2.evictions == []
+
+
+def test_unseen_gpus_are_occupied_by_index_where_the_node_gives_idx() -> None:
+    # Real 22.05 output of typed GRES (gpu:a100:8): gres_used has IDX, gpu1
+    # "gpu:a100:8(IDX:0-7)", gpu2 "gpu:a100:7(IDX:0-6)". Cut job 1 (gpu1 GPUs 0-2)
+    # and job 3 (gpu2 GPU 2) out of squeue: gpu1's listed jobs hold 3-7 (piece 2@gpu1),
+    # so 0-7 minus 3-7 = 0,1,2 are occupied; gpu2's hold 0,1 (2@gpu2) and 3-6 (job 5),
+    # so 0-6 minus those = 2. Exactly, no guess: no "without indices" warning.
+    squeue = _without(load("22.05-typed/squeue.json"), 1, 3)
+    res = build_snapshot(squeue, load("22.05-typed/sinfo.json"), cfg_of(tiers={"default": 3}),
+                         now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
+    jobs = jobs_by_id(res.snapshot)
+    assert jobs["slurm-occupied@gpu1"]["placement"] == [{"node": "gpu1", "gpus": [0, 1, 2]}]
+    assert jobs["slurm-occupied@gpu2"]["placement"] == [{"node": "gpu2", "gpus": [2]}]
+    assert [w.split(":")[0] for w in res.warnings] == ["slurm-occupied@gpu1",
+                                                       "slurm-occupied@gpu2"]
+    assert "GPU(s) 0,1,2 of gpu1 are in use by the node's gres_used 'gpu:a100:8(IDX:0-7)' " \
+        "but held by no job in the snapshot" in res.warnings[0]
+    from models import load_snapshot
+    load_snapshot(res.snapshot)
+    # the full squeue agrees with the nodes: no synthetic job, no warning
+    full = build_snapshot(load("22.05-typed/squeue.json"), load("22.05-typed/sinfo.json"),
+                          cfg_of(tiers={"default": 3}), now=NOW_2205_TYPED,
+                          read_sidecar=lambda j: ({}, []))
+    assert not [j for j in full.snapshot["jobs"] if j["id"].startswith("slurm-occupied@")]
+    assert full.warnings == []
+
+
+def test_node_and_job_views_that_disagree_are_warnings() -> None:
+    cfg = cfg_of(tiers={"default": 3})
+    typed_q, typed_n = load("22.05-typed/squeue.json"), load("22.05-typed/sinfo.json")
+    # a job says it holds GPU 2 of gpu2, the node says only 0,1,3-6 are in use:
+    # job 3 keeps it (the safe side), with a warning; nothing is occupied
+    res = build_snapshot(typed_q, _nodes_with(typed_n, gpu2="gpu:a100:6(IDX:0-1,3-6)"), cfg,
+                         now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
+    assert jobs_by_id(res.snapshot)["3"]["placement"] == [{"node": "gpu2", "gpus": [2]}]
+    assert res.warnings == [("job 3: holds GPU(s) 2 of gpu2 by its gres_detail, but the node's "
+                            "gres_used 'gpu:a100:6(IDX:0-1,3-6)' says they are free; kept as held")]
+    # a count that disagrees with its own index list: the indices count (0-7 = 8)
+    res = build_snapshot(typed_q, _nodes_with(typed_n, gpu1="gpu:a100:7(IDX:0-7)"), cfg,
+                         now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
+    assert res.warnings == [("node gpu1: gres_used 'gpu:a100:7(IDX:0-7)' counts 7 GPU(s) in use "
+                            "but lists 8 indices; the indices count")]
+    # an index beyond the node's GPUs (8 on an 8-GPU node, 0..7) is ignored
+    res = build_snapshot(typed_q, _nodes_with(typed_n, gpu1="gpu:a100:9(IDX:0-8)"), cfg,
+                         now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
+    assert "node gpu1: gres_used 'gpu:a100:9(IDX:0-8)' names GPU(s) 8 beyond its 8 GPUs; " \
+        "ignored" in res.warnings
+    # counts only (22.05 untyped): the jobs on gpu1 (19, 20) hold 8, the node says 6
+    q, n = load("22.05/squeue.json"), load("22.05/sinfo.json")
+    res = build_snapshot(q, _nodes_with(n, gpu1="gpu:6"), cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    assert "node gpu1: the listed jobs hold 8 GPU(s) but the node reports 6 in use ('gpu:6'); " \
+        "the jobs' GPUs are kept as held" in res.warnings
+    # and the four nodes without IDX are named once
+    assert "GPUs in use on 4 node(s) (gpu1, gpu2, gpu3, gpu4) are reported without indices " \
+        "(IDX): only their number was cross-checked with the jobs' gres_detail (typed GRES " \
+        "with File= in gres.conf, or `scontrol show nodes --json`, give IDX)" in res.warnings
+    # a node that reports nothing in use at all cannot be cross-checked: said once
+    res = build_snapshot(q, _nodes_with(n, gpu1=None), cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    assert any(w.startswith("1 node(s) (gpu1) report no GPUs in use (gres_used) at all")
+               for w in res.warnings), res.warnings
+
+
+def test_a_left_out_running_job_still_occupies_its_gpus() -> None:
+    # Job 20 (gpu1, GPUs 4-7) with a gres_detail without IDX (a GRES without File=)
+    # cannot enter the snapshot: that is a warning now, not a note, and the node's
+    # "gpu:8" in use against the 4 GPUs of job 19 occupies the other 4 (4-7).
+    squeue = load("22.05/squeue.json")
+    for j in squeue["jobs"]:
+        if j["job_id"] == 20:
+            j["gres_detail"] = ["gpu:4"]
+    res = build_snapshot(squeue, load("22.05/sinfo.json"), cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    jobs = jobs_by_id(res.snapshot)
+    assert "20" not in jobs
+    assert jobs["slurm-occupied@gpu1"]["placement"] == [{"node": "gpu1", "gpus": [4, 5, 6, 7]}]
+    assert any(w.startswith("job 20: running on gpu1 but gres_detail gives no GPU indices on "
+                            "gpu1 ('gpu:4'") for w in res.warnings), res.warnings
+    assert any(w.startswith("slurm-occupied@gpu1: ") and "running job(s) 20 left out of the "
+               "snapshot hold GPUs there" in w for w in res.warnings), res.warnings
+
+
+def test_real_sinfo_of_another_cluster_with_gpus_nobody_listed() -> None:
+    # tests/fixtures/slurm/21.08-rivos: sinfo --json of Slurm 21.08 (openapi v0.0.37)
+    # and its squeue, which lists no GPU job. cs2 (gpu:a100:8, mps:20) reports
+    # "gpu:a100:3(IDX:0-2),mps:10": GPUs 0,1,2 are occupied, exactly; its MPS use is
+    # a warning (shared GPUs are not seen as occupied). cs3 mixes gpu:a100:4 and
+    # gpu:h100:2 (6 GPUs, no gpu_type, no NVLink) and reports "gpu:a100:1,gpu:h100:2"
+    # without IDX: 1 + 2 = 3 occupied, the lowest free ones 0,1,2 as a stand-in.
+    res = build_snapshot(load("21.08-rivos/squeue.json"), load("21.08-rivos/sinfo.json"),
+                         cfg_of(tiers={"default": 3}), now=1685737600,
+                         read_sidecar=lambda j: ({}, []))
+    nodes = {n["id"]: n for n in res.snapshot["nodes"]}
+    assert {k: (n["gpus"], n["gpu_type"], n["nvlink"]) for k, n in nodes.items()} == {
+        "cs2.example.company.com": (8, "a100", "nvswitch"),
+        "cs3.example.company.com": (6, None, "none")}
+    jobs = jobs_by_id(res.snapshot)
+    assert sorted(jobs) == ["slurm-occupied@cs2.example.company.com",
+                            "slurm-occupied@cs3.example.company.com"]
+    assert [p["gpus"] for j in jobs.values() for p in j["placement"]] == [[0, 1, 2], [0, 1, 2]]
+    assert any("shared GPU GRES in use (mps:10)" in w for w in res.warnings)
+    assert any(w.startswith("node cs3.example.company.com has several GPU types (a100:4, "
+                            "h100:2)") for w in res.warnings)
+    assert res.tiers.gpu_jobs == 0  # the squeue's two jobs ask for no GPUs
+    from models import load_snapshot
+    load_snapshot(res.snapshot)
+
+
+def test_completing_jobs_explain_the_gpus_they_still_hold() -> None:
+    # 23.11: dgx04 reports GPU 0 in use; the only job there is 112, COMPLETING
+    # (left out: its GPUs are about to be free). It explains GPU 0: no synthetic job.
+    res = build_snapshot(load("23.11/squeue.json"), load("23.11/scontrol_nodes.json"),
+                         cfg_of(**CFG_2311), now=NOW_2311, read_sidecar=lambda j: ({}, []))
+    assert not [j for j in res.snapshot["jobs"] if j["id"].startswith("slurm-occupied@")]
+    assert res.warnings == []
+
+
+def test_tick_puts_the_snapshot_warnings_into_the_plan(tmp_path: Path) -> None:
+    # One dry-run tick on the 22.05 fixture without job 19: the written plan's
+    # warnings name slurm-occupied@gpu1 (and the other snapshot warnings).
+    from planner.slurm.run import run_loop
+
+    fake = FakeSlurm({}, squeue=_without(load("22.05/squeue.json"), 19),
+                     nodes=load("22.05/sinfo.json"))
+    cfg = cfg_of(**CFG_2205, plan_dir=str(tmp_path))
+    assert run_loop(cfg, interval_s=0.01, ticks=1, runner=fake, dry_run=True) == 0
+    doc = json.loads(next(tmp_path.glob("tick-*.json")).read_text())
+    warnings = doc["plan"]["warnings"]
+    assert [w for w in warnings if w.startswith("slurm-occupied@gpu1: 8 GPU(s) of gpu1 are in "
+                                                "use by 'gpu:8'")]
+    assert warnings == doc["snapshot"]["_slurm"]["warnings"]
+    assert "slurm-occupied@gpu1" in {j["id"] for j in doc["snapshot"]["jobs"]}
+
+
+def test_cli_snapshot_prints_the_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    from planner.slurm.commands import main
+
+    (tmp_path / "c.json").write_text(json.dumps(CFG_2205))
+    (tmp_path / "sq.json").write_text(json.dumps(_without(load("22.05/squeue.json"), 19)))
+    status = main(["snapshot", "--config", str(tmp_path / "c.json"),
+                   "--squeue-json", str(tmp_path / "sq.json"),
+                   "--nodes-json", str(FIX / "22.05/sinfo.json"), "--now", str(NOW_2205)])
+    captured = capsys.readouterr()
+    assert status == 0
+    assert "warning: slurm-occupied@gpu1: 8 GPU(s) of gpu1 are in use by 'gpu:8'" in captured.err
+    assert "warning: no state_file in the config" in captured.err
+    snap = json.loads(captured.out)
+    assert [j["placement"] for j in snap["jobs"] if j["id"] == "slurm-occupied@gpu1"] == \
+        [[{"node": "gpu1", "gpus": [0, 1, 2, 3]}]]
+
+
+# ------------------------------------------------------- 2. MIG, PCIe, NVLink
+
+NOW_MIG = 1722274706  # last_update of the slurmrestd node listing
+
+
+def test_mig_and_pcie_nodes_from_real_slurmrestd_output() -> None:
+    # tests/fixtures/slurm/23.11-mig: real slurmrestd v0.0.40 nodes (Slurm 23.11.1)
+    # with MIG GRES gpu:1g.10gb:21 on n0161-n0163, PCIe A100s (n0160, n0164) and H100
+    # HBM3 boards (n0999, n1000); the squeue is an edited copy of the same cluster's
+    # job listing with GPU jobs on them.
+    cfg = cfg_of(tiers={"partitions": {"gpu": 2, "gpulong": 3}})
+    res = build_snapshot(load("23.11-mig/squeue.json"), load("23.11-mig/scontrol_nodes.json"),
+                         cfg, now=NOW_MIG, read_sidecar=lambda j: ({}, []))
+    nodes = {n["id"]: (n["gpus"], n["gpu_type"], n["nvlink"], n["state"])
+             for n in res.snapshot["nodes"]}
+    assert nodes == {
+        # 21 MIG slices are 21 GPUs without NVLink, typed per profile (not one
+        # 21-GPU NVSwitch island)
+        "n0161": (21, "MIG-1g.10gb", "none", "up"),
+        "n0162": (21, "MIG-1g.10gb", "none", "up"),
+        "n0163": (21, "MIG-1g.10gb", "none", "up"),
+        # "pcie" in the GRES type: no NVLink
+        "n0160": (1, "nvidia_a100_80gb_pcie", "none", "up"),
+        "n0164": (3, "nvidia_a100_80gb_pcie", "none", "drain"),
+        # h100 (SXM, HBM3): one NVSwitch island
+        "n0999": (4, "nvidia_h100_80gb_hbm3", "nvswitch", "drain"),
+        "n1000": (8, "nvidia_h100_80gb_hbm3", "nvswitch", "up"),
+    }  # n0397 has no GPUs: left out
+    jobs = jobs_by_id(res.snapshot)
+    # n0161 reports IDX 0 in use and no listed job there; n0163 IDX 0-4 with job
+    # 7800004 holding 0-3: 4 is unseen. n0162's 0-3,5-9 are exactly 7800002 + 7800003.
+    assert jobs["slurm-occupied@n0161"]["placement"] == [{"node": "n0161", "gpus": [0]}]
+    assert jobs["slurm-occupied@n0163"]["placement"] == [{"node": "n0163", "gpus": [4]}]
+    assert "slurm-occupied@n0162" not in jobs
+    mig_job = jobs["7800005"]  # --gres=gpu:1g.10gb:2
+    assert (mig_job["gpu_type"], mig_job["topology"], mig_job["gpus_per_node"]) == \
+        ("MIG-1g.10gb", "any", 2)
+    assert res.warnings == [w for w in res.warnings if w.startswith("slurm-occupied@")]
+    p = _plan(res.snapshot)
+    where = {pl.job: pl.placement for pl in p.placements}
+    # the MIG job goes to MIG slices that are free (not 0 of n0161, 4 of n0163,
+    # 0-3/5-9 of n0162) ...
+    (part,) = where["7800005"]
+    busy = {"n0161": {0}, "n0162": {0, 1, 2, 3, 5, 6, 7, 8, 9}, "n0163": {0, 1, 2, 3, 4}}
+    assert part.node in busy and not set(part.gpus) & busy[part.node]
+    # ... and the 2-GPU job with topology "nvlink" can only use the H100 board: MIG
+    # slices and PCIe cards have no NVLink (before, the MIG nodes were NVSwitch too)
+    assert [x.node for x in where["7800006"]] == ["n1000"]
+    assert p.evictions == []
+
+
+def test_gpu_models_and_their_nvlink_layout() -> None:
+    from planner.slurm.parse import contract_gpu_type, mig_profile, model_nvlink
+
+    for names, layout in [
+            (["a100"], "nvswitch"), (["h100"], "nvswitch"), (["h200"], "nvswitch"),
+            (["b200"], "nvswitch"), (["nvidia_h100_80gb_hbm3"], "nvswitch"),
+            (["nvidia_a100-sxm4-80gb"], "nvswitch"), (["gpu", "hgx"], "nvswitch"),
+            (["nvidia_a100_80gb_pcie"], "none"), (["h100", "pcie"], "none"),
+            (["l4"], "none"), (["l40"], "none"), (["l40s"], "none"), (["a10"], "none"),
+            (["tesla_t4"], "none"), (["nvidia_h100_nvl"], "none"),
+            (["rtx6000"], None), ([], None), (["a1000"], None)]:
+        assert model_nvlink(names)[0] == layout, names
+    # "a10" is a whole word: an a100 is not an A10
+    assert model_nvlink(["nvidia_a100"]) == ("nvswitch", "a100")
+    assert mig_profile("1g.10gb") == "1g.10gb" and mig_profile("3g.20gb") == "3g.20gb"
+    assert mig_profile("nvidia_a100_3g.39gb") == "3g.39gb" and mig_profile("a100") is None
+    assert mig_profile("nvidia_a100_80gb_pcie") is None
+    cfg = cfg_of(gpu_types={"h100": "H100", "2g.20gb": "A100-2g"})
+    assert [contract_gpu_type(t, cfg) for t in ("h100", "a100", "1g.10gb", "2g.20gb", None)] == \
+        ["H100", "a100", "MIG-1g.10gb", "A100-2g", None]
+
+
+def _nodes_doc(*records: tuple[str, str, str, list[str]]) -> dict[str, Any]:
+    """A minimal sinfo --json (v0.0.38 shape): (name, gres, gres_used, features)."""
+    return {"nodes": [{"name": n, "state": "idle", "state_flags": [], "gres": g,
+                       "gres_used": u, "features": ",".join(f), "partitions": ["p"]}
+                      for n, g, u, f in records]}
+
+
+def test_nvlink_default_from_the_model_rules_and_features() -> None:
+    doc = _nodes_doc(("a1", "gpu:a100:8", "gpu:a100:0(IDX:N/A)", []),
+                     ("u1", "gpu:8", "gpu:0", []),
+                     ("u2", "gpu:8", "gpu:0", ["h100", "sxm5"]),
+                     ("u3", "gpu:4", "gpu:0", ["l40s"]),
+                     ("m1", "gpu:3g.20gb:2", "gpu:3g.20gb:0(IDX:N/A)", []),
+                     ("m2", "gpu:1g.10gb:14,gpu:3g.20gb:2", "gpu:0", []))
+    res = build_snapshot({"jobs": []}, doc, cfg_of(tiers={"default": 3}), now=NOW_2205)
+    nodes = {n["id"]: (n["gpu_type"], n["nvlink"]) for n in res.snapshot["nodes"]}
+    assert nodes == {"a1": ("a100", "nvswitch"),  # typed a100: kept, now with its layout
+                     "u1": (None, "none"),  # unknown model: conservative, with a warning
+                     "u2": (None, "nvswitch"), "u3": (None, "none"),  # from the features
+                     "m1": ("MIG-3g.20gb", "none"), "m2": (None, "none")}
+    assert any(w.startswith("NVLink layout unknown for GPU model \"untyped GRES 'gpu'\" and no "
+                            "known model in its features on 1 node(s) (u1)") for w in res.warnings)
+    assert any(w.startswith("node m2 has several GPU types (1g.10gb:14, 3g.20gb:2)")
+               for w in res.warnings)
+    # the config's node rules keep precedence, and silence the unknown-model warning;
+    # against MIG they lose, with a warning
+    cfg = cfg_of(tiers={"default": 3}, nodes=[
+        {"match": "a1", "nvlink": [[0, 1, 2, 3], [4, 5, 6, 7]]},
+        {"match": "u*", "nvlink": "nvswitch"}, {"match": "m1", "nvlink": "nvswitch"}])
+    res = build_snapshot({"jobs": []}, doc, cfg, now=NOW_2205)
+    nodes = {n["id"]: n["nvlink"] for n in res.snapshot["nodes"]}
+    assert nodes == {"a1": [[0, 1, 2, 3], [4, 5, 6, 7]], "u1": "nvswitch", "u2": "nvswitch",
+                     "u3": "nvswitch", "m1": "none", "m2": "none"}
+    assert not any(w.startswith("NVLink layout unknown") for w in res.warnings)
+    assert "node m1: its GPUs are MIG slices (3g.20gb); the nodes rule 'm1' sets nvlink " \
+        "'nvswitch', which is ignored (MIG slices have no NVLink and keep their own type " \
+        "'MIG-3g.20gb')" in res.warnings
+
+
+# --------------------------------------- 3. tier mapping and foreign documents
+
+def test_snapshot_refuses_a_config_without_tiers(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # No config at all: every running job would be unmanaged, every pending one left
+    # out, the plan empty, exit 0. Now: exit 2 saying what to add.
+    from planner.slurm.commands import main
+
+    monkeypatch.delenv("PREEMPT_PLANNER_SLURM_CONFIG", raising=False)
+    files = ["--squeue-json", str(FIX / "22.05/squeue.json"),
+             "--nodes-json", str(FIX / "22.05/sinfo.json"), "--now", str(NOW_2205)]
+    assert main(["snapshot", *files]) == 2
+    err = capsys.readouterr().err
+    assert "slurm config (none given: no --config, $PREEMPT_PLANNER_SLURM_CONFIG unset)" in err
+    assert "the config maps no Slurm job to a tier" in err
+    assert "tiers: {partitions: {prod: 1, research: 2, spot: 3}}" in err
+    assert "--default-tier N" in err
+    # --default-tier 3 maps every job: the 5 running GPU jobs (19, 20, 25, 26, 27)
+    # and the one pending job that can be planned (29) are all tier 3
+    assert main(["snapshot", *files, "--default-tier", "3"]) == 0
+    snap = json.loads(capsys.readouterr().out)
+    assert sorted((j["id"], j["tier"]) for j in snap["jobs"]) == [
+        ("19", 3), ("20", 3), ("25", 3), ("26", 3), ("27", 3), ("29", 3)]
+    assert main(["snapshot", *files, "--default-tier", "0"]) == 2
+
+
+def test_snapshot_refuses_a_config_that_maps_none_of_the_jobs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A mapping that matches nothing (a typo, another cluster's partitions): the
+    # 22.05 squeue lists 12 GPU jobs, running 19, 20, 25, 26, 27 and pending 21-24,
+    # 29, 30, 31, in partitions tier1, tier2, tier3, none of them mapped.
+    from planner.slurm.commands import main
+
+    (tmp_path / "c.json").write_text(json.dumps({"tiers": {"partitions": {"gpu": 1}}}))
+    status = main(["snapshot", "--config", str(tmp_path / "c.json"),
+                   "--squeue-json", str(FIX / "22.05/squeue.json"),
+                   "--nodes-json", str(FIX / "22.05/sinfo.json"), "--now", str(NOW_2205)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "none of the 12 GPU job(s) in squeue maps to a tier of the config (they have: " \
+        "partitions tier1, tier2, tier3)" in err
+
+
+def test_run_refuses_a_config_without_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.slurm.run import run_loop
+
+    calls: list[list[str]] = []
+
+    def runner(argv: list[str], timeout: float) -> tuple[int, str, str]:
+        calls.append(argv)
+        return 1, "", "not reached"
+
+    # statically: before any command runs
+    assert run_loop(cfg_of(), interval_s=0.01, ticks=3, runner=runner) == 2
+    assert calls == []
+    # a mapping none of the listed GPU jobs matches: the first tick stops the loop
+    fake = _fake_cluster()
+    assert run_loop(cfg_of(tiers={"partitions": {"gpu": 1}}), interval_s=0.01, ticks=3,
+                    runner=fake) == 2
+    assert [a[0] for _, a in fake.calls] == ["squeue", "sinfo"]  # one read, no apply
+    # and through the command line, also for `slurm run`
+    import cli
+
+    monkeypatch.delenv("PREEMPT_PLANNER_SLURM_CONFIG", raising=False)
+    assert cli.main(["slurm", "run", "--ticks", "1", "--dry-run"]) == 2
+
+
+def test_accounts_map_tiers_after_qos_and_partition() -> None:
+    # 23.11: 101 is QOS normal (tier 2 by QOS, whatever its account); with only an
+    # accounts mapping, 101 (account llm) -> 1 and 102 (vision) -> 3; 103 has no
+    # account and is unmanaged (tier 9).
+    cfg = cfg_of(tiers={"accounts": {"llm": 1, "vision": 3}})
+    res = build_snapshot(load("23.11/squeue.json"), load("23.11/scontrol_nodes.json"), cfg,
+                         now=NOW_2311, read_sidecar=lambda j: ({}, []))
+    jobs = jobs_by_id(res.snapshot)
+    assert (jobs["101"]["tier"], jobs["102"]["tier"], jobs["103"]["tier"]) == (1, 3, 9)
+    res = build_snapshot(load("23.11/squeue.json"), load("23.11/scontrol_nodes.json"),
+                         cfg_of(tiers={"qos": {"normal": 2}, "accounts": {"llm": 1}}),
+                         now=NOW_2311, read_sidecar=lambda j: ({}, []))
+    assert jobs_by_id(res.snapshot)["101"]["tier"] == 2
+
+
+_PLAN_DOC = {"version": 1, "now": "2026-11-29T08:00:00Z", "status": "optimal",
+             "objective": {}, "evictions": [], "placements": [], "deferred": [],
+             "solver": {"engine": "cp-sat", "status": "OPTIMAL"}}
+
+
+@pytest.mark.parametrize(("where", "doc", "message"), [
+    ("squeue", "k8s/pods.json",
+     ("this looks like a Kubernetes PodList (kubectl get pods -o json); use the output of "
+     "`squeue --all --json` here (a Kubernetes cluster has its own adapter: "
+     "`preempt-planner k8s snapshot`)")),
+    ("nodes", "k8s/nodes.json",
+     ("this looks like a Kubernetes NodeList (kubectl get nodes -o json); use the output of "
+     "`sinfo --json` or `scontrol show nodes --json` here (a Kubernetes cluster has its own "
+     "adapter: `preempt-planner k8s snapshot`)")),
+    ("squeue", "../../instances/example-70b.json",
+     ("this looks like a preempt-planner snapshot (contract v1), not Slurm output; use the "
+     "output of `squeue --all --json` here (a snapshot is planned as it is: "
+     "`preempt-planner plan FILE`)")),
+    ("squeue", _PLAN_DOC,
+     ("this looks like a preempt-planner plan; use the output of `squeue --all --json` here "
+     "(a plan is carried out with `preempt-planner slurm apply FILE`)")),
+    ("squeue", "slurm/22.05/sinfo.json",
+     ("this looks like `sinfo --json` or `scontrol show nodes --json` output (a node list); use "
+     "the output of `squeue --all --json` here (and give this one as the node listing, "
+     "--nodes-json)")),
+    ("squeue", "slurm/23.11/sinfo.json",
+     ("this looks like `sinfo --json` output (a node list); use the output of `squeue --all "
+     "--json` here (and give this one as the node listing, --nodes-json)")),
+    ("nodes", "slurm/22.05/squeue.json",
+     ("this looks like `squeue --json` output (a job list); use the output of `sinfo --json` "
+     "or `scontrol show nodes --json` here (and give this one as the job listing, "
+     "--squeue-json)")),
+    ("squeue", [1, 2],
+     ("this looks like a JSON list, not a JSON object; use the output of `squeue --all --json` "
+     "here")),
+])
+def test_a_document_of_another_tool_is_refused_with_one_message(
+        where: str, doc: Any, message: str) -> None:
+    if isinstance(doc, str):
+        doc = json.loads((FIX.parent / doc).read_text())
+    squeue = doc if where == "squeue" else load("22.05/squeue.json")
+    nodes = doc if where == "nodes" else load("22.05/sinfo.json")
+    with pytest.raises(InputError) as exc:
+        build_snapshot(squeue, nodes, cfg_of(**CFG_2205), now=NOW_2205)
+    assert exc.value.errors == [message]
+
+
+def test_cli_refuses_a_foreign_document_with_exit_2(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from planner.slurm.commands import main
+
+    (tmp_path / "c.json").write_text(json.dumps(CFG_2205))
+    pods = FIX.parent / "k8s/pods.json"
+    status = main(["snapshot", "--config", str(tmp_path / "c.json"), "--squeue-json", str(pods),
+                   "--nodes-json", str(FIX / "22.05/sinfo.json")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"--squeue-json {pods}: 1 problem(s)" in err
+    assert "this looks like a Kubernetes PodList (kubectl get pods -o json)" in err
+    # and a squeue document given to `slurm apply` as the plan
+    status = main(["apply", str(FIX / "22.05/squeue.json"), "--dry-run"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "this looks like `squeue --json` output (a job list); use a plan " \
+        "(`preempt-planner plan SNAPSHOT --format json`) here" in err
+
+
+# -------------------------------------------- 4. apply: plan age and re-checks
+
+def test_apply_refuses_a_stale_plan() -> None:
+    from planner.slurm.apply import StalePlan
+
+    # PLAN was made for t = 1000 (1970-01-01T00:16:40Z); interval_s 30 by default,
+    # so max_plan_age_s null means 2 x 30 = 60 s
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0})
+    fake.t = 1061.0
+    with pytest.raises(StalePlan) as exc:
+        apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    assert exc.value.errors == [
+        ("the plan is 61 s old (made for 1970-01-01T00:16:40Z, now 1970-01-01T00:17:41Z), older "
+        "than max_plan_age_s 60 s: the cluster has moved on since; make a new plan (or give "
+        "--force)")]
+    assert fake.calls == []  # nothing ran: no pin, no signal
+    fake.t = 1060.0  # exactly 60 s old: still fresh
+    assert apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep).ok
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0})
+    fake.t = 1061.0  # a configured limit of 120 s
+    assert apply_plan(PLAN, cfg_of(max_plan_age_s=120), runner=fake, clock=fake.clock,
+                      sleep=fake.sleep).ok
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0})
+    fake.t = 939.0  # a plan from 61 s in the future: the clocks disagree
+    with pytest.raises(StalePlan, match="61 s ahead of this host's clock"):
+        apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    fake.t = 5000.0  # --force: carried out, with a warning
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep,
+                     force=True)
+    assert rep.warnings[0].startswith("the plan is 4000 s old") and \
+        rep.warnings[0].endswith("; applied anyway (--force)")
+    assert len(fake.commands("requeuehold")) == 3
+
+
+def test_cli_apply_refuses_a_stale_plan(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from planner.slurm.commands import main
+
+    plan = dict(copy.deepcopy(PLAN),
+                objective={"admitted_gpus": {"1": 4}, "priority_value": 0,
+                           "eviction_cost_gpu_s": 0, "evictions": 3},
+                storm=[], warnings=[],
+                solver={"engine": "cp-sat", "status": "OPTIMAL", "wall_s": 0.1, "gap": 0.0})
+    for ev in plan["evictions"]:
+        ev.update(flush_s=0.0, cost_gpu_s=0.0)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))  # made in 1970
+    assert main(["apply", str(tmp_path / "plan.json"), "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert "older than max_plan_age_s 60 s" in captured.err and "scancel" not in captured.out
+    assert main(["apply", str(tmp_path / "plan.json"), "--dry-run", "--force"]) == 0
+    captured = capsys.readouterr()
+    assert "scancel --signal=TERM --batch 21" in captured.out
+    assert "; applied anyway (--force)" in captured.err
+
+
+def test_apply_skips_a_victim_that_moved() -> None:
+    # 27 is planned on gpu2 and gpu3, so every victim must still hold GPUs there;
+    # 21 now runs on gpu4 (requeued and restarted elsewhere since the snapshot):
+    # skipped, reported; 22 (gpu2) and 23 (gpu[2-3]) are evicted.
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0},
+                     where={"21": "gpu4", "22": "gpu2", "23": "gpu[2-3]"})
+    state = AdapterState()
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep,
+                     state=state)
+    assert rep.ok
+    assert fake.commands("scancel") == [["scancel", "--signal=USR1", "--batch", "22"]]
+    assert sorted(a[2] for a in fake.commands("requeuehold")) == ["22", "23"]
+    out = {v.job: v for v in rep.victims}
+    assert out["21"].skipped == ("now runs on gpu4, none of the nodes the plan frees for its "
+                                 "preemptors (gpu2,gpu3): it moved")
+    assert rep.warnings == [f"victim 21: {out['21'].skipped}; not evicted"]
+    assert set(state.preempted) == {"22", "23"}
+    # both finished at the first poll (22 stopped at once, 23 has no signal), in plan order
+    assert [e["job"] for e in state.evictions] == ["22", "23"]
+
+
+def test_apply_skips_a_victim_not_on_its_snapshot_nodes() -> None:
+    # With the snapshot's nodes (`slurm run`, or `slurm apply --snapshot`), the check
+    # is exact: 22 held gpu2 and gpu3 in the snapshot and now runs on gpu2 only.
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0},
+                     where={"21": "gpu2", "22": "gpu2", "23": "gpu3"})
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep,
+                     expected_nodes={"21": {"gpu2"}, "22": {"gpu2", "gpu3"}, "23": {"gpu3"}})
+    out = {v.job: v for v in rep.victims}
+    assert out["22"].skipped == "now runs on gpu2, not on gpu2,gpu3 as in the snapshot (it moved)"
+    assert [a[-1] for a in fake.commands("scancel")] == ["21"]
+    assert out["21"].requeued and out["23"].requeued and not out["22"].requeued
+
+
+def test_apply_signals_nobody_when_the_recheck_fails() -> None:
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0}, fail={"--jobs="})
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    assert not rep.ok
+    assert rep.problems == [("cannot re-check the victims' state (squeue failed): no victim "
+                            "signalled this time")]
+    assert not fake.commands("scancel") and not fake.commands("requeuehold")
+    assert len(fake.commands("ReqNodeList")) == 1  # the pin was set before (harmless)
+
+
+def test_requeuehold_is_retried_for_a_signalled_victim() -> None:
+    # requeuehold of 21 fails twice, then works: 3 calls, then StartTime and release;
+    # the two failed tries were retried successfully, so the report is ok.
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0}, fail={"requeuehold 21"}, fail_times=2)
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    assert [a[2] for a in fake.commands("requeuehold 21")] == ["21", "21", "21"]
+    assert rep.ok and {v.job: v for v in rep.victims}["21"].released
+    assert ["scontrol", "release", "21"] in fake.commands("release")
+    # always failing: 3 tries, then reported loudly; never released
+    fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0}, fail={"requeuehold 21"})
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    assert len(fake.commands("requeuehold 21")) == 3 and len(rep.failures) == 3
+    assert "victim 21 was signalled but requeuehold failed 3 times: it is not held back; hold " \
+        "it by hand: scontrol requeuehold 21" in rep.problems
+    assert not [a for a in fake.commands("21") if a[:2] == ["scontrol", "release"]]
+
+
+def test_an_interrupted_apply_still_holds_back_what_it_signalled() -> None:
+    # 21 and 22 never stop; the first poll sleep is interrupted (a second SIGINT).
+    # 23 (no signal) was finished at once; 21 and 22 were signalled, so they are
+    # requeue-held before the interrupt goes on, with StartTime up to their hold:
+    # 21's is 1605 - 1000 = 605 s away.
+    fake = FakeSlurm({"21": float("inf"), "22": float("inf"), "23": 0.0})
+
+    def interrupted(_: float) -> None:
+        raise KeyboardInterrupt
+
+    state = AdapterState()
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=interrupted,
+                   state=state)
+    assert sorted(a[2] for a in fake.commands("requeuehold")) == ["21", "22", "23"]
+    starts = {a[2]: a[3] for a in fake.commands("StartTime=")}
+    assert starts["JobId=21"] == "StartTime=now+605" and starts["JobId=22"] == "StartTime=now+608"
+    assert set(state.preempted) == {"21", "22", "23"}
+
+
+def test_a_victim_that_overruns_its_grace_is_a_warning() -> None:
+    fake = FakeSlurm({"21": 0.0, "22": float("inf"), "23": 0.0},
+                     where={"21": "gpu2", "22": "gpu2", "23": "gpu3"})
+    rep = apply_plan(PLAN, cfg_of(poll_interval_s=0.5), runner=fake, clock=fake.clock,
+                     sleep=fake.sleep)
+    assert rep.ok and rep.warnings == [
+        ("victim 22 did not exit within its grace of 8 s after SIGUSR1: requeuehold stops it "
+        "(does the job trap the signal and checkpoint in time?)")]
+
+
+def test_expected_nodes_of_a_snapshot_merge_pieces_and_skip_synthetic_jobs() -> None:
+    # what `slurm run` (and `slurm apply --snapshot`) re-check victims against:
+    # 22.05-typed job 2 is two pieces (2@gpu1, 2@gpu2), one Slurm job on both nodes;
+    # with job 1 cut out, slurm-occupied@gpu1 is no Slurm job and not listed.
+    from planner.slurm.run import expected_nodes
+
+    res = build_snapshot(_without(load("22.05-typed/squeue.json"), 1),
+                         load("22.05-typed/sinfo.json"), cfg_of(tiers={"default": 3}),
+                         now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
+    assert expected_nodes(res.snapshot) == {"2": {"gpu1", "gpu2"}, "3": {"gpu2"},
+                                            "5": {"gpu2"}}

@@ -1,9 +1,15 @@
 """``preempt-planner slurm``: the Slurm adapter on the command line.
 
-  slurm snapshot [--config FILE]       contract snapshot of the live cluster
-  slurm apply PLAN [--dry-run]         carry out a plan (signal, requeue, pin)
-  slurm run [--interval 30] [--ticks N] [--dry-run]
+  slurm snapshot [--config FILE] [--default-tier N]
+                                       contract snapshot of the live cluster
+  slurm apply PLAN [--dry-run] [--force] [--snapshot FILE]
+                                       carry out a plan (pin, signal, requeue)
+  slurm run [--interval 30] [--ticks N] [--dry-run] [--default-tier N]
                                        snapshot, plan, apply, every interval
+
+`snapshot` and `run` refuse a config that maps no job to a tier (exit 2) unless
+--default-tier is given; `apply` refuses a plan older than max_plan_age_s
+(default 2 x interval_s) unless --force.
 
 Exit status: 0 ok, 1 a Slurm command failed, 2 bad input (config, snapshot or
 plan). See docs/slurm.md.
@@ -39,8 +45,15 @@ def register(subparsers: Any) -> None:
         q.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
+    def default_tier(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--default-tier", type=int, metavar="N",
+                       help="tier of every job the config's tiers mapping (partitions, qos, "
+                            "accounts) leaves without one; without it a config that maps no "
+                            "job is refused")
+
     s = sub.add_parser("snapshot", help="build a contract snapshot from squeue/sinfo JSON")
     common(s)
+    default_tier(s)
     s.add_argument("--squeue-json", help="read this 'squeue --json' output instead of "
                                          "running squeue")
     s.add_argument("--nodes-json", help="read this 'sinfo --json' or 'scontrol show nodes "
@@ -54,10 +67,16 @@ def register(subparsers: Any) -> None:
     a.add_argument("plan", help="plan file (JSON or YAML)")
     a.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     a.add_argument("--report", help="write a JSON report of every command here")
+    a.add_argument("--force", action="store_true",
+                   help="carry out a plan older than max_plan_age_s (default 2 x interval_s)")
+    a.add_argument("--snapshot", help="the snapshot the plan was made from: each victim must "
+                                      "still run on exactly its nodes there (default: on one "
+                                      "of its preemptors' planned nodes)")
     a.set_defaults(func=cmd_apply)
 
     r = sub.add_parser("run", help="tick continuously: snapshot, plan, apply")
     common(r)
+    default_tier(r)
     r.add_argument("--interval", type=float, help="seconds between ticks (default: config "
                                                   "interval_s, 30)")
     r.add_argument("--ticks", type=int, help="stop after this many ticks")
@@ -76,16 +95,43 @@ def _setup_logging(level: str) -> None:
 
 def _config(args: argparse.Namespace) -> SlurmConfig | None:
     try:
-        return load_config(args.config)
+        cfg = load_config(args.config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+    tier = getattr(args, "default_tier", None)
+    if tier is not None:
+        if tier < 1:
+            print(f"error: --default-tier: must be a tier number >= 1, got {tier}",
+                  file=sys.stderr)
+            return None
+        cfg = cfg.model_copy(update={"tiers": cfg.tiers.model_copy(update={"default": tier})})
+    return cfg
+
+
+def _config_name(args: argparse.Namespace) -> str:
+    import os
+
+    name = args.config or os.environ.get(CONFIG_ENV)
+    return f"slurm config {name}" if name else \
+        f"slurm config (none given: no --config, ${CONFIG_ENV} unset)"
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from models import InputError, load_snapshot, read_document
-    from planner.slurm.parse import build_snapshot, parse_time
-    from planner.slurm.run import SlurmError, read_slurm
+    from planner.slurm.parse import (
+        build_snapshot,
+        check_document,
+        parse_time,
+        tier_mapping_error,
+        unmapped_jobs_error,
+    )
+    from planner.slurm.run import NO_STATE_FILE, SlurmError, read_slurm
     from planner.slurm.state import AdapterState
 
     _setup_logging(args.log_level)
@@ -93,6 +139,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
+    refused = tier_mapping_error(cfg, _config_name(args))
+    if refused is not None:
+        raise refused
     import time
 
     now = time.time()
@@ -106,28 +155,40 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             if not (args.squeue_json and args.nodes_json):
                 print("error: give both --squeue-json and --nodes-json", file=sys.stderr)
                 return EXIT_USAGE
+            sources = (f"--squeue-json {args.squeue_json}", f"--nodes-json {args.nodes_json}")
             squeue, nodes = read_document(args.squeue_json), read_document(args.nodes_json)
         else:
+            sources = (f"{cfg.commands.squeue} --all --json",
+                       "the node listing (sinfo/scontrol --json)")
             squeue, nodes = read_slurm(cfg)
     except SlurmError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    # a kubectl list, a snapshot, sinfo given as squeue, ...: one message, exit 2
+    check_document(squeue, "squeue", sources[0])
+    check_document(nodes, "nodes", sources[1])
     try:
         state = AdapterState.load(cfg.state_file)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    result = build_snapshot(squeue, nodes, cfg, now=now, state=state)
+    result = build_snapshot(squeue, nodes, cfg, now=now, state=state, sources=sources)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
+    unmapped = unmapped_jobs_error(result, _config_name(args))
+    if unmapped is not None:
+        raise unmapped
+    _warn(result.warnings + ([NO_STATE_FILE] if cfg.state_file is None else []))
     load_snapshot(result.snapshot)  # raises InputError (exit 2) on a bad snapshot
     write_output(json.dumps(result.snapshot, indent=1), args.out)
     return EXIT_OK
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from models import load_plan
+    from models import InputError, load_plan, read_document
     from planner.slurm.apply import apply_plan
+    from planner.slurm.parse import check_document
+    from planner.slurm.run import NO_STATE_FILE, expected_nodes
     from planner.slurm.state import AdapterState
 
     _setup_logging(args.log_level)
@@ -135,16 +196,34 @@ def cmd_apply(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
-    plan = load_plan(args.plan)  # InputError -> exit 2
+    doc = read_document(args.plan)  # InputError -> exit 2
+    if not isinstance(doc, dict) or not {"evictions", "placements", "objective"} & set(doc):
+        check_document(doc, "plan", args.plan)  # squeue output, a snapshot, ...: say so
+    try:
+        plan = load_plan(doc)
+    except InputError as exc:
+        raise InputError(exc.errors, args.plan) from None
+    nodes = None
+    if args.snapshot:
+        snap = read_document(args.snapshot)
+        if not isinstance(snap, dict) or not isinstance(snap.get("jobs"), list):
+            raise InputError([("this is not a contract snapshot (no jobs list); give the "
+                               "snapshot the plan was made from")], f"--snapshot {args.snapshot}")
+        nodes = expected_nodes(snap)
     try:
         state = AdapterState.load(cfg.state_file)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if cfg.state_file is None and not args.dry_run:
+        _warn([NO_STATE_FILE])
+    # a plan older than max_plan_age_s raises StalePlan (an InputError: exit 2)
     report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
-                        echo=lambda line: print(line, flush=True))
+                        echo=lambda line: print(line, flush=True), force=args.force,
+                        expected_nodes=nodes)
     if not args.dry_run:
         state.save()
+    _warn(report.warnings)
     for problem in report.problems:
         print(f"error: {problem}", file=sys.stderr)
     for failed in report.failures:
@@ -174,6 +253,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: --interval: must be a positive number of seconds, got {args.interval:g}",
               file=sys.stderr)
         return EXIT_USAGE
+    from planner.slurm.parse import tier_mapping_error
+
+    refused = tier_mapping_error(cfg, _config_name(args))
+    if refused is not None:
+        raise refused  # exit 2, before any tick
     echo = (lambda line: print(line, flush=True)) if args.dry_run else None
     return run_loop(cfg, interval_s=args.interval, ticks=args.ticks, dry_run=args.dry_run,
                     echo=echo)

@@ -33,15 +33,21 @@ class TierMap(_Strict):
 
     A job's tier comes from its QOS (``qos``), else from its partition
     (``partitions``; for a pending job submitted to several partitions the most
-    important mapped tier wins), else ``default``. Jobs left without a tier are
-    not planned; if they run on GPUs they still occupy them and enter the
-    snapshot in tier ``unmanaged`` (not preemptible, added to the policy).
+    important mapped tier wins), else from its account (``accounts``), else
+    ``default``. Jobs left without a tier are not planned; if they run on GPUs
+    they still occupy them and enter the snapshot in tier ``unmanaged`` (not
+    preemptible, added to the policy).
     """
 
     partitions: dict[str, int] = Field(default_factory=dict)
     qos: dict[str, int] = Field(default_factory=dict)
+    accounts: dict[str, int] = Field(default_factory=dict)
     default: int | None = None
     unmanaged: int = 9
+
+    def maps_any(self) -> bool:
+        """True when at least one job could get a tier (a mapping or a default)."""
+        return bool(self.partitions or self.qos or self.accounts) or self.default is not None
 
 
 class NodeRule(_Strict):
@@ -118,6 +124,9 @@ class SlurmConfig(_Strict):
     poll_interval_s: float = Field(default=1.0, gt=0)
     command_timeout_s: float = Field(default=30.0, gt=0)
     interval_s: float = Field(default=30.0, gt=0)
+    max_plan_age_s: float | None = Field(
+        default=None, gt=0, description="`slurm apply` refuses an older plan (its `now` to "
+                                        "this host's clock); null: 2 x interval_s")
     node_source: Literal["auto", "sinfo", "scontrol"] = "auto"
     commands: Commands = Field(default_factory=Commands)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
@@ -130,6 +139,10 @@ class SlurmConfig(_Strict):
             if value is not None and not Path(value).is_absolute():
                 changes[name] = base / value
         return self.model_copy(update=changes)
+
+    def plan_age_limit_s(self) -> float:
+        """The oldest plan `slurm apply` carries out without ``--force``."""
+        return self.max_plan_age_s if self.max_plan_age_s is not None else 2 * self.interval_s
 
     def policy_dict(self) -> dict[str, Any]:
         """The contract policy: ``policy`` merged over the ``policy_file``."""

@@ -1,10 +1,14 @@
 """Reading Slurm and the tick loop: snapshot, plan, apply, repeat.
 
-One tick: ``squeue --json`` and the node listing (``sinfo --json`` on 22.05,
+One tick: ``squeue --json`` and the node listing (``sinfo -N --json`` on 22.05,
 ``scontrol show nodes --json`` on 23.02+), the contract snapshot, the plan, its
 application, one log line. The loop stops after ``--ticks N`` or on
 SIGINT/SIGTERM: the tick in progress is finished first (so no victim is left
-signalled but not requeued); a second signal stops at once.
+signalled but not requeued); a second signal stops at once, after requeue-holding
+the victims the tick already signalled.
+
+The loop refuses to start with a config that maps no job to a tier, and stops
+(status 2) when the first tick that sees GPU jobs in squeue maps none of them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ log = logging.getLogger("planner.slurm")
 
 class SlurmError(RuntimeError):
     """A Slurm command needed for the snapshot failed."""
+
+
+NO_STATE_FILE = ("no state_file in the config: the evictions of the last hour (R15), the "
+                 "times of the last preemptions (R9) and the planner's pins are kept in "
+                 "memory only; a restart forgets them and may evict a full budget again")
 
 
 def _json_command(argv: list[str], runner: Runner, timeout: float) -> dict[str, Any]:
@@ -73,7 +82,9 @@ def read_slurm(cfg: SlurmConfig, runner: Runner = subprocess_runner
             if cfg.node_source == "scontrol":
                 raise
             log.warning("slurm: %s; falling back to sinfo --json", exc)
-    return squeue, _json_command([cfg.commands.sinfo, "--json"], runner, t)
+    # -N: one record per node also in 23.02+'s data_parser output (whose default
+    # groups nodes, so a group's gres_used would not be any one node's)
+    return squeue, _json_command([cfg.commands.sinfo, "-N", "--json"], runner, t)
 
 
 def take_snapshot(cfg: SlurmConfig, state: AdapterState | None = None, *,
@@ -81,7 +92,22 @@ def take_snapshot(cfg: SlurmConfig, state: AdapterState | None = None, *,
                   clock: Callable[[], float] = time.time) -> ParseResult:
     """The contract snapshot of the live cluster (a plain dict; not yet validated)."""
     squeue, nodes = read_slurm(cfg, runner)
-    return build_snapshot(squeue, nodes, cfg, now=clock(), state=state)
+    return build_snapshot(squeue, nodes, cfg, now=clock(), state=state,
+                          sources=(f"{cfg.commands.squeue} --all --json",
+                                   "the node listing (sinfo/scontrol --json)"))
+
+
+def expected_nodes(snapshot: dict[str, Any]) -> dict[str, set[str]]:
+    """Slurm job id -> the nodes its running pieces hold in `snapshot` (for the
+    re-check of victims just before they are signalled)."""
+    out: dict[str, set[str]] = {}
+    for job in snapshot.get("jobs", []):
+        meta = job.get("_slurm") or {}
+        if job.get("state") != "running" or meta.get("synthetic"):
+            continue
+        jid = str(meta.get("job_id", job["id"]))
+        out.setdefault(jid, set()).update(p["node"] for p in job.get("placement", []))
+    return out
 
 
 @dataclass
@@ -91,6 +117,7 @@ class TickResult:
     report: ApplyReport
     seconds: float
     notes: int = 0
+    warnings: int = 0
 
     def summary(self) -> str:
         jobs = self.snapshot.get("jobs", [])
@@ -103,33 +130,58 @@ class TickResult:
         fails = len(self.report.failures) + len(self.report.problems)
         mode = " (dry run)" if self.report.dry_run else ""
         left = f" ({self.notes} note(s), see --log-level DEBUG)" if self.notes else ""
+        warned = f", {self.warnings} warning(s)" if self.warnings else ""
         return (f"{running} running, {pending} pending{left}; plan {status}: {ev} eviction(s), "
-                f"{pl} placement(s); {fails} failure(s); {self.seconds:.1f} s{mode}")
+                f"{pl} placement(s); {fails} failure(s){warned}; {self.seconds:.1f} s{mode}")
 
 
 def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
          runner: Runner = subprocess_runner, clock: Callable[[], float] = time.time,
          sleep: Callable[[float], None] = time.sleep,
-         echo: Callable[[str], None] | None = None, number: int = 0) -> TickResult:
-    """One tick: snapshot, plan, apply. Raises SlurmError / InputError on failure."""
+         echo: Callable[[str], None] | None = None, number: int = 0,
+         require_mapping: bool = False, seen_warnings: set[str] | None = None) -> TickResult:
+    """One tick: snapshot, plan, apply. Raises SlurmError / InputError on failure
+    (TierMappingError when `require_mapping` and squeue lists GPU jobs of which the
+    config maps none).
+
+    The snapshot's warnings (GPUs held by jobs it cannot see, unknown GPU models,
+    ...) are logged and appended to the plan's ``warnings``; a warning already in
+    `seen_warnings` (the previous tick's) is logged at DEBUG only.
+    """
     from models import load_snapshot
     from planner import plan as make_plan
+    from planner.slurm.parse import unmapped_jobs_error
 
     t0 = time.monotonic()
     parsed = take_snapshot(cfg, state, runner=runner, clock=clock)
+    if require_mapping:
+        err = unmapped_jobs_error(parsed)
+        if err is not None:
+            raise err
     for note in parsed.notes:
         log.debug("slurm: %s", note)
+    for warning in parsed.warnings:
+        repeated = seen_warnings is not None and warning in seen_warnings
+        log.log(logging.DEBUG if repeated else logging.WARNING, "slurm: %s", warning)
+    if seen_warnings is not None:
+        seen_warnings.clear()
+        seen_warnings.update(parsed.warnings)
     snap = load_snapshot(parsed.snapshot)
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
                   planner=cfg.planner.planner)
+    p.warnings.extend(parsed.warnings)
     gpus: dict[str, int] = {}  # Slurm job -> GPUs (pieces of one job summed)
     for job in parsed.snapshot.get("jobs", []):
         if job.get("state") == "running":
             jid = str(job.get("_slurm", {}).get("job_id", job["id"]))
             gpus[jid] = gpus.get(jid, 0) + job["gpus_per_node"] * job.get("nodes", 1)
+    # the plan was made from this very snapshot a moment ago: fresh by construction
     report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner, clock=clock,
-                        sleep=sleep, echo=echo, gpus=gpus)
+                        sleep=sleep, echo=echo, gpus=gpus, fresh=True,
+                        expected_nodes=expected_nodes(parsed.snapshot))
+    for warning in report.warnings:
+        log.warning("slurm: %s", warning)
     if not dry_run:
         # forget jobs Slurm no longer lists at all (held jobs are not in the
         # snapshot but still known, so ask squeue rather than the snapshot)
@@ -137,7 +189,8 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
         if known is not None:
             state.forget_except(known)
         state.save()
-    result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0, len(parsed.notes))
+    result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0, len(parsed.notes),
+                        len(parsed.warnings))
     if cfg.plan_dir is not None:
         _write_tick(cfg.plan_dir, number, clock(), result)
     return result
@@ -197,7 +250,15 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
     A failing tick (Slurm unreachable, bad snapshot) is logged and the loop goes
     on; the status is 1 if the last tick failed or reported failures, else 0.
     """
+    from planner.slurm.parse import TierMappingError, tier_mapping_error
+
     interval = cfg.interval_s if interval_s is None else interval_s
+    refused = tier_mapping_error(cfg)
+    if refused is not None:
+        log.error("slurm: %s", "; ".join(refused.errors))
+        return 2
+    if cfg.state_file is None:
+        log.warning("slurm: %s", NO_STATE_FILE)
     flag = _StopFlag()
     if stop is not None:
         flag.event = stop
@@ -205,12 +266,20 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
     state = AdapterState.load(cfg.state_file)
     status = 0
     n = 0
+    mapping_seen = False  # a tick has seen GPU jobs the config maps
+    seen: set[str] = set()
     try:
         while not flag.event.is_set() and (ticks is None or n < ticks):
             n += 1
             start = time.monotonic()
             try:
-                result = tick(cfg, state, dry_run=dry_run, runner=runner, echo=echo, number=n)
+                result = tick(cfg, state, dry_run=dry_run, runner=runner, echo=echo, number=n,
+                              require_mapping=not mapping_seen, seen_warnings=seen)
+            except TierMappingError as exc:
+                # the first tick that sees GPU jobs maps none of them: the config is
+                # wrong, and every later plan would be empty too
+                log.error("tick %d: %s", n, "; ".join(exc.errors))
+                return 2
             except Exception as exc:  # one bad tick must not end the loop
                 from models import InputError
 
@@ -224,6 +293,10 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
             else:
                 log.info("tick %d: %s", n, result.summary())
                 status = 0 if result.report.ok else 1
+                # (a snapshot with a real job: squeue had GPU jobs, and some mapped)
+                mapping_seen = mapping_seen or any(
+                    not (j.get("_slurm") or {}).get("synthetic")
+                    for j in result.snapshot.get("jobs", []))
             if ticks is not None and n >= ticks:
                 break
             flag.event.wait(max(0.0, interval - (time.monotonic() - start)))
