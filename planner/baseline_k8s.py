@@ -20,11 +20,14 @@ What kube-scheduler does (``DefaultPreemption`` plugin), and how it maps here:
   start, id) while the job still fits; those that could not be reprieved are
   the node's victims. Every victim is then needed: without it the job would not
   fit, so the placement uses some of its GPUs (R7).
-- Node choice (``pickOneNodeForPreemption``): fewest victims, then the node
-  whose most important victim is least important (highest tier number, then
-  lowest priority), then best fit, then node id. (kube-scheduler itself ranks
-  the most important victim before the number of victims; we follow the
-  project's brief, fewest victims first.)
+- Node choice (``pickOneNodeForPreemption``), in kube-scheduler's order: no
+  PodDisruptionBudget is violated here (the contract has none), so first the
+  node whose most important victim is least important, then the smallest sum
+  of the victims' priorities (each shifted to be positive, as upstream adds
+  2^31, so that fewer victims weigh less), then the fewest victims, then the
+  node whose most important victims started latest (the latest earliest start
+  among them), then best fit and node id. A pod's priority here is its tier
+  (tier 1 most important) and, within the tier, its ``priority``.
 - Rules kube-scheduler does not know: a node whose victims would break the
   storm limit (R11/R12) or an eviction budget (R13) together with the victims
   already chosen this tick is skipped, and the next node tried; with none left
@@ -51,6 +54,9 @@ from datetime import datetime
 from planner import topology as topo
 from planner.greedy import GreedyPlanner, _ClassHeap, _State
 from planner.problem import PendingInfo, Problem
+
+_TIER_SPAN = 4 * 10**9  # more than the range of in-tier priorities (+-10^9)
+_SHIFT = 2 * 10**9  # makes every pod's priority positive (upstream adds 2^31)
 
 
 def _ts(t: datetime | None) -> float:
@@ -279,3 +285,22 @@ class K8sPlanner(PerNodeBaseline):
         top = min(victims, key=self.importance)
         job = self.p.running[top].job
         return (-job.tier, job.priority)
+
+    def _scalar(self, v: str) -> int:
+        """A pod priority as one integer (larger is more important): tiers apart by
+        more than any in-tier priority (+-10^9), shifted to be positive."""
+        job = self.p.running[v].job
+        return (len(self.p.policy.tiers) + 1 - job.tier) * _TIER_SPAN + job.priority + _SHIFT
+
+    def option_key(self, o: NodeOption) -> tuple:
+        """pickOneNodeForPreemption: lowest highest-priority victim, smallest sum of
+        priorities, fewest victims, latest start of the highest-priority victims;
+        then (and for nodes without victims) best fit, node id."""
+        node = self.p.nodes[o.ni].node.id
+        if not o.victims:
+            return (0, (), 0, 0, 0, o.leftover, node)
+        top = self.victims_key(o.victims)
+        best = [v for v in o.victims if self.victims_key((v,)) == top]
+        earliest = min(_ts(self.p.running[v].job.started_at) for v in best)
+        return (1, top, sum(self._scalar(v) for v in o.victims), len(o.victims), -earliest,
+                o.leftover, node)

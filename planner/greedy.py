@@ -189,6 +189,7 @@ class GreedyPlanner:
         for ni in self.by_node:
             self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
         self._cache: dict[tuple, tuple[int, list]] = {}
+        self._rank: dict[str, tuple] = {}  # victim -> its place in victims_order
         self._grouped: dict[tuple, dict[int, tuple]] = {}  # see _grouped_option
         # loads fall only in _release (re-placing a finished plan's jobs): it counts the
         # times each storage target's load fell, and any victim left when an eviction
@@ -281,6 +282,20 @@ class GreedyPlanner:
                 return cost, vs
         return None
 
+    def victims_order(self, vs: Iterable[str]) -> tuple:
+        """Objective item 6's tie-break between victim sets of equal cost and count:
+        victims of lower tiers, then of lower priority, then started most recently
+        (smaller is preferred)."""
+        ranks = []
+        for v in vs:
+            r = self._rank.get(v)
+            if r is None:
+                job = self.p.running[v].job
+                started = job.started_at.timestamp() if job.started_at is not None else 0.0
+                r = self._rank[v] = (-job.tier, job.priority, -started)
+            ranks.append(r)
+        return tuple(sorted(ranks))
+
     def _weight(self, v: str, contested: frozenset[int]) -> float:
         """What evicting v counts for a job whose tier's contested tiers are given:
         its cost, plus the spare penalty and the storm price of the variants."""
@@ -337,7 +352,7 @@ class GreedyPlanner:
                         chosen.remove(w)
                 options.append((sum(weight(w) for w in chosen), len(chosen), list(chosen)))
                 break
-        options.sort(key=lambda o: (o[0], o[1], o[2]))
+        options.sort(key=lambda o: (o[0], o[1], self.victims_order(o[2]), o[2]))
         return options
 
     # -- commit ---------------------------------------------------------------------
@@ -389,7 +404,9 @@ class GreedyPlanner:
         if info.rights:
             opt = self._eviction_option(st, info, ni, base)
             if opt is not None:
-                return (opt[0], len(opt[1]), 0, node_id, ni, opt[1])
+                # (for victims, the third item is objective item 6's tie-break, where a
+                # free option has its leftover GPUs: options of one count compare alike)
+                return (opt[0], len(opt[1]), self.victims_order(opt[1]), node_id, ni, opt[1])
         return None
 
     def _grouped_option(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
@@ -455,8 +472,9 @@ class GreedyPlanner:
 
     def _bound(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
         """A cheap lower bound on a node's option, as a heap entry that sorts before
-        any exact option with the same cost (leftover -1, victims None); None when
-        the node cannot host the job even by evicting every allowed victim."""
+        any exact option with the same cost (leftover -1, or () where victims are
+        needed; victims None); None when the node cannot host the job even by evicting
+        every allowed victim."""
         base = self._avail(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self._fits(ni, base, info):
@@ -471,7 +489,7 @@ class GreedyPlanner:
               if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not ws:
             return None
-        return (min(ws), 1, -1, node_id, ni, st.version.get(ni, 0), None)
+        return (min(ws), 1, (), node_id, ni, st.version.get(ni, 0), None)
 
     def _first_bounds(self, st: _State, info: PendingInfo) -> list[tuple]:
         """``_bound`` for every candidate node of a job shape: nodes nothing has
@@ -507,7 +525,7 @@ class GreedyPlanner:
             if ok:
                 out.append((w_free, 0, -1, nodes[ni].node.id, ni, 0, None))
             elif info.rights and ni in least:
-                out.append((least[ni], 1, -1, nodes[ni].node.id, ni, 0, None))
+                out.append((least[ni], 1, (), nodes[ni].node.id, ni, 0, None))
         return out
 
     def _best_nodes(self, st: _State, info: PendingInfo, m: int) -> list[tuple]:

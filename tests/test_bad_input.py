@@ -473,8 +473,8 @@ def test_typos_in_fields_and_options_get_a_suggestion(tmp_path: Path,
     assert cli.main(["validate", str(path), "-o", "json"]) == 2
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["valid"] is False and verdict["errors"] == [
-        "jobs[0].gpus_per_nod: unknown field (not in the contract; comments start with '_'); "
-        "did you mean 'gpus_per_node'?"]
+        ("jobs[0].gpus_per_nod: unknown field (not in the contract; comments start with '_'); "
+        "did you mean 'gpus_per_node'?")]
     with pytest.raises(SystemExit) as exc:
         cli.main(["plan", str(EXAMPLE), "--polcy", "p.json"])
     assert exc.value.code == 2

@@ -388,3 +388,42 @@ def test_kept_options_give_the_plans_of_a_full_scan(name: str) -> None:
         assert a.placements  # something to compare
         limited += kept.storm_rejected
     assert limited == 4  # the storm limit refused options in the four slow-storage cases
+
+
+# ------------------------------------------- kube-scheduler's pickOneNodeForPreemption
+
+
+K8S_NODE_CASES = {
+    # Each case: two 8-GPU nodes, each full of tier-3 victims; a tier-2 job of 8 GPUs
+    # (submitted long ago) takes one whole node. The upstream rules in order:
+    # 1. the lowest highest-priority victim beats fewer victims: n1 has one victim of
+    #    priority 10, n2 two of priority 1; n2's most important victim is less
+    #    important (an eviction-count-first rule would take n1)
+    "lowest highest-priority victim": (
+        [("a", "n1", 8, 10, OLD)], [("b", "n2", 4, 1, OLD), ("c", "n2", 4, 1, OLD)], "n2"),
+    # 2. then the smallest sum of priorities: both nodes' most important victim has
+    #    priority 10; n1's other victim has 1, n2's 5
+    "smallest sum of priorities": (
+        [("a", "n1", 4, 10, OLD), ("b", "n1", 4, 1, OLD)],
+        [("c", "n2", 4, 10, OLD), ("d", "n2", 4, 5, OLD)], "n1"),
+    # 3. then the fewest victims (priorities shifted to be positive: with all at
+    #    priority 0, two victims sum to more than one)
+    "fewest victims": (
+        [("a", "n1", 4, 0, OLD), ("b", "n1", 4, 0, OLD)], [("c", "n2", 8, 0, OLD)], "n2"),
+    # 4. then the node whose most important victims started latest
+    "latest start": (
+        [("a", "n1", 8, 3, "2026-11-30T04:00:00Z")], [("b", "n2", 8, 3, "2026-11-30T06:00:00Z")],
+        "n2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(K8S_NODE_CASES))
+def test_k8s_baseline_picks_the_node_as_kube_scheduler_does(case: str) -> None:
+    first, second, want = K8S_NODE_CASES[case]
+    jobs = [run(j, 3, {n: list(range(8 - g, 8)) if k else list(range(g))}, started=t,
+                priority=p)
+            for group in (first, second) for k, (j, n, g, p, t) in enumerate(group)]
+    jobs.append(pend("t", 2, 8, submitted_at=OLD))
+    victims, placed = decide("k8s", snapshot([node("n1"), node("n2")], jobs))
+    assert set(placed["t"]) == {want}, case
+    assert victims == {j for j, n, *_ in (first + second) if n == want}, case

@@ -919,3 +919,27 @@ def test_blocked_job_is_not_outranked_by_a_smaller_one(story: str) -> None:
     check(p, evictions={first: victim}, placements={"small": at(victim["grace_s"], n1=[0, 1])},
           deferred={"big": reason},
           objective=obj(t1=2, prio=2, cost=victim["cost_gpu_s"], evictions=1), storm=storm)
+
+
+# ---------------------------------------------------------------- objective item 6
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "greedy"])
+def test_at_equal_cost_and_count_the_victim_of_the_lower_tier_goes(planner: str) -> None:
+    # Two nodes, each held by one job with the same cost (8 x 100 GPU-s): a tier-3 job
+    # on n1 (node ids would prefer it) and a tier-4 job on n2 (tier 4 preemptible, and
+    # tier 1 may preempt it). The tier-1 job takes n2: at equal cost and count the
+    # victim of the lower tier goes (objective item 6's tie-break, before best fit).
+    # Then, between two tier-3 victims: the lower priority; then the one started last.
+    policy = {"tiers": {"1": {"can_preempt": [2, 3, 4]},
+                        "4": {"preemptible": True, "min_runtime_s": 0}}}
+    nodes = [node("n1"), node("n2")]
+    jobs = [run("a3", 3, {"n1": ALL8}), run("b4", 4, {"n2": ALL8}), pend("t", 1, 8)]
+    p = solve(snap(nodes, jobs, policy), planner)
+    assert [e["job"] for e in p["evictions"]] == ["b4"]
+    jobs = [run("a", 3, {"n1": ALL8}, priority=5), run("b", 3, {"n2": ALL8}, priority=2),
+            pend("t", 1, 8)]
+    assert [e["job"] for e in solve(snap(nodes, jobs), planner)["evictions"]] == ["b"]
+    jobs = [run("a", 3, {"n1": ALL8}, started="2026-11-30T03:00:00Z"),
+            run("b", 3, {"n2": ALL8}, started="2026-11-30T05:00:00Z"), pend("t", 1, 8)]
+    assert [e["job"] for e in solve(snap(nodes, jobs), planner)["evictions"]] == ["b"]
