@@ -106,11 +106,20 @@ class PerNodeBaseline(GreedyPlanner):
         raise NotImplementedError
 
     # -- options --------------------------------------------------------------------
-    def option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
-        """The job's option on node ``ni``: available GPUs if it fits, else victims."""
+    def free_option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
+        """The job's option on node ``ni`` without victims: the GPUs available to it
+        (free, or freed this tick by victims of tiers it may preempt) if it fits."""
         base = self._avail(st, info, ni)
         if self._fits(ni, base, info):  # GPUs chosen only if this node is picked
             return NodeOption(ni, (), None, base.bit_count() - info.job.gpus_per_node, base)
+        return None
+
+    def option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
+        """The job's option on node ``ni``: available GPUs if it fits, else victims."""
+        free = self.free_option(st, info, ni)
+        if free is not None:
+            return free
+        base = self._avail(st, info, ni)
         if not info.rights:
             return None
         cands = [v for v in self.by_node.get(ni, ())

@@ -1,6 +1,13 @@
 """Tests of the Kubernetes-style and Slurm-style baselines (planner/baseline_k8s.py,
 planner/baseline_slurm.py), next to the greedy planner they are compared with.
 
+The Kubernetes-style tests follow kube-scheduler's DefaultPreemption
+(pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go,
+SelectVictimsOnNode; pkg/scheduler/framework/preemption/preemption.go,
+pickOneNodeForPreemption); the Slurm-style tests quote the sentence of Slurm's
+documentation each one encodes (slurm.conf(5) PreemptParameters, and
+preempt.html, "Preemption Design and Operation").
+
 Each story is a tiny hand-built cluster at Monday 2026-11-30 08:00Z whose
 victims are worked out by hand from the documented rules of each baseline.
 Unless a story says otherwise, checkpoints have size 0 and a signal, so a
@@ -19,6 +26,7 @@ from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.assemble import assemble
 from planner.baselines import get_baseline
+from planner.baseline_slurm import SlurmPlanner
 from planner.generate import generate
 from planner.problem import build_problem
 from planner.verify import verify
@@ -67,9 +75,27 @@ def decide(name: str, data: dict[str, Any]) -> tuple[set[str], dict[str, dict[st
     via_plan = plan(snap, planner=name)
     assert via_plan.solver.engine == name  # not replaced by the safe fallback
     assert [e.job for e in via_plan.evictions] == [e.job for e in p.evictions]
+    return _outcome(p)
+
+
+def _outcome(p: Any) -> tuple[set[str], dict[str, dict[str, list[int]]]]:
     victims = {e.job for e in p.evictions}
     placed = {pl.job: {part.node: part.gpus for part in pl.placement} for pl in p.placements}
     return victims, placed
+
+
+def slurm(data: dict[str, Any], **settings: Any
+          ) -> tuple[set[str], dict[str, dict[str, list[int]]]]:
+    """``decide`` for the Slurm-style baseline with PreemptParameters ``settings``
+    (youngest_first, reorder_count, strict_order)."""
+    if not settings:
+        return decide("slurm", data)
+    snap = load_snapshot(data)
+    problem = build_problem(snap)
+    p = assemble(problem, SlurmPlanner(problem, **settings).solve(), "feasible",
+                 SolverInfo(engine="slurm", status="HEURISTIC"))
+    assert verify(snap, p) == [], f"slurm plan breaks rules: {verify(snap, p)}"
+    return _outcome(p)
 
 
 # ---------------------------------------------------------------- node choice
@@ -85,11 +111,32 @@ def fewest_vs_cheapest() -> dict[str, Any]:
          pend("urgent", 1, 2)])
 
 
-@pytest.mark.parametrize("name", BASELINES)
-def test_baselines_take_the_node_with_fewest_victims(name: str) -> None:
-    victims, placed = decide(name, fewest_vs_cheapest())
+def test_k8s_takes_the_node_with_fewest_victims() -> None:
+    """Equal priorities: the smallest sum of (shifted) priorities is the fewest victims."""
+    victims, placed = decide("k8s", fewest_vs_cheapest())
     assert victims == {"a-one"}
     assert placed == {"urgent": {"a": [0, 1]}}
+
+
+def test_slurm_stops_at_the_first_prefix_that_fits_not_the_fewest_victims() -> None:
+    """preempt.html: "the select plugin will simulate the preemption of each job in the
+    priority ordered list and test if the job can be started after each preemption.
+    Once the job can be started, the higher priority jobs in the preemption queue will
+    not be considered, but the jobs to be preempted in the original list may be
+    sub-optimal." All three jobs have the same key (tier 3, one node); b-x and b-y
+    were submitted first. Removing b-x (1 GPU free on b) then b-y (2) lets the job
+    start on b; re-ordering (b-y first, then b-x) needs both again. ``a-one`` alone
+    would have done, but it comes later in the list."""
+    data = fewest_vs_cheapest()
+    submitted = {"b-x": "2026-11-30T01:00:00Z", "b-y": "2026-11-30T01:10:00Z",
+                 "a-one": "2026-11-30T01:20:00Z"}
+    for j in data["jobs"]:
+        if j["id"] in submitted:
+            j["submitted_at"] = submitted[j["id"]]
+    assert slurm(data) == ({"b-x", "b-y"}, {"urgent": {"b": [0, 1]}})
+    # submitted first, a-one is first in the list and alone enough
+    data["jobs"][0]["submitted_at"] = "2026-11-30T00:00:00Z"
+    assert slurm(data) == ({"a-one"}, {"urgent": {"a": [0, 1]}})
 
 
 def test_greedy_takes_the_cheapest_victims_instead() -> None:
@@ -107,7 +154,7 @@ def test_k8s_prefers_the_node_whose_top_victim_is_least_important() -> None:
          run("t3", 3, {"b": [0, 1, 2, 3]}, restore=1000),
          pend("urgent", 1, 4)])
     assert decide("k8s", data)[0] == {"t3"}
-    assert decide("slurm", data)[0] == {"t3"}  # its last victim comes earlier (tier 3 first)
+    assert decide("slurm", data)[0] == {"t3"}  # tier 3 comes first in its list
     assert decide("greedy", data)[0] == {"t2"}
 
 
@@ -128,20 +175,28 @@ def test_baselines_fit_on_free_gpus_without_preempting() -> None:
 def test_k8s_reprieves_the_most_important_first() -> None:
     """Node a: tier-3 ``hi`` (priority 9, young) and ``lo`` (priority 1, old), 4 GPUs each,
     plus tier-2 ``mid``. A 4-GPU tier-1 job: remove all three, reprieve ``mid`` (tier 2),
-    then ``hi`` (higher priority); ``lo`` must go. Slurm ignores priority and evicts the
-    youngest tier-3 job, ``hi``."""
+    then ``hi`` (higher priority); ``lo`` must go (SelectVictimsOnNode: "Sort
+    potentialVictims by descending importance, which ensures reprieve of higher
+    importance pods first"; importance is priority, then the earlier start). Slurm's
+    key ignores the job priority: the tier-3 jobs tie, and ``hi``, submitted first,
+    is removed first and is enough."""
     data = snapshot(
         [node("a", 12)],
         [run("mid", 2, {"a": [0, 1, 2, 3]}),
-         run("hi", 3, {"a": [4, 5, 6, 7]}, priority=9, started="2026-11-30T07:00:00Z"),
-         run("lo", 3, {"a": [8, 9, 10, 11]}, priority=1),
+         run("hi", 3, {"a": [4, 5, 6, 7]}, priority=9, started="2026-11-30T07:00:00Z",
+             submitted_at="2026-11-30T06:00:00Z"),
+         run("lo", 3, {"a": [8, 9, 10, 11]}, priority=1, submitted_at="2026-11-30T03:00:00Z"),
          pend("urgent", 1, 4)])
     assert decide("k8s", data) == ({"lo"}, {"urgent": {"a": [8, 9, 10, 11]}})
+    assert decide("slurm", data) == ({"lo"}, {"urgent": {"a": [8, 9, 10, 11]}})
+    data["jobs"][1]["submitted_at"] = "2026-11-30T02:00:00Z"  # now hi was first
     assert decide("slurm", data) == ({"hi"}, {"urgent": {"a": [4, 5, 6, 7]}})
 
 
 def test_slurm_evicts_lowest_tier_first_even_if_older() -> None:
-    """Tier-2 ``young2`` and tier-3 ``old3`` share node a: tier 3 goes first."""
+    """Tier-2 ``young2`` and tier-3 ``old3`` share node a: tier 3 goes first.
+    preempt_partition_prio.c: the key is the partition's PriorityTier shifted left
+    16 bits plus the node count, sorted ascending (here: tier 3 before tier 2)."""
     data = snapshot(
         [node("a", 4)],
         [run("young2", 2, {"a": [0, 1]}, started="2026-11-30T06:30:00Z"),
@@ -151,41 +206,128 @@ def test_slurm_evicts_lowest_tier_first_even_if_older() -> None:
         assert decide(name, data) == ({"old3"}, {"urgent": {"a": [2, 3]}})
 
 
-def test_slurm_evicts_the_youngest() -> None:
-    """Two tier-3 jobs on node a, equal cost and priority: Slurm evicts the one that
-    started last. kube-scheduler agrees here: an older pod counts as more important,
-    so ``old`` is reprieved first and ``young`` is left as the victim."""
+def test_slurm_ignores_age_unless_youngest_first() -> None:
+    """Two tier-3 jobs on node a, equal cost and priority; ``old`` was submitted
+    first. The list is sorted by "Partition priority and job size (to favor
+    preempting smaller jobs)" (preempt.html): equal keys, so submission order, and
+    ``old`` goes. slurm.conf(5), youngest_first: "If set, then the preemption
+    sorting algorithm will be changed to sort by the job start times to favor
+    preempting younger jobs over older": ``young`` goes. kube-scheduler agrees with
+    the latter: an older pod counts as more important, so ``old`` is reprieved
+    first and ``young`` is left as the victim."""
     data = snapshot(
         [node("a", 4)],
-        [run("old", 3, {"a": [0, 1]}, started="2026-11-30T02:00:00Z"),
-         run("young", 3, {"a": [2, 3]}, started="2026-11-30T07:00:00Z"),
+        [run("old", 3, {"a": [0, 1]}, started="2026-11-30T02:00:00Z",
+             submitted_at="2026-11-30T01:00:00Z"),
+         run("young", 3, {"a": [2, 3]}, started="2026-11-30T07:00:00Z",
+             submitted_at="2026-11-30T01:30:00Z"),
          pend("urgent", 1, 2)])
-    assert decide("slurm", data) == ({"young"}, {"urgent": {"a": [2, 3]}})
+    assert slurm(data) == ({"old"}, {"urgent": {"a": [0, 1]}})
+    assert slurm(data, youngest_first=True) == ({"young"}, {"urgent": {"a": [2, 3]}})
     assert decide("k8s", data) == ({"young"}, {"urgent": {"a": [2, 3]}})
+
+
+def test_slurm_youngest_first_ignores_the_tier() -> None:
+    """youngest_first sorts "by the job start times" alone: a tier-1 job evicts the
+    younger tier-2 job before the older tier-3 one (both in its can_preempt); by
+    default PriorityTier comes first and tier 3 goes."""
+    data = snapshot(
+        [node("a", 4)],
+        [run("old3", 3, {"a": [0, 1]}, started="2026-11-30T04:00:00Z"),
+         run("young2", 2, {"a": [2, 3]}, started="2026-11-30T07:00:00Z"),
+         pend("urgent", 1, 2)])
+    assert slurm(data) == ({"old3"}, {"urgent": {"a": [0, 1]}})
+    assert slurm(data, youngest_first=True) == ({"young2"}, {"urgent": {"a": [2, 3]}})
 
 
 def test_slurm_prefers_victims_on_fewer_nodes() -> None:
     """On node a, a 1-node tier-3 job and one shard of a younger 2-node tier-3 gang:
-    youngest-first alone would pick the gang, but Slurm's key puts fewer nodes first."""
+    the key adds the node count ("to favor preempting smaller jobs"), so the 1-node
+    job goes; with youngest_first the younger gang goes."""
     data = snapshot(
         [node("a", 2), node("c", 1)],
         [run("single", 3, {"a": [0]}, started="2026-11-30T05:00:00Z"),
          run("gang", 3, {"a": [1], "c": [0]}, started="2026-11-30T07:00:00Z"),
          pend("urgent", 1, 1)])
     assert decide("slurm", data) == ({"single"}, {"urgent": {"a": [0]}})
+    assert slurm(data, youngest_first=True) == ({"gang"}, {"urgent": {"a": [1]}})
 
 
-def test_slurm_takes_victims_in_order_until_the_job_fits() -> None:
-    """Node a: ``young`` (1 GPU, on GPU 0) and ``old`` (3 GPUs). A 3-GPU job: Slurm removes
-    ``young`` first (not enough), then ``old``; the allocation (lowest GPUs, 0-2) uses
-    both, so both are evicted. kube-scheduler reprieves ``young`` and evicts only ``old``."""
+def test_slurm_reorders_the_final_job_first() -> None:
+    """Node a: ``small`` (1 GPU, on GPU 0, submitted first) and ``big`` (3 GPUs). A 3-GPU
+    job: removing ``small`` is not enough, removing ``big`` too is; the allocation
+    (GPUs 0-2) would use both. preempt.html: "the preemption candidates are
+    re-ordered with the final job requiring preemption placed first in the list ...
+    The process of simulating the preemption of each job in the priority ordered
+    list will then be repeated for the final decision": ``big`` first is enough, so
+    only ``big`` goes. kube-scheduler reprieves ``small`` and agrees."""
     data = snapshot(
         [node("a", 4)],
-        [run("young", 3, {"a": [0]}, started="2026-11-30T07:00:00Z"),
-         run("old", 3, {"a": [1, 2, 3]}),
+        [run("small", 3, {"a": [0]}, submitted_at="2026-11-30T01:00:00Z"),
+         run("big", 3, {"a": [1, 2, 3]}, submitted_at="2026-11-30T02:00:00Z"),
          pend("urgent", 1, 3)])
-    assert decide("slurm", data) == ({"young", "old"}, {"urgent": {"a": [0, 1, 2]}})
-    assert decide("k8s", data) == ({"old"}, {"urgent": {"a": [1, 2, 3]}})
+    assert slurm(data) == ({"big"}, {"urgent": {"a": [1, 2, 3]}})
+    assert slurm(data, strict_order=True) == ({"big"}, {"urgent": {"a": [1, 2, 3]}})
+    assert slurm(data, reorder_count=0) == ({"big"}, {"urgent": {"a": [1, 2, 3]}})
+    assert decide("k8s", data) == ({"big"}, {"urgent": {"a": [1, 2, 3]}})
+
+
+def test_slurm_documented_example_preempts_one_job_for_an_8_node_job() -> None:
+    """preempt.html: "to start an 8 node job, the ordered preemption candidates may be
+    2 node, 4 node and 8 node. Preempting all three jobs would allow the pending job
+    to start, but by reordering the preemption candidates it is possible to start
+    the pending job after preempting only one job." Fourteen 1-GPU nodes: ``j2`` on
+    n01-n02, ``j4`` on n03-n06, ``j8`` on n07-n14. The first pass removes j2 (2 nodes
+    fit), j4 (6), j8 (14) and selects n01-n08, overlapping all three; re-ordered,
+    j8 comes first ("In the example above, the 8 node job would be moved to the
+    first position in the list") and alone frees n07-n14."""
+    nodes = [node(f"n{i:02d}", 1) for i in range(1, 15)]
+    jobs = [run("j2", 3, {f"n{i:02d}": [0] for i in (1, 2)}),
+            run("j4", 3, {f"n{i:02d}": [0] for i in range(3, 7)}),
+            run("j8", 3, {f"n{i:02d}": [0] for i in range(7, 15)}),
+            pend("wide", 1, 1, nodes=8)]
+    victims, placed = slurm(snapshot(nodes, jobs))
+    assert victims == {"j8"}
+    assert placed == {"wide": {f"n{i:02d}": [0] for i in range(7, 15)}}
+
+
+def strict_cluster() -> dict[str, Any]:
+    """Nodes a and b (4 GPUs). Tier-3 jobs: x1 on b GPU 0, x2 on b GPU 3, y1 on a GPUs
+    0-1 (1 node each, submitted in that order), and the 2-node gang g on a GPUs 2-3
+    and b GPUs 1-2 (last in the list: more nodes). A tier-1 job needs 4 GPUs."""
+    return snapshot(
+        [node("a", 4), node("b", 4)],
+        [run("x1", 3, {"b": [0]}, submitted_at="2026-11-30T01:00:00Z"),
+         run("x2", 3, {"b": [3]}, submitted_at="2026-11-30T02:00:00Z"),
+         run("y1", 3, {"a": [0, 1]}, submitted_at="2026-11-30T03:00:00Z"),
+         run("g", 3, {"a": [2, 3], "b": [1, 2]}, submitted_at="2026-11-30T00:00:00Z"),
+         pend("urgent", 1, 4)])
+
+
+def test_slurm_default_reorder_puts_jobs_on_the_selected_nodes_next() -> None:
+    """Pass 1 removes x1, x2, y1, g: a and b both fit, a is selected (best fit, then
+    name). "re-ordered with the final job requiring preemption placed first in the
+    list and all of the other jobs to be preempted ordered by the number of nodes in
+    their allocation which overlap the resources selected for the pending job":
+    [g, y1, x1, x2]. Pass 2: g, then y1 frees a; pass 3 ([y1, g, x1, x2]) the same.
+    Victims g and y1, on a."""
+    assert slurm(strict_cluster()) == ({"g", "y1"}, {"urgent": {"a": [0, 1, 2, 3]}})
+
+
+def test_slurm_strict_order_keeps_the_other_jobs_in_order() -> None:
+    """strict_order: "When reordering preemptable jobs, place the most recently tested
+    job at the front of the list": [g, x1, x2, y1]. Pass 2: g frees 2 GPUs on each
+    node, x1 and x2 complete b first; pass 3 ([x2, g, x1, y1]) frees b again. Victims
+    x2, g and x1, on b."""
+    assert slurm(strict_cluster(), strict_order=True) == (
+        {"g", "x1", "x2"}, {"urgent": {"b": [0, 1, 2, 3]}})
+
+
+def test_slurm_reorder_count_must_be_a_count() -> None:
+    problem = build_problem(load_snapshot(strict_cluster()))
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="reorder_count must be an integer >= 0"):
+            SlurmPlanner(problem, reorder_count=bad)
 
 
 # ---------------------------------------------------------------- protected jobs
@@ -311,11 +453,22 @@ def test_gang_uses_free_nodes_across_blocks(name: str) -> None:
     assert placed == {"gang": {"a1": list(range(8)), "b1": list(range(8))}}
 
 
-@pytest.mark.parametrize("name", BASELINES)
-def test_gang_same_block_picks_the_block_with_fewest_victims(name: str) -> None:
-    victims, placed = decide(name, gang_cluster(same_block=True))
+def test_gang_same_block_picks_the_block_with_fewest_victims() -> None:
+    victims, placed = decide("k8s", gang_cluster(same_block=True))
     assert victims == {"b2-z"}
     assert placed == {"gang": {"b1": list(range(8)), "b2": list(range(8))}}
+
+
+def test_slurm_gang_same_block_takes_the_first_block_its_list_completes() -> None:
+    """Same key for the three jobs, so the list is a2-x, a2-y, b2-z (submission order,
+    here the ids). Removing a2-x and a2-y completes rack ra; re-ordering keeps both
+    (each alone frees half of a2). Submitted first, b2-z alone completes rack rb."""
+    assert slurm(gang_cluster(same_block=True)) == (
+        {"a2-x", "a2-y"}, {"gang": {"a1": list(range(8)), "a2": list(range(8))}})
+    data = gang_cluster(same_block=True)
+    data["jobs"][2]["submitted_at"] = "2026-11-30T00:00:00Z"
+    assert slurm(data) == (
+        {"b2-z"}, {"gang": {"b1": list(range(8)), "b2": list(range(8))}})
 
 
 def test_multi_node_victim_frees_all_its_gpus_for_later_jobs() -> None:
@@ -406,9 +559,13 @@ K8S_NODE_CASES = {
     "smallest sum of priorities": (
         [("a", "n1", 4, 10, OLD), ("b", "n1", 4, 1, OLD)],
         [("c", "n2", 4, 10, OLD), ("d", "n2", 4, 5, OLD)], "n1"),
-    # 3. then the fewest victims (priorities shifted to be positive: with all at
-    #    priority 0, two victims sum to more than one)
-    "fewest victims": (
+    # 3. the sum counts "adjusted" priorities (upstream adds MaxInt32+1 to each, "so
+    #    that a node with a few pods with negative priority is not picked over a node
+    #    with a smaller number of pods with the same negative priority"): with all at
+    #    priority 0, two victims sum to more than one. (Rule 4, the fewest victims,
+    #    never decides here: at equal highest-priority victims, a node with more
+    #    victims always has the larger shifted sum, in this contract's ranges.)
+    "sum of adjusted priorities": (
         [("a", "n1", 4, 0, OLD), ("b", "n1", 4, 0, OLD)], [("c", "n2", 8, 0, OLD)], "n2"),
     # 4. then the node whose most important victims started latest
     "latest start": (
