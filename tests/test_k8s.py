@@ -28,7 +28,8 @@ from planner.k8s import (
     object_list,
     read_meta,
 )
-from planner.k8s.objects import pod_gpus, product_nvlink
+from planner.gpu_models import model_layout
+from planner.k8s.objects import pod_gpus
 
 FIX = Path(__file__).parent / "fixtures" / "k8s"
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -753,7 +754,25 @@ def test_mig_placements_bind_to_the_real_node_and_parts_are_evicted_once() -> No
 ])
 def test_nvlink_layout_known_from_the_gpu_model(product: str | None,
                                                 layout: str | None) -> None:
-    assert product_nvlink(product) == layout
+    assert model_layout([product]).layout == layout
+
+
+def test_gb200_nodes_without_a_clique_label_are_their_own_nvlink_domain() -> None:
+    # Without nvidia.com/gpu.clique nothing says which GB200 nodes share an NVL72
+    # rack: one domain per node (never a link claimed between nodes), said once
+    nodes = _load("nodes-gpu-models.json")
+    for n in nodes["items"]:
+        n["metadata"]["labels"].pop("nvidia.com/gpu.clique", None)
+    r = build_snapshot(nodes, _load("pods-gpu-models.json"), load_config(MODELS_CFG),
+                       MODELS_NOW)
+    got = {n["id"]: n.get("nvlink_domain") for n in r.snapshot["nodes"]
+           if n["id"].startswith("gb200")}
+    assert got == {"gb200-1": "gb200-1", "gb200-2": "gb200-2"}
+    assert ("node(s) gb200-1, gb200-2: gb200 nodes share an NVLink domain (an NVL72 rack), "
+            "but they have no nvidia.com/gpu.clique label: each node is taken as its own "
+            "domain (a job that asks for one NVLink domain stays on one node); label them "
+            "nvidia.com/gpu.clique (GPU Feature Discovery does) or set nvlink_domain_label"
+            ) in r.warnings
 
 
 def test_nvlink_precedence_and_unknown_models() -> None:
@@ -768,7 +787,9 @@ def test_nvlink_precedence_and_unknown_models() -> None:
     # per model: claiming nvswitch would let the planner put NVLink jobs on unlinked GPUs
     assert nodes["v100-dgx1"]["nvlink"] == "none" and nodes["nolabel-1"]["nvlink"] == "none"
     assert ("node(s) v100-dgx1: NVLink layout of GPU model 'Tesla-V100-SXM2-16GB' "
-            "(nvidia.com/gpu.product) is not known; assuming none") in " ".join(r.warnings)
+            "(nvidia.com/gpu.product) is not known ('sxm2' is an SXM2 board (DGX-1: P100, "
+            "V100), whose GPUs are linked in a hybrid cube-mesh, not all to all); assuming "
+            "none") in " ".join(r.warnings)
     assert any(w.startswith("node(s) nolabel-1: NVLink layout of GPU model (no "
                             "nvidia.com/gpu.product label) is not known") for w in r.warnings)
     # the config wins over the model; default_nvlink covers unknown models (no warning)

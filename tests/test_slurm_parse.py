@@ -61,9 +61,14 @@ CFG_2205: dict[str, Any] = {
 CFG_2311: dict[str, Any] = {
     "tiers": {"qos": {"high": 1, "normal": 2, "low": 3}, "partitions": {"batch": 3, "train": 2}},
     "storage": [{"id": "lustre", "write_gb_per_s": 40}],
-    "nodes": [{"match": "dgx*", "block": "rack-1"},
+    # DGX H100: SXM5 boards on NVSwitch, which the bare GRES type "h100" does not say
+    # (the H100 is also sold as a PCIe card): without "nvlink" a warning says so
+    "nodes": [{"match": "dgx*", "block": "rack-1", "nvlink": "nvswitch"},
               {"match": "dgx[05-06]", "block": "rack-2", "local_write_gb_per_s": 4}],
 }
+TYPED: dict[str, Any] = {"tiers": {"default": 3},
+                         # gpu:a100:8 does not say SXM4 (NVSwitch) or PCIe: say it
+                         "nodes": [{"match": "gpu*", "nvlink": "nvswitch"}]}
 
 
 def jobs_by_id(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -869,7 +874,7 @@ def test_unseen_gpus_are_occupied_by_index_where_the_node_gives_idx() -> None:
     # so 0-7 minus 3-7 = 0,1,2 are occupied; gpu2's hold 0,1 (2@gpu2) and 3-6 (job 5),
     # so 0-6 minus those = 2. Exactly, no guess: no "without indices" warning.
     squeue = _without(load("22.05-typed/squeue.json"), 1, 3)
-    res = build_snapshot(squeue, load("22.05-typed/sinfo.json"), cfg_of(tiers={"default": 3}),
+    res = build_snapshot(squeue, load("22.05-typed/sinfo.json"), cfg_of(**TYPED),
                          now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
     jobs = jobs_by_id(res.snapshot)
     assert jobs["slurm-occupied@gpu1"]["placement"] == [{"node": "gpu1", "gpus": [0, 1, 2]}]
@@ -882,14 +887,14 @@ def test_unseen_gpus_are_occupied_by_index_where_the_node_gives_idx() -> None:
     load_snapshot(res.snapshot)
     # the full squeue agrees with the nodes: no synthetic job, no warning
     full = build_snapshot(load("22.05-typed/squeue.json"), load("22.05-typed/sinfo.json"),
-                          cfg_of(tiers={"default": 3}), now=NOW_2205_TYPED,
+                          cfg_of(**TYPED), now=NOW_2205_TYPED,
                           read_sidecar=lambda j: ({}, []))
     assert not [j for j in full.snapshot["jobs"] if j["id"].startswith("slurm-occupied@")]
     assert full.warnings == []
 
 
 def test_node_and_job_views_that_disagree_are_warnings() -> None:
-    cfg = cfg_of(tiers={"default": 3})
+    cfg = cfg_of(**TYPED)
     typed_q, typed_n = load("22.05-typed/squeue.json"), load("22.05-typed/sinfo.json")
     # a job says it holds GPU 2 of gpu2, the node says only 0,1,3-6 are in use:
     # job 3 keeps it (the safe side), with a warning; nothing is occupied
@@ -956,8 +961,14 @@ def test_real_sinfo_of_another_cluster_with_gpus_nobody_listed() -> None:
                          read_sidecar=lambda j: ({}, []))
     nodes = {n["id"]: n for n in res.snapshot["nodes"]}
     assert {k: (n["gpus"], n["gpu_type"], n["nvlink"]) for k, n in nodes.items()} == {
-        "cs2.example.company.com": (8, "a100", "nvswitch"),
+        "cs2.example.company.com": (8, "a100", "none"),
         "cs3.example.company.com": (6, None, "none")}
+    # "a100" alone may be SXM4 boards (NVSwitch) or PCIe cards (no NVLink): the
+    # conservative layout, said
+    assert ("NVLink layout not known for GPU model 'a100' on 1 node(s) "
+            "(cs2.example.company.com): 'a100' is sold both as SXM boards (NVSwitch) and as "
+            "PCIe cards (no NVLink), and the name does not say which; assumed \"none\"") in \
+        " ".join(res.warnings)
     jobs = jobs_by_id(res.snapshot)
     assert sorted(jobs) == ["slurm-occupied@cs2.example.company.com",
                             "slurm-occupied@cs3.example.company.com"]
@@ -1066,19 +1077,28 @@ def test_mig_and_pcie_nodes_from_real_slurmrestd_output() -> None:
 
 
 def test_gpu_models_and_their_nvlink_layout() -> None:
-    from planner.slurm.parse import contract_gpu_type, mig_profile, model_nvlink
+    from planner.gpu_models import AMBIGUOUS, SXM2, model_layout
+    from planner.slurm.parse import contract_gpu_type, mig_profile
 
     for names, layout in [
-            (["a100"], "nvswitch"), (["h100"], "nvswitch"), (["h200"], "nvswitch"),
-            (["b200"], "nvswitch"), (["nvidia_h100_80gb_hbm3"], "nvswitch"),
+            (["b200"], "nvswitch"), (["gb200"], "nvswitch"), (["nvidia_h100_80gb_hbm3"],
+                                                               "nvswitch"),
             (["nvidia_a100-sxm4-80gb"], "nvswitch"), (["gpu", "hgx"], "nvswitch"),
+            (["nvidia_h200"], "nvswitch"),  # NVML's name of the H200 SXM; the NVL says nvl
             (["nvidia_a100_80gb_pcie"], "none"), (["h100", "pcie"], "none"),
             (["l4"], "none"), (["l40"], "none"), (["l40s"], "none"), (["a10"], "none"),
-            (["tesla_t4"], "none"), (["nvidia_h100_nvl"], "none"),
-            (["rtx6000"], None), ([], None), (["a1000"], None)]:
-        assert model_nvlink(names)[0] == layout, names
-    # "a10" is a whole word: an a100 is not an A10
-    assert model_nvlink(["nvidia_a100"]) == ("nvswitch", "a100")
+            (["tesla_t4"], "none"), (["nvidia_h100_nvl"], "none"), (["nvidia_h200_nvl"], "none"),
+            (["rtx6000"], "none"), ([], None), (["a1000"], None),
+            # sold as SXM boards and as PCIe cards: the bare name does not say which
+            (["a100"], None), (["h100"], None), (["h200"], None), (["nvidia_a100"], None),
+            # SXM2 (DGX-1) is a hybrid cube-mesh, not all-to-all, unlike SXM3 and later
+            (["tesla_v100-sxm2-16gb"], None), (["tesla_v100-sxm3-32gb"], "nvswitch")]:
+        assert model_layout(names).layout == layout, names
+    assert model_layout(["a100"]).caveat == AMBIGUOUS
+    assert model_layout(["tesla_v100-sxm2-16gb"]).caveat == SXM2
+    assert model_layout(["gb200"]).nvl72 and not model_layout(["b200"]).nvl72
+    # "a10" is a whole word: an a100 is not an A10 (it is ambiguous, not "none")
+    assert model_layout(["nvidia_a100"]).word == "a100"
     assert mig_profile("1g.10gb") == "1g.10gb" and mig_profile("3g.20gb") == "3g.20gb"
     assert mig_profile("nvidia_a100_3g.39gb") == "3g.39gb" and mig_profile("a100") is None
     assert mig_profile("nvidia_a100_80gb_pcie") is None
@@ -1103,12 +1123,14 @@ def test_nvlink_default_from_the_model_rules_and_features() -> None:
                      ("m2", "gpu:1g.10gb:14,gpu:3g.20gb:2", "gpu:0", []))
     res = build_snapshot({"jobs": []}, doc, cfg_of(tiers={"default": 3}), now=NOW_2205)
     nodes = {n["id"]: (n["gpu_type"], n["nvlink"]) for n in res.snapshot["nodes"]}
-    assert nodes == {"a1": ("a100", "nvswitch"),  # typed a100: kept, now with its layout
+    assert nodes == {"a1": ("a100", "none"),  # a100: SXM4 or PCIe? conservative, said
                      "u1": (None, "none"),  # unknown model: conservative, with a warning
                      "u2": (None, "nvswitch"), "u3": (None, "none"),  # from the features
                      "m1": ("MIG-3g.20gb", "none"), "m2": (None, "none")}
     assert any(w.startswith("NVLink layout unknown for GPU model \"untyped GRES 'gpu'\" and no "
                             "known model in its features on 1 node(s) (u1)") for w in res.warnings)
+    assert any(w.startswith("NVLink layout not known for GPU model 'a100' on 1 node(s) (a1): "
+                            "'a100' is sold both as SXM boards") for w in res.warnings)
     assert any(w.startswith("node m2 has several GPU types (1g.10gb:14, 3g.20gb:2)")
                for w in res.warnings)
     # the config's node rules keep precedence, and silence the unknown-model warning;
@@ -1120,10 +1142,34 @@ def test_nvlink_default_from_the_model_rules_and_features() -> None:
     nodes = {n["id"]: n["nvlink"] for n in res.snapshot["nodes"]}
     assert nodes == {"a1": [[0, 1, 2, 3], [4, 5, 6, 7]], "u1": "nvswitch", "u2": "nvswitch",
                      "u3": "nvswitch", "m1": "none", "m2": "none"}
-    assert not any(w.startswith("NVLink layout unknown") for w in res.warnings)
+    assert not any(w.startswith("NVLink layout") for w in res.warnings)
     assert "node m1: its GPUs are MIG slices (3g.20gb); the nodes rule 'm1' sets nvlink " \
         "'nvswitch', which is ignored (MIG slices have no NVLink and keep their own type " \
         "'MIG-3g.20gb')" in res.warnings
+
+
+def test_sxm2_and_gb200_nodes() -> None:
+    # A DGX-1 (V100 SXM2: a hybrid cube-mesh, not all-to-all) is not nvswitch; GB200
+    # nodes are NVSwitch inside and one NVL72 domain per rack, which Slurm's output
+    # does not give: each node is its own domain, said once, unless a rule says it
+    doc = _nodes_doc(("v1", "gpu:tesla_v100-sxm2-16gb:8", "gpu:0", []),
+                     ("gb1", "gpu:gb200:4", "gpu:0", []), ("gb2", "gpu:gb200:4", "gpu:0", []))
+    res = build_snapshot({"jobs": []}, doc, cfg_of(tiers={"default": 3}), now=NOW_2205)
+    nodes = {n["id"]: (n["nvlink"], n.get("nvlink_domain")) for n in res.snapshot["nodes"]}
+    assert nodes == {"v1": ("none", None), "gb1": ("nvswitch", "gb1"),
+                     "gb2": ("nvswitch", "gb2")}
+    assert ("NVLink layout not known for GPU model 'tesla_v100-sxm2-16gb' on 1 node(s) (v1): "
+            "'sxm2' is an SXM2 board (DGX-1: P100, V100), whose GPUs are linked in a hybrid "
+            "cube-mesh, not all to all; assumed \"none\"") in " ".join(res.warnings)
+    assert ("gb200 node(s) gb1, gb2: Slurm's output does not say which nodes share an NVLink "
+            "domain (an NVL72 rack): each node is taken as its own domain (a job that asks "
+            "for one NVLink domain stays on one node); set `nvlink_domain` in a `nodes` rule "
+            "of the config") in res.warnings
+    cfg = cfg_of(tiers={"default": 3}, nodes=[{"match": "gb[1-2]", "nvlink_domain": "nvl72-a"}])
+    res = build_snapshot({"jobs": []}, doc, cfg, now=NOW_2205)
+    assert {n["id"]: n.get("nvlink_domain") for n in res.snapshot["nodes"]} == {
+        "v1": None, "gb1": "nvl72-a", "gb2": "nvl72-a"}
+    assert not any(w.startswith("gb200 node(s)") for w in res.warnings)
 
 
 # --------------------------------------- 3. tier mapping and foreign documents

@@ -331,35 +331,6 @@ def parse_nvlink(value: str) -> Any:
     return parsed if isinstance(parsed, (list, dict)) else None
 
 
-# GPU Feature Discovery's nvidia.com/gpu.product values, split at '-' (and blanks):
-# PCIe cards have no NVLink between all GPUs (bridges link pairs at most)
-_PCIE_TOKENS = {"PCIE", "NVL", "L4", "L40", "L40S", "L20", "A10", "A10G", "A2", "A16", "A30",
-                "A40", "T4", "P4", "P40"}
-_NVSWITCH_TOKENS = {"HGX", "H200", "B200", "GB200"}
-
-
-def product_nvlink(product: str | None) -> str | None:
-    """The NVLink layout of a node known from its GPU model (the product label), or
-    None when the model is not known. ``none``: MIG slices (``...-MIG-1g.5gb``, the
-    "single" strategy), PCIe cards (``PCIe``, ``NVL``, L4, L40S, A10, T4, ...) and
-    ``RTX`` boards; ``nvswitch``: SXM3 and later, HGX, ``H100-80GB-HBM3`` (the H100
-    SXM5), H200, B200, GB200. SXM2 boards (DGX-1: P100, V100) are a hybrid cube-mesh,
-    not all-to-all: not known (configure their edges)."""
-    if not product:
-        return None
-    tokens = [t for t in re.split(r"[-_\s]+", product.upper()) if t]
-    if "MIG" in tokens:
-        return "none"
-    if any(t in _PCIE_TOKENS or t.startswith("RTX") for t in tokens):
-        return "none"
-    if any(t.startswith("SXM2") for t in tokens):
-        return None
-    if any(t.startswith("SXM") or t in _NVSWITCH_TOKENS for t in tokens) \
-            or "H100-80GB-HBM3" in "-".join(tokens):
-        return "nvswitch"
-    return None
-
-
 def single_mig_profile(product: str | None) -> str | None:
     """``A100-SXM4-40GB-MIG-1g.5gb`` -> ``1g.5gb``: the product label of a node whose
     ``nvidia.com/gpu`` devices are MIG slices (GFD's MIG "single" strategy)."""

@@ -21,6 +21,7 @@ from typing import Any
 from models import SHAPE_ERRORS, InputError, load_snapshot
 from models.policy import MAX_GB_PER_S, MAX_PRIORITY, MIN_GB_PER_S
 from models.snapshot import NvlinkEdges
+from planner.gpu_models import model_layout
 from planner.k8s.config import K8sConfig
 from planner.k8s.objects import (
     islands,
@@ -37,7 +38,6 @@ from planner.k8s.objects import (
     parse_signal,
     parse_time,
     pod_gpu_resources,
-    product_nvlink,
     single_mig_profile,
     whole,
 )
@@ -110,6 +110,8 @@ class _Builder:
         self.warnings: list[str] = []
         self.mig_nodes: dict[str, dict[str, str]] = {}  # node/mig-<profile> -> node, resource
         self.unknown_nvlink: dict[str, list[str]] = defaultdict(list)
+        self.nvlink_why: dict[str, str] = {}  # product -> why its layout is not known
+        self.own_domain: dict[str, list[str]] = defaultdict(list)  # model -> nodes (NVL72)
         self._warned_local: set[str] = set()
         self.mapped: set[str] = set()  # jobs whose tier the config or an annotation gives
         self.unmapped: dict[str, list[str]] = defaultdict(list)  # class -> jobs at default_tier
@@ -190,6 +192,11 @@ class _Builder:
         domain = labels.get(cfg.nvlink_domain_label) if cfg.nvlink_domain_label else None
         if domain:
             rec["nvlink_domain"] = domain
+        else:
+            model = model_layout([product])
+            if model.nvl72:  # one domain per node: never claims a link between nodes
+                rec["nvlink_domain"] = name
+                self.own_domain[model.word].append(name)
         replicas = parse_int(labels.get(f"{cfg.gpu_resource.partition('/')[0]}/gpu.replicas",
                                         "0"))
         if replicas is not None and replicas > 1:
@@ -292,13 +299,14 @@ class _Builder:
             return "none"
         if explicit is not None:
             return explicit
-        known = product_nvlink(product)
-        if known is not None:
-            return known
+        model = model_layout([product])
+        if model.layout is not None:
+            return model.layout
         if self.cfg.default_nvlink is not None:
             return _nvlink_json(self.cfg.default_nvlink)
         if gpus > 1:  # one GPU needs no link: its layout does not matter
             self.unknown_nvlink[product or ""].append(name)
+            self.nvlink_why[product or ""] = model.why()
         return "none"
 
     def warn_unknown_nvlink(self) -> None:
@@ -309,10 +317,20 @@ class _Builder:
                                             else "")
             model = (f"GPU model {product!r} ({label})" if product
                      else f"GPU model (no {label} label)")
-            self.warn(f"node(s) {shown}: NVLink layout of {model} is not known; assuming "
+            why = self.nvlink_why.get(product, "")
+            self.warn(f"node(s) {shown}: NVLink layout of {model} is not known"
+                      f"{f' ({why})' if why else ''}; assuming "
                       "none (no NVLink: jobs of several GPUs that need NVLink are not placed "
                       "there). Set nvlink_by_product, nvlink_by_node or default_nvlink in the "
                       f"config, or the node label {self.cfg.key('nvlink')}")
+        label = self.cfg.nvlink_domain_label or "nvidia.com/gpu.clique"
+        for word, names in sorted(self.own_domain.items()):
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                            else "")
+            self.warn(f"node(s) {shown}: {word} nodes share an NVLink domain (an NVL72 rack), "
+                      f"but they have no {label} label: each node is taken as its own domain "
+                      "(a job that asks for one NVLink domain stays on one node); label them "
+                      f"{label} (GPU Feature Discovery does) or set nvlink_domain_label")
 
     # ------------------------------------------------------------------- pods
     def pod(self, obj: dict[str, Any]) -> list[Pod]:

@@ -26,8 +26,10 @@ that no listed job holds (another user's job, a hidden partition, a partial
 squeue) are held by a synthetic, non-preemptible ``slurm-occupied@<node>`` job,
 and every disagreement is a warning. MIG slices (``gpu:1g.10gb:21``) are GPUs
 without NVLink typed ``MIG-<type>``; otherwise the NVLink layout follows the GPU
-model (:func:`model_nvlink`) unless a config node rule sets it, and an unknown
-model is ``"none"`` with a warning. A document of another kind (kubectl output,
+model (:func:`planner.gpu_models.model_layout`) unless a config node rule sets
+it, and an unknown or ambiguous model (a bare ``a100``, an SXM2 board) is
+``"none"`` with a warning; GB200 nodes without a configured ``nvlink_domain`` are
+one domain each, with a warning. A document of another kind (kubectl output,
 a snapshot, sinfo given as squeue) is refused with one message.
 
 Nothing here runs a command; :func:`build_snapshot` is a pure function of its
@@ -49,6 +51,7 @@ from typing import Any
 
 from models import SHAPE_ERRORS, InputError
 from models.policy import MAX_GB, MAX_PRIORITY, MAX_SECONDS
+from planner.gpu_models import model_layout
 from planner.slurm.config import SlurmConfig
 from planner.slurm.hostlist import HostlistError, expand
 from planner.slurm.state import AdapterState
@@ -425,11 +428,6 @@ def check_document(doc: Any, expected: str, source: str) -> None:
 # ------------------------------------------------------- GPU models, MIG
 
 _MIG = re.compile(r"(?:^|[^0-9a-z])(\d+g\.\d+gb)$", re.IGNORECASE)
-NVSWITCH_MODELS = ("a100", "h100", "h200", "b200")
-"""GPU models sold as SXM/HGX boards, all GPUs of a node on NVSwitch (or, 4-GPU
-A100 boards, linked all to all): ``nvswitch`` unless the name says PCIe."""
-NO_NVLINK_MODELS = ("l4", "l40", "l40s", "a10", "a10g", "t4")
-"""PCIe cards without NVLink: ``none``."""
 
 
 def mig_profile(gres_type: str | None) -> str | None:
@@ -452,26 +450,6 @@ def contract_gpu_type(gres_type: str | None, cfg: SlurmConfig) -> str | None:
     if mig_profile(gres_type):
         return f"MIG-{gres_type}"
     return gres_type
-
-
-def model_nvlink(names: Iterable[str]) -> tuple[str | None, str]:
-    """NVLink layout a GPU model implies (``"nvswitch"``, ``"none"``, or None when
-    the names say nothing), and which word said so. `names` are GRES types,
-    contract GPU types and node features; a PCIe word wins over a model name."""
-    tokens: set[str] = set()
-    for n in names:
-        tokens.update(t for t in re.split(r"[^0-9a-z]+", str(n).lower()) if t)
-    pcie = sorted(t for t in tokens if "pcie" in t or t == "nvl")
-    if pcie:
-        return "none", pcie[0]
-    plain = sorted(tokens & set(NO_NVLINK_MODELS))
-    if plain:
-        return "none", plain[0]
-    sxm = sorted(tokens & set(NVSWITCH_MODELS)) or sorted(
-        t for t in tokens if t.startswith("sxm") or t == "hgx")
-    if sxm:
-        return "nvswitch", sxm[0]
-    return None, ""
 
 
 # ------------------------------------------------------------------- nodes
@@ -601,12 +579,13 @@ def build_nodes(slurm_nodes: Mapping[str, SlurmNode], cfg: SlurmConfig,
                 notes: list[str], warnings: list[str] | None = None) -> list[dict[str, Any]]:
     """Contract nodes: count, type and NVLink layout from the node's GRES (MIG
     slices are GPUs without NVLink, typed ``MIG-<type>``; the layout otherwise
-    follows the GPU model, see :func:`model_nvlink`), state from Slurm, the rest
-    from the config's node rules (which win, except against MIG)."""
+    follows the GPU model, see :func:`planner.gpu_models.model_layout`), state from
+    Slurm, the rest from the config's node rules (which win, except against MIG)."""
     warnings = warnings if warnings is not None else notes
     out = []
     skipped: list[str] = []
-    unknown: dict[str, list[str]] = {}  # model description -> nodes
+    unknown: dict[tuple[str, str], list[str]] = {}  # (model description, why) -> nodes
+    nvl72: dict[str, list[str]] = {}  # model -> nodes taken as their own NVLink domain
     for name in sorted(slurm_nodes, key=_natural):
         sn = slurm_nodes[name]
         gpus = parse_gres(sn.gres)
@@ -627,6 +606,7 @@ def build_nodes(slurm_nodes: Mapping[str, SlurmNode], cfg: SlurmConfig,
             warnings.append(f"node {name} has several GPU types ({desc}): its gpu_type is left "
                             "unset, so jobs that name a GPU type are not planned onto it, and "
                             'its NVLink layout is "none" unless a nodes rule says otherwise')
+        why, rack = "", ""
         if mig:
             layout: str | None = "none"
         elif len(types) > 1:
@@ -634,7 +614,9 @@ def build_nodes(slurm_nodes: Mapping[str, SlurmNode], cfg: SlurmConfig,
         else:
             named = [t for t in types if t] + [cfg.gpu_types[t] for t in types if t in
                                                cfg.gpu_types] + sn.features
-            layout, _ = model_nvlink(named)
+            model = model_layout(named)
+            layout, why = model.layout, model.why()
+            rack = model.word if model.nvl72 else ""
         if layout is not None:
             node["nvlink"] = layout
         rule_nvlink = False
@@ -663,17 +645,30 @@ def build_nodes(slurm_nodes: Mapping[str, SlurmNode], cfg: SlurmConfig,
                 rule_nvlink |= key == "nvlink"
         if "nvlink" not in node:
             node["nvlink"] = "none"
-            model = gtype or ("untyped GRES 'gpu'" if not types or None in types else "")
-            unknown.setdefault(model, []).append(name)
+            desc = gtype or ("untyped GRES 'gpu'" if not types or None in types else "")
+            unknown.setdefault((desc, why), []).append(name)
+        if rack and "nvlink_domain" not in node:
+            node["nvlink_domain"] = name
+            nvl72.setdefault(rack, []).append(name)
         out.append(node)
-    for model, names in unknown.items():
-        feats = " and no known model in its features" if len(names) == 1 else \
-            " and no known model in their features"
+    for (desc, why), names in unknown.items():
+        if why:
+            head = f"NVLink layout not known for GPU model {desc!r} on {len(names)} node(s) " \
+                f"({_short_list(names)}): {why};"
+        else:
+            feats = " and no known model in its features" if len(names) == 1 else \
+                " and no known model in their features"
+            head = f"NVLink layout unknown for GPU model {desc!r}{feats} on {len(names)} " \
+                f"node(s) ({_short_list(names)}):"
         warnings.append(
-            f"NVLink layout unknown for GPU model {model!r}{feats} on {len(names)} node(s) "
-            f"({_short_list(names)}): assumed \"none\" (no NVLink: jobs with topology "
-            "\"nvlink\" and more than one GPU cannot use them); set `nvlink` in a `nodes` rule "
-            "of the config")
+            f"{head} assumed \"none\" (no NVLink: jobs with topology \"nvlink\" and more "
+            "than one GPU cannot use them); set `nvlink` in a `nodes` rule of the config")
+    for word, names in nvl72.items():
+        warnings.append(
+            f"{word} node(s) {_short_list(names)}: Slurm's output does not say which nodes "
+            "share an NVLink domain (an NVL72 rack): each node is taken as its own domain (a "
+            "job that asks for one NVLink domain stays on one node); set `nvlink_domain` in a "
+            "`nodes` rule of the config")
     if skipped:
         notes.append(f"{len(skipped)} node(s) without GPUs left out: {', '.join(skipped[:10])}"
                      + (" ..." if len(skipped) > 10 else ""))
