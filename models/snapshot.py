@@ -146,6 +146,9 @@ class Snapshot(_Record):
     jobs: list[Job] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
     recent_evictions: list[RecentEviction] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list, description=(
+        "what the tool that wrote the snapshot had to assume or could not tell; "
+        "copied to the front of the plan's warnings"))
     comment: str | None = Field(None, description="free text; `_comment` in files")
 
     # ---- lookups (built once; the record is frozen so they never go stale) ----

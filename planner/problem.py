@@ -209,7 +209,7 @@ def build_problem(snap: Snapshot) -> Problem:
         node_index[n.id] = i
     owner: dict[tuple[int, int], str] = {}
     running: dict[str, VictimInfo] = {}
-    warnings: list[str] = []
+    warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
     for j in sorted(snap.running(), key=lambda j: j.id):
         parts = []
         on_down = []

@@ -981,6 +981,31 @@ def test_real_sinfo_of_another_cluster_with_gpus_nobody_listed() -> None:
     load_snapshot(res.snapshot)
 
 
+def test_manual_path_puts_the_snapshot_warnings_into_the_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # slurm snapshot -> plan -> slurm apply: the rivos fixture's two nodes hold GPUs
+    # of jobs squeue does not list (slurm-occupied@cs2 and @cs3). The snapshot file
+    # carries its warnings (the contract's optional snapshot.warnings) and plan()
+    # copies them into plan.warnings, which slurm apply and a reader see.
+    from planner.slurm.commands import main
+
+    cfg = tmp_path / "slurm.yaml"
+    cfg.write_text(json.dumps({"tiers": {"default": 3}}))
+    out = tmp_path / "snap.json"
+    assert main(["snapshot", "--config", str(cfg),
+                 "--squeue-json", str(FIX / "21.08-rivos/squeue.json"),
+                 "--nodes-json", str(FIX / "21.08-rivos/sinfo.json"),
+                 "--now", "1685737600", "--out", str(out)]) == 0
+    snap = json.loads(out.read_text())
+    occupied = [w for w in snap["warnings"] if w.startswith("slurm-occupied@")]
+    assert [w.split(":")[0] for w in occupied] == ["slurm-occupied@cs2.example.company.com",
+                                                   "slurm-occupied@cs3.example.company.com"]
+    p = _plan(snap)
+    assert p.warnings[:len(snap["warnings"])] == snap["warnings"]
+    assert [w.split(":")[0] for w in p.warnings if w.startswith("slurm-occupied@")] == \
+        ["slurm-occupied@cs2.example.company.com", "slurm-occupied@cs3.example.company.com"]
+
+
 def test_completing_jobs_explain_the_gpus_they_still_hold() -> None:
     # 23.11: dgx04 reports GPU 0 in use; the only job there is 112, COMPLETING
     # (left out: its GPUs are about to be free). It explains GPU 0: no synthetic job.
@@ -1003,7 +1028,7 @@ def test_tick_puts_the_snapshot_warnings_into_the_plan(tmp_path: Path) -> None:
     warnings = doc["plan"]["warnings"]
     assert [w for w in warnings if w.startswith("slurm-occupied@gpu1: 8 GPU(s) of gpu1 are in "
                                                 "use by 'gpu:8'")]
-    assert warnings == doc["snapshot"]["_slurm"]["warnings"]
+    assert warnings == doc["snapshot"]["warnings"]
     assert "slurm-occupied@gpu1" in {j["id"] for j in doc["snapshot"]["jobs"]}
 
 

@@ -886,6 +886,7 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
     }
     if cfg.policy is not None:
         snapshot["policy"] = cfg.policy
+    snapshot["warnings"] = b.warnings  # plan() copies them into the plan's warnings
     if events_doc is not None:
         pod_job = {(m["namespace"], pod): job for job, m in meta_jobs.items() for pod in m["pods"]}
         sizes = {j["id"]: j["gpus_per_node"] * j.get("nodes", 1) for j in jobs}

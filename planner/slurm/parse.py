@@ -939,7 +939,9 @@ def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: S
         "policy": policy,
         # the evictions this adapter carried out (state file), for R15
         "recent_evictions": state.recent_evictions(now),
-        "_slurm": {"release": version, "notes": notes, "warnings": warnings},
+        # what the plan must say too (plan() copies them into plan.warnings)
+        "warnings": warnings,
+        "_slurm": {"release": version, "notes": notes},
     }
     return ParseResult(snapshot, notes, version, warnings, ctx.tiers)
 

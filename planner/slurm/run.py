@@ -145,8 +145,9 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     config maps none).
 
     The snapshot's warnings (GPUs held by jobs it cannot see, unknown GPU models,
-    ...) are logged and appended to the plan's ``warnings``; a warning already in
-    `seen_warnings` (the previous tick's) is logged at DEBUG only.
+    ...) are logged, and the plan carries them (the snapshot's ``warnings``, which
+    plan() copies into the plan's); a warning already in `seen_warnings` (the
+    previous tick's) is logged at DEBUG only.
     """
     from models import load_snapshot
     from planner import plan as make_plan
@@ -170,7 +171,6 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
                   planner=cfg.planner.planner)
-    p.warnings.extend(parsed.warnings)
     gpus: dict[str, int] = {}  # Slurm job -> GPUs (pieces of one job summed)
     for job in parsed.snapshot.get("jobs", []):
         if job.get("state") == "running":
