@@ -3,14 +3,17 @@ records. No solver imports: the planner, verifier, simulator and adapters build
 on these."""
 
 from models.load import (
+    MAX_SEED,
     SHAPE_ERRORS,
     InputError,
     check_snapshot,
+    did_you_mean,
     load_plan,
     load_policy,
     load_snapshot,
     range_problems,
     read_document,
+    suggest_fields,
 )
 from models.plan import (
     REASONS,
@@ -34,8 +37,9 @@ from models.snapshot import (
 )
 
 __all__ = [
-    "REASONS", "SHAPE_ERRORS", "Backoff", "Checkpoint", "Deferred", "Eviction", "Grace", "InputError", "Job",
+    "MAX_SEED", "REASONS", "SHAPE_ERRORS", "Backoff", "Checkpoint", "Deferred", "Eviction", "Grace", "InputError", "Job",
     "Node", "Objective", "Placement", "PlacementPart", "Plan", "Policy", "RecentEviction", "Snapshot",
-    "SolverInfo", "Storage", "StormLoad", "Thrash", "TierPolicy", "Window", "check_snapshot", "load_plan",
-    "load_policy", "load_snapshot", "range_problems", "read_document",
+    "SolverInfo", "Storage", "StormLoad", "Thrash", "TierPolicy", "Window", "check_snapshot", "did_you_mean",
+    "load_plan",
+    "load_policy", "load_snapshot", "range_problems", "read_document", "suggest_fields",
 ]

@@ -10,14 +10,16 @@ import json
 import math
 import signal as _signal
 from collections.abc import Iterable
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from models.kinds import wrong_document
 from models.plan import Plan
-from models.policy import Policy
+from models.policy import MAX_PRIORITY, Policy
 from models.snapshot import NvlinkEdges, Snapshot
 
 _SIGNALS = {s.name for s in _signal.Signals}
@@ -35,41 +37,87 @@ class InputError(ValueError):
 
 # what a field of the wrong type or range raises in code that converts a foreign
 # document (kubectl's or Slurm's JSON): the adapters turn these into InputError
-SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError)
+# (ArithmeticError: an overflow, decimal's InvalidOperation on a quantity "nan")
+SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, ArithmeticError)
+
+
+MAX_SEED = 2**31 - 1  # a random seed: what CP-SAT's random_seed (an int32) takes
 
 
 def range_problems(positive: Iterable[tuple[str, float | None]] = (),
-                   at_least_one: Iterable[tuple[str, int | None]] = ()) -> list[str]:
+                   at_least_one: Iterable[tuple[str, int | None]] = (),
+                   seeds: Iterable[tuple[str, int | None]] = ()) -> list[str]:
     """One message per option out of range: ``positive`` (option, value) pairs must be
-    finite numbers > 0, ``at_least_one`` pairs counts >= 1; None is not given."""
+    finite numbers > 0, ``at_least_one`` pairs counts >= 1, ``seeds`` integers from 0
+    to MAX_SEED; None is not given."""
     out = [f"{option}: must be a positive number, got {value:g}" for option, value in positive
            if value is not None and not (math.isfinite(value) and value > 0)]
     out += [f"{option}: must be at least 1, got {value}" for option, value in at_least_one
             if value is not None and value < 1]
+    out += [f"{option}: must be a seed from 0 to {MAX_SEED:,}, got {value}"
+            for option, value in seeds if value is not None and not 0 <= value <= MAX_SEED]
     return out
 
 
-def _field_names() -> list[str]:
-    """Every field name of the contract's records (for typo suggestions)."""
-    from models import plan as plan_models
-    from models import policy as policy_models
-    from models import snapshot as snapshot_models
+def field_paths(model: Any, prefix: str = "") -> list[str]:
+    """The dotted path of every field of a pydantic ``model`` and of the records nested
+    in it (lists and maps of records add no component): for typo suggestions."""
+    from typing import get_args
 
-    names: set[str] = set()
-    for module in (snapshot_models, policy_models, plan_models):
-        for obj in vars(module).values():
-            fields = getattr(obj, "model_fields", None)
-            if isinstance(obj, type) and isinstance(fields, dict):
-                names |= set(fields)
-    return sorted(names)
+    from pydantic import BaseModel
+
+    out: list[str] = []
+    todo: list[tuple[Any, str, frozenset[Any]]] = [(model, prefix, frozenset())]
+    while todo:
+        m, at, above = todo.pop()
+        for name, f in m.model_fields.items():
+            path = f"{at}{name}"
+            out.append(path)
+            types = [f.annotation]
+            while types:
+                t = types.pop()
+                types.extend(get_args(t))
+                if isinstance(t, type) and issubclass(t, BaseModel) and t not in above:
+                    todo.append((t, f"{path}.", above | {m}))
+    return sorted(out)
 
 
-def _did_you_mean(word: str) -> str | None:
-    """The contract field name closest to a misspelt one (None when none is close)."""
+def did_you_mean(word: str, names: Iterable[str]) -> str | None:
+    """The name of ``names`` closest to a misspelt one; None when none is close."""
     import difflib
 
-    near = difflib.get_close_matches(word, _field_names(), n=1, cutoff=0.75)
+    near = difflib.get_close_matches(word, sorted(names), n=1, cutoff=0.75)
     return near[0] if near else None
+
+
+def suggestion(path: str, model: Any, root: str = "") -> str | None:
+    """For an unknown field at the dotted ``path`` (``root`` a prefix of it, such as
+    ``config.``): the nearest field of ``model`` at that place, else the dotted path
+    of the nearest one elsewhere in it (never the word itself)."""
+    paths = field_paths(model)
+    names = {p.rsplit(".", 1)[-1]: p for p in reversed(paths)}  # name -> its first path
+    *above, word = path.removeprefix(root).split(".")
+    parent = ".".join(p for p in above if p in names)  # (no list indices, map keys)
+    here = [p.rsplit(".", 1)[-1] for p in paths if p.rpartition(".")[0] == parent]
+    near = did_you_mean(word, here)
+    if near is None:  # a field of another place: its whole path
+        near = names.get(did_you_mean(word, names) or "")
+    return near if near and near != word else None
+
+
+def suggest_fields(errors: list[str], model: Any, root: str = "") -> list[str]:
+    """Messages ``path.field: unknown field`` (or pydantic's "Extra inputs are not
+    permitted") with "; did you mean 'x'?" added (see :func:`suggestion`)."""
+    out = []
+    for line in errors:
+        path, sep, msg = line.partition(": ")
+        if sep and ("unknown field" in msg or "Extra inputs are not permitted" in msg) \
+                and "did you mean" not in msg:
+            near = suggestion(path.replace("[", ".").replace("]", ""), model, root)
+            if near:
+                line += f"; did you mean {near!r}?"
+        out.append(line)
+    return out
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -86,7 +134,8 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = ()) -> list[str]:
+def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = (),
+                       model: Any = Snapshot) -> list[str]:
     msgs: list[str] = []
     seen: set[str] = set()
     for e in err.errors():
@@ -98,7 +147,8 @@ def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = ()) -> li
                    'or {"edges": [[0,1], ...]}')
         elif e["type"] == "extra_forbidden":
             msg = "unknown field (not in the contract; comments start with '_')"
-            near = _did_you_mean(str(loc[-1]) if loc else "")
+            near = suggestion(".".join(str(p) for p in loc), model,
+                              "".join(f"{p}." for p in prefix))
             if near:
                 msg += f"; did you mean {near!r}?"
         elif e["type"] == "literal_error":
@@ -138,18 +188,44 @@ def _text(data: bytes, where: str) -> str:
                           "UTF-8")], where) from None
 
 
+MAX_REPEATED = 1_000_000  # values YAML aliases may add to a document when expanded
+
+
 def _depth_problem(doc: Any, where: str) -> None:
-    """Refuse a document nested deeper than MAX_DEPTH (iteratively: no recursion)."""
-    stack = [(doc, 1)]
+    """Refuse a document nested deeper than MAX_DEPTH, one that contains itself (a
+    recursive YAML alias), or one whose YAML aliases repeat more than MAX_REPEATED
+    values (an "alias bomb": 450 bytes that expand to a billion values). Each shared
+    object is measured once, without recursion."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (height, values once expanded)
+    open_ids: set[int] = set()  # on the path from the root
+    written = 0  # values as written (each shared object once)
+    stack: list[tuple[Any, bool]] = [(doc, False)]
     while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise InputError([(f"the document is nested more than {MAX_DEPTH} levels deep (the "
-                              "contract's documents need at most 6)")], where)
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
+        node, done = stack.pop()
+        kids = list(node.values()) if isinstance(node, dict) else node
+        if done:
+            height, values = 1, 1
+            for kid in kids:
+                h, n = sizes[id(kid)] if isinstance(kid, dict | list) else (1, 1)
+                height, values = max(height, h + 1), values + n
+            open_ids.discard(id(node))
+            sizes[id(node)] = (height, values)
+            written += 1 + sum(1 for kid in kids if not isinstance(kid, dict | list))
+            if height > MAX_DEPTH:
+                raise InputError([(f"the document is nested more than {MAX_DEPTH} levels deep "
+                                  "(the contract's documents need at most 6)")], where)
+            if values - written > MAX_REPEATED:
+                raise InputError([(f"the document's YAML aliases (*name) repeat more than "
+                                  f"{MAX_REPEATED:,} values: refused (an alias bomb?)")], where)
+            continue
+        if not isinstance(node, dict | list) or id(node) in sizes:
+            continue
+        if id(node) in open_ids:
+            raise InputError(["the document contains itself (a recursive YAML alias)"], where)
+        open_ids.add(id(node))
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in kids
+                     if isinstance(kid, dict | list) and id(kid) not in sizes)
 
 
 def parse_document(text: str, where: str | None = None, *, yaml_first: bool = False) -> Any:
@@ -222,12 +298,15 @@ def load_policy(source: dict[str, Any] | Policy | str | Path | None) -> Policy:
     if isinstance(source, (str, Path)):
         name = str(source)
         source = read_document(source)
+    wrong = wrong_document(source, "policy") if source is not None else None
+    if wrong:
+        raise InputError([wrong], name)
     if source is not None and not isinstance(source, dict):
         raise InputError(["policy: must be an object"], name)
     try:
         pol = Policy.model_validate(source or {})
     except ValidationError as exc:
-        raise InputError(_pydantic_messages(exc, ("policy",)), name) from None
+        raise InputError(_pydantic_messages(exc, ("policy",), Policy), name) from None
     errors = _policy_errors(pol)
     if errors:
         raise InputError(errors, name)
@@ -260,6 +339,9 @@ def load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
         data = read_document(source)
     else:
         data = source
+    wrong = wrong_document(data, "snapshot")
+    if wrong:
+        raise InputError([wrong], name)
     if not isinstance(data, dict):
         raise InputError(["snapshot: must be a JSON/YAML object"], name)
     if policy is not None:
@@ -309,6 +391,26 @@ def _nvlink_errors(path: str, nvlink: Any, gpus: int) -> list[str]:
     return errors
 
 
+def _priority_errors(snap: Snapshot) -> list[str]:
+    """Fractional priorities are scaled by a power of 10 to integers for the solver
+    (models.rules.priority_scale): the scaled ones must stay within the limit."""
+    from models.rules import priority_scale, scaled_priority
+
+    scale = priority_scale(j.priority for j in snap.jobs)
+    if scale == 1:
+        return []
+    over = [(i, j) for i, j in enumerate(snap.jobs)
+            if abs(scaled_priority(j.priority, scale)) > MAX_PRIORITY]
+    if not over:
+        return []
+    i, j = over[0]
+    places = len(str(scale)) - 1
+    return [(f"jobs[{i}].priority: {j.priority!r} times 10^{places} is beyond +-{MAX_PRIORITY:,}: "
+             f"priorities are weighed as exact integers, scaled by 10^{places} for the most "
+             f"decimal places given ({places}); use fewer decimal places or smaller "
+             "priorities")]
+
+
 def check_snapshot(snap: Snapshot) -> list[str]:
     """Cross-record checks of sections 2, 7 and 8 (field checks are pydantic's)."""
     errors: list[str] = []
@@ -329,6 +431,7 @@ def check_snapshot(snap: Snapshot) -> list[str]:
         if e.at > snap.now:
             errors.append(f"recent_evictions[{i}].at: {e.at.isoformat()} is after now "
                           f"({snap.now.isoformat()}); only evictions already carried out count (R15)")
+    errors += _priority_errors(snap)
     owner: dict[tuple[str, int], str] = {}
     for i, j in enumerate(snap.jobs):
         p = f"jobs[{i}]"
@@ -388,12 +491,31 @@ def check_snapshot(snap: Snapshot) -> list[str]:
     return errors
 
 
-def load_plan(source: dict[str, Any] | str | Path) -> Plan:
-    name = None
+def load_plan(source: dict[str, Any] | str | Path, name: str | None = None) -> Plan:
+    """Parse and check a plan as strictly as a snapshot: ``version`` required, no
+    numbers or booleans as strings, unknown fields refused; a document of another
+    kind (a snapshot given as the plan, ...) is one message saying what it looks
+    like. Raises InputError naming ``name`` (default: the file)."""
     if isinstance(source, (str, Path)):
-        name = str(source)
+        name = name or str(source)
         source = read_document(source)
+    wrong = wrong_document(source, "plan")
+    if wrong:
+        raise InputError([wrong], name)
+    if not isinstance(source, dict):
+        raise InputError(["plan: must be a JSON/YAML object"], name)
+    missing = [] if "version" in source else ["plan.version: Field required"]
     try:
-        return Plan.model_validate(source)
+        plan = Plan.model_validate_json(json.dumps(source, default=_json_value), strict=True)
     except ValidationError as exc:
-        raise InputError(_pydantic_messages(exc, ("plan",)), name) from None
+        raise InputError(missing + _pydantic_messages(exc, ("plan",), Plan), name) from None
+    if missing:
+        raise InputError(missing, name)
+    return plan
+
+
+def _json_value(value: Any) -> Any:
+    """What json.dumps cannot write of a YAML document: its timestamps."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not a JSON value")

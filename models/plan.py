@@ -30,7 +30,7 @@ class _Out(BaseModel):
 
 class Objective(_Out):
     admitted_gpus: dict[str, int] = Field(default_factory=dict)
-    priority_value: int = 0
+    priority_value: int | float = 0  # a float only for fractional priorities
     eviction_cost_gpu_s: float = 0.0
     evictions: int = 0
 

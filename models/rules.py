@@ -6,7 +6,9 @@ written once; tests check them against hand-computed numbers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from decimal import Decimal
 
 from models.policy import Policy
 from models.snapshot import Job, Node, Snapshot, Storage, age_s
@@ -109,3 +111,38 @@ def gang_group(node: Node, job: Job) -> tuple:
     for one block, its NVLink domain when it asks for one domain (None otherwise)."""
     return (node.block if job.same_block else None,
             node.nvlink_domain if job.same_nvlink_domain else None)
+
+
+# ------------------------------------------------------------ objective item 3
+def _decimal(priority: float) -> Decimal:
+    """A priority as the decimal number it was written as (0.1 is 1/10, not the
+    binary float nearest to it)."""
+    return Decimal(priority) if isinstance(priority, int) else Decimal(repr(priority))
+
+
+def priority_scale(priorities: Iterable[int | float]) -> int:
+    """The smallest power of 10 that makes every priority an integer (1 for integer
+    priorities): the planner multiplies priorities by it, so that CP-SAT, which
+    weighs integers, sees the same order and the same sums exactly."""
+    places = 0
+    for p in priorities:
+        if not isinstance(p, int):
+            exponent = _decimal(p).normalize().as_tuple().exponent
+            places = max(places, -exponent if isinstance(exponent, int) else 0)
+    return 10**places
+
+
+def scaled_priority(priority: float, scale: int) -> int:
+    """``priority * scale`` as an exact integer (``scale`` from :func:`priority_scale`)."""
+    return priority * scale if isinstance(priority, int) else int(_decimal(priority) * scale)
+
+
+def priority_value(jobs: Iterable[Job]) -> int | float:
+    """Objective item 3: the sum of ``priority x GPUs`` over ``jobs``, summed exactly
+    (an integer for integer priorities; fractions as decimals, then a float), so that
+    the planner and the verifier agree to the last digit."""
+    jobs = list(jobs)
+    if all(isinstance(j.priority, int) for j in jobs):
+        return sum(j.priority * j.total_gpus for j in jobs)
+    total = sum((_decimal(j.priority) * j.total_gpus for j in jobs), Decimal(0))
+    return int(total) if total == total.to_integral_value() else float(total)

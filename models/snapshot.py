@@ -6,11 +6,20 @@ that every error of an input is reported at once.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, Field, Strict, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    Field,
+    PlainValidator,
+    Strict,
+    WithJsonSchema,
+    field_validator,
+)
 
 from models.policy import (
     MAX_COUNT,
@@ -37,6 +46,24 @@ def _in_range(t: datetime) -> datetime:
 
 
 Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
+
+
+def _priority(v: Any) -> int | float:
+    """A priority: any finite number within +-MAX_PRIORITY (an integer stays one; the
+    planner scales fractions to integers exactly, models.rules.priority_scale)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError("Input should be a valid number")  # noqa: TRY004 (pydantic's kind)
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("Input should be a finite number")
+    if v > MAX_PRIORITY:
+        raise ValueError(f"Input should be less than or equal to {MAX_PRIORITY}")
+    if v < -MAX_PRIORITY:
+        raise ValueError(f"Input should be greater than or equal to {-MAX_PRIORITY}")
+    return v
+
+
+Priority = Annotated[int | float, PlainValidator(_priority), WithJsonSchema(
+    {"type": "number", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY})]
 
 NodeState = Literal["up", "drain", "down"]
 JobState = Literal["running", "pending"]
@@ -102,7 +129,7 @@ class Job(_Record):
     tier: int = Field(strict=True)
     state: JobState
     gpus_per_node: int = Field(ge=1, le=1024, strict=True)
-    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, strict=True)
+    priority: Priority = 0
     team: str | None = None
     nodes: int = Field(1, ge=1, le=MAX_NODES, strict=True)
     gpu_type: str | None = None

@@ -15,7 +15,8 @@ import importlib
 import time
 from typing import Any
 
-from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot
+from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot, range_problems
+from models.rules import priority_scale, priority_value, scaled_priority
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 
@@ -43,6 +44,8 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
         raise ValueError(f"time_limit_s must be a positive number of seconds, got {time_limit_s!r}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers!r}")
+    if range_problems(seeds=[("seed", seed)]):
+        raise ValueError(range_problems(seeds=[("seed", seed)])[0])
     # the cyclic garbage collector would walk the whole snapshot several times per
     # tick (0.08 s each at 1,024 nodes): pause it while planning, as latency-critical
     # Python services do, and restore the caller's setting afterwards
@@ -67,7 +70,16 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     t0 = time.perf_counter()
     snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
         load_snapshot(snapshot, policy=policy)
-    problem = build_problem(snap)
+    scale = priority_scale(j.priority for j in snap.jobs)
+    problem = build_problem(snap if scale == 1 else _scaled(snap, scale))
+
+    def exact(p: Plan) -> Plan:
+        """Fractional priorities were planned scaled to integers: the objective in the
+        snapshot's own numbers (the order of every choice is the same)."""
+        if scale != 1:
+            jobs = snap.job_map()
+            p.objective.priority_value = priority_value(jobs[pl.job] for pl in p.placements)
+        return p
 
     def finish(p: Plan) -> Plan:
         wall = time.perf_counter() - t0
@@ -93,7 +105,7 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         decision = get_baseline(planner)(problem).solve()
         candidate = assemble(problem, decision, "feasible",
                              SolverInfo(engine=planner, status="HEURISTIC"))
-    if _valid(snap, candidate):
+    if _valid(snap, exact(candidate)):
         return finish(candidate)
     if planner == "cpsat":  # the better greedy plan (CP-SAT's own fallback) comes next
         from planner.assemble import clean, objective_of
@@ -105,17 +117,27 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
                           SolverInfo(engine="greedy", status="FALLBACK",
                                      detail="cpsat plan failed verification; greedy plan "
                                      "returned"))
-        if _valid(snap, greedy):
+        if _valid(snap, exact(greedy)):
             return finish(greedy)
     # never return a plan that breaks a rule: evict nothing, place on free GPUs only
     safe = assemble(problem, _free_only(problem), "fallback",
                     SolverInfo(engine="safe", status="FALLBACK",
                                detail=f"{planner} plan failed verification; evicting nothing"))
-    if _valid(snap, safe):
+    if _valid(snap, exact(safe)):
         return finish(safe)
-    return finish(assemble(problem, Decision(), "fallback",
-                           SolverInfo(engine="safe", status="FALLBACK",
-                                      detail="no valid plan found; evicting nothing")))
+    return finish(exact(assemble(problem, Decision(), "fallback",
+                                 SolverInfo(engine="safe", status="FALLBACK",
+                                            detail="no valid plan found; evicting nothing"))))
+
+
+def _scaled(snap: Snapshot, scale: int) -> Snapshot:
+    """``snap`` with every priority multiplied by ``scale`` (exact integers)."""
+    jobs = [j.model_copy(update={"priority": scaled_priority(j.priority, scale)})
+            for j in snap.jobs]
+    out = snap.model_copy(update={"jobs": jobs})
+    for cached in ("_nodes_by_id", "_storage_by_id", "_jobs_by_id"):  # (built from the old)
+        out.__dict__.pop(cached, None)
+    return out
 
 
 def _free_only(problem: Any) -> Any:

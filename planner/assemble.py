@@ -23,7 +23,7 @@ from models import (
     SolverInfo,
     StormLoad,
 )
-from models.rules import flush_s, flushes, local_flush_s, need_s
+from models.rules import flush_s, flushes, local_flush_s, need_s, priority_value
 from planner.problem import Problem
 
 
@@ -97,11 +97,10 @@ def decision_ok(problem: Problem, d: Decision) -> bool:
 def objective_of(problem: Problem, d: Decision) -> Objective:
     tiers = sorted(problem.policy.tiers)
     admitted = {str(t): 0 for t in tiers}
-    prio = 0
     for j in d.placements:
         job = problem.pending[j].job
         admitted[str(job.tier)] += job.total_gpus
-        prio += job.priority * job.total_gpus
+    prio = priority_value(problem.pending[j].job for j in d.placements)
     cost = sum(problem.running[v].cost for v in d.victims)
     return Objective(admitted_gpus=admitted, priority_value=prio,
                      eviction_cost_gpu_s=round(cost, 6), evictions=len(d.victims))

@@ -278,7 +278,10 @@ class _Handler(BaseHTTPRequestHandler):
             status = self._send_json(exc.status, {"error": exc.error, "messages": exc.messages},
                                      headers=exc.headers, head=method == "HEAD")
         except Exception as exc:  # a bug: answer 500, keep serving
-            log.exception("internal error on %s %s", method, self.path)
+            # one line in the log; the traceback at --log-level DEBUG
+            log.error("internal error on %s %s: %s: %s (the traceback at --log-level DEBUG)",
+                      method, self.path, type(exc).__name__, exc)
+            log.debug("traceback of the internal error", exc_info=True)
             self.close_connection = True
             status = self._send_json(500, {"error": "internal error",
                                            "messages": [f"{type(exc).__name__}: {exc}"]})
@@ -503,12 +506,12 @@ def _warm() -> None:
 def _parse_json(data: bytes) -> tuple[Any, list[str]]:
     """A request body as JSON, or the reasons it is not (not UTF-8, nested too deep:
     the same limits as the CLI's, models.load)."""
-    from models.load import MAX_DEPTH, _depth_problem
+    from models.load import MAX_DEPTH, _depth_problem, _text
 
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as exc:
-        return None, [f"not UTF-8: {exc}"]
+    try:  # (json.loads would take UTF-16 and UTF-32 bytes too)
+        doc = json.loads(_text(data, "body"))
+    except InputError as exc:
+        return None, exc.errors
     except RecursionError:
         return None, [f"the document is nested more than {MAX_DEPTH} levels deep"]
     except json.JSONDecodeError as exc:

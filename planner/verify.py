@@ -72,11 +72,10 @@ def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
     jobs = snapshot.job_map()
     nodes = snapshot.node_map()
     admitted = {str(t): 0 for t in sorted(snapshot.policy.tiers)}
-    priority = 0
     for jid in placed:
         job = jobs[jid]
         admitted[str(job.tier)] = admitted.get(str(job.tier), 0) + job.total_gpus
-        priority += job.priority * job.total_gpus
+    priority = rules.priority_value(jobs[jid] for jid in placed)
     storages = snapshot.storage_map()
     cost = sum(_cost(snapshot, nodes, storages, jobs[v]) for v in victims)
     return Objective(admitted_gpus=admitted, priority_value=priority,

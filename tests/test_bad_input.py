@@ -440,7 +440,7 @@ def test_types_are_strict_and_the_version_is_required() -> None:
 
     base = json.loads(EXAMPLE.read_text())
     cases = [
-        (("jobs", 0, "priority"), "8", "jobs[0].priority: Input should be a valid integer"),
+        (("jobs", 0, "priority"), "8", "jobs[0].priority: Input should be a valid number"),
         (("jobs", 0, "same_block"), "true", "jobs[0].same_block: Input should be a valid boolean"),
         (("nodes", 0, "gpus"), 8.0, "nodes[0].gpus: Input should be a valid integer"),
         (("storage", 0, "write_gb_per_s"), "40", ("storage[0].write_gb_per_s: Input should be a "

@@ -584,3 +584,47 @@ def test_serve_names_every_meaningless_option(capsys: pytest.CaptureFixture[str]
     assert ("error: invalid input (3 problem(s)) - --time-limit: must be a positive number, "
             "got nan - --max-body-mb: must be a positive number, got 0 - --max-concurrent: "
             "must be at least 1, got -2") in err, err
+
+
+def test_an_internal_error_is_500_one_log_line_and_the_service_goes_on(
+        server: PlannerServer, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A bug answers 500 with a JSON error and the service keeps serving; its log says
+    # so in one line (the traceback only at DEBUG: it went to stderr by default)
+    import logging
+
+    import planner.verify
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise ZeroDivisionError("division by zero")
+
+    plan = request(server, "POST", "/v1/plan?deterministic=true", SNAP)[2]
+    monkeypatch.setattr(planner.verify, "verify", boom)
+    with caplog.at_level(logging.INFO, logger="preempt_planner.service"):
+        status, _, err = request(server, "POST", "/v1/verify", {"snapshot": SNAP, "plan": plan})
+    assert status == 500
+    assert err == {"error": "internal error", "messages": ["ZeroDivisionError: division by zero"]}
+    (record,) = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert record.levelname == "ERROR" and record.exc_info is None
+    assert "internal error on POST /v1/verify: ZeroDivisionError: division by zero" in \
+        record.getMessage()
+    assert request(server, "GET", "/healthz")[0] == 200
+    with caplog.at_level(logging.DEBUG, logger="preempt_planner.service"):
+        assert request(server, "POST", "/v1/verify", {"snapshot": SNAP, "plan": plan})[0] == 500
+    assert any(r.exc_info for r in caplog.records if r.levelno == logging.DEBUG)
+
+
+@pytest.mark.parametrize("body,said", [
+    (json.dumps(SNAP).encode("utf-16"), "the file is UTF-16 text; save it as UTF-8"),
+    (json.dumps(SNAP).encode("utf-16-le"), "this is UTF-16 text without a byte-order mark"),
+    (json.dumps({**SNAP, "_comment": "café"}, ensure_ascii=False).encode("latin-1"),
+     "not UTF-8 text (byte 0xe9"),
+])
+def test_a_body_that_is_not_utf8_is_400_as_on_the_command_line(server: PlannerServer,
+                                                                body: bytes, said: str) -> None:
+    # json.loads reads UTF-16 and UTF-32 bytes: the service planned them, where the CLI
+    # refuses any file that is not UTF-8
+    status, _, err = request(server, "POST", "/v1/plan", raw=body,
+                             headers={"Content-Type": "application/json"})
+    assert status == 400 and err["error"] == "malformed JSON"
+    assert said in err["messages"][0]

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from models.kinds import KUBECTL
 from models.policy import MAX_SECONDS
 
 _SIGNALS = {s.name for s in _signal.Signals}
@@ -23,58 +24,41 @@ _SUFFIX: dict[str, int | Decimal] = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, 
            "m": Decimal("0.001")}
 
 
-_GET = {"Node": "kubectl get nodes -o json", "Pod": "kubectl get pods -A -o json",
-        "Event": "kubectl get events -A -o json"}
+_GET = KUBECTL
 _OPTION = {"Node": "--nodes", "Pod": "--pods", "Event": "--events"}
 
 
-def _first(doc: dict[str, Any], key: str) -> Any:
-    v = doc.get(key)
-    return v[0] if isinstance(v, list) and v and isinstance(v[0], dict) else None
+# what to do with a document of another kind, given to this adapter
+_USE = {"k8s-meta": "give it to 'k8s apply --snapshot-meta'",
+        "k8s-snapshot": "plan it with 'preempt-planner plan FILE' (it is the output, not an input)",
+        "plan": "give it to 'preempt-planner k8s apply PLAN'",
+        "squeue": "read it with 'preempt-planner slurm snapshot'",
+        "sacct": "read it with 'preempt-planner slurm snapshot'",
+        "sinfo": "read it with 'preempt-planner slurm snapshot'",
+        "nodes": "read it with 'preempt-planner slurm snapshot'",
+        "snapshot": "plan it with 'preempt-planner plan FILE'",
+        "policy": "give it to 'preempt-planner plan' with --policy FILE"}
 
 
 def describe_document(doc: Any) -> tuple[str, str] | None:
     """What a document that is not a list of Kubernetes objects looks like, and what
-    to do with it: ``(what, use)``, or None when it is not recognised."""
-    if not isinstance(doc, dict):
+    to do with it: ``(what, use)``, or None when it is not recognised (models.kinds
+    recognises it)."""
+    from models.kinds import recognise
+
+    seen = recognise(doc)
+    if seen is None or seen.name not in _USE:
         return None
-    kind = doc.get("kind")
-    if kind == "preempt-planner/k8s-meta":
-        return ("the job-to-pods mapping written by 'k8s snapshot --meta-out'",
-                "give it to 'k8s apply --snapshot-meta'")
-    if isinstance(doc.get("_k8s"), dict) and "jobs" in doc:
-        return ("a contract snapshot written by 'preempt-planner k8s snapshot'",
-                "plan it with 'preempt-planner plan FILE' (it is the output, not an input)")
-    if all(k in doc for k in ("evictions", "placements")) and ("objective" in doc
-                                                               or "deferred" in doc):
-        return ("a preempt-planner plan", "give it to 'preempt-planner k8s apply PLAN'")
-    job, node = _first(doc, "jobs"), _first(doc, "nodes")
-    if (job is not None and "job_id" in job) or (isinstance(doc.get("jobs"), list)
-                                                 and "last_backfill" in doc):
-        return ("the output of 'squeue --json' (Slurm)",
-                "read it with 'preempt-planner slurm snapshot'")
-    if isinstance(doc.get("sinfo"), list) or (node is not None and (
-            "hostname" in node or "partitions" in node)):
-        return ("the output of 'sinfo --json' or 'scontrol show nodes --json' (Slurm)",
-                "read it with 'preempt-planner slurm snapshot'")
-    if "version" in doc and (job is not None or node is not None or "now" in doc):
-        return ("a contract snapshot (preempt-planner's own format)",
-                "plan it with 'preempt-planner plan FILE'")
-    return None
+    return seen.what, _USE[seen.name]
 
 
 def what_is(doc: Any) -> str | None:
     """A short description of a document the adapter knows (kubectl lists included),
     for saying what a wrong file looks like; None when it is not recognised."""
-    seen = describe_document(doc)
-    if seen is not None:
-        return seen[0]
-    items = doc.get("items") if isinstance(doc, dict) else doc
-    if isinstance(items, list):
-        kinds = {o.get("kind") for o in items if isinstance(o, dict)}
-        if len(kinds) == 1 and (k := kinds.pop()) in _GET:
-            return f"a{'n' if k[0] in 'AEIOU' else ''} {k} list (the output of '{_GET[k]}')"
-    return None
+    from models.kinds import recognise
+
+    seen = recognise(doc)
+    return seen.what if seen is not None else None
 
 
 def _wrong_kind(kinds: dict[str, int], kind: str, source: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from models import InputError, Snapshot, load_snapshot, read_document
+from models.kinds import wrong_document
 
 GENERATOR_DEFAULTS: dict[str, Any] = {
     "nodes": 128, "gpus_per_node": 8, "gpu_type": None, "nvlink": "nvswitch",
@@ -74,6 +75,9 @@ def load_cluster(path: str | Path, policy: Any = None) -> Snapshot:
         except InputError as exc:
             raise InputError(exc.errors, str(path)) from None
     else:
+        wrong = wrong_document(data, "snapshot")  # (a plan, kubectl's or squeue's JSON)
+        if wrong:
+            raise InputError([wrong], str(path))
         data = {**data, "jobs": []}
         data.setdefault("now", "2000-01-01T00:00:00Z")
         try:

@@ -28,7 +28,7 @@ from models import (
     Snapshot,
 )
 from models.plan import SolverInfo, StormLoad
-from models.rules import eviction_cost, gang_group, local_flush_s, victim_storage
+from models.rules import eviction_cost, gang_group, local_flush_s, priority_value, victim_storage
 from planner.topology import best_fit, fits, list_to_mask, mask_to_list
 
 NAIVE_GRACE_S = 30.0
@@ -78,8 +78,6 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
     placements: list[Placement] = []
     deferred: list[Deferred] = []
     admitted: dict[str, int] = {str(t): 0 for t in sorted(policy.tiers)}
-    prio_value = 0
-
     def evictable(j: Job, attacker_tier: int) -> bool:
         return (j.id not in victims and policy.tiers[j.tier].preemptible
                 and policy.can_preempt(attacker_tier, j.tier))
@@ -171,12 +169,13 @@ def plan_naive(snap: Snapshot, grace_s: float = NAIVE_GRACE_S) -> Plan:
         placements.append(Placement(job=job.id, placement=parts,
                                     start_after_s=grace_s if uses_victim else 0))
         admitted[str(job.tier)] = admitted.get(str(job.tier), 0) + job.total_gpus
-        prio_value += job.priority * job.total_gpus
     # a victim none of whose GPUs went to a placed job is not evicted after all
     victims = {v: p for v, p in victims.items() if p}
     evictions, storm_gb = _evictions(snap, running, victims, grace_s)
     storm = [StormLoad(storage=s, flush_gb=gb, flush_s=gb / snap.storage_map()[s].write_gb_per_s)
              for s, gb in sorted(storm_gb.items()) if gb > 0]
+    jobs = snap.job_map()
+    prio_value = priority_value(jobs[pl.job] for pl in placements)
     objective = Objective(admitted_gpus=admitted, priority_value=prio_value,
                           eviction_cost_gpu_s=round(sum(e.cost_gpu_s for e in evictions), 6),
                           evictions=len(evictions))

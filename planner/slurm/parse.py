@@ -370,42 +370,38 @@ def _json_type(value: Any) -> str:
             type(None): "null"}.get(type(value), type(value).__name__)
 
 
+_WHAT = {"tick": "a tick record of `slurm run --plan-dir`", "plan": "a preempt-planner plan",
+         "snapshot": "a preempt-planner snapshot (contract v1), not Slurm output",
+         "sacct": "`sacct --json` output", "squeue": "`squeue --json` output (a job list)",
+         "sinfo": "`sinfo --json` output (a node list)",
+         "nodes": "`sinfo --json` or `scontrol show nodes --json` output (a node list)"}
+
+
 def describe_document(doc: Any) -> tuple[str, str]:
     """What a document given as Slurm JSON looks like: ``(kind, description)``, kind
     one of ``squeue``, ``nodes``, ``sacct``, ``k8s``, ``snapshot``, ``plan``,
-    ``tick``, ``other``."""
+    ``tick``, ``other`` (models.kinds recognises it; anything else with a jobs or
+    a nodes list is taken for squeue's or sinfo's, whose parser names its faults)."""
+    from models.kinds import recognise
+
     if not isinstance(doc, Mapping):
         return "other", f"a JSON {_json_type(doc)}, not a JSON object"
-    kind = doc.get("kind")
-    if isinstance(kind, str) and ("apiVersion" in doc or "items" in doc):
-        if kind == "List":
-            kinds = sorted({str(i.get("kind")) for i in doc.get("items") or []
-                            if isinstance(i, Mapping)})
-            if len(kinds) == 1:
-                kind = f"{kinds[0]}List"
-            else:
-                return "k8s", (f"a Kubernetes List of {', '.join(kinds) or 'no'} objects "
-                               "(kubectl get ... -o json)")
+    seen = recognise(doc)
+    name = {"k8s-snapshot": "snapshot", "sinfo": "nodes"}.get(seen.name, seen.name) \
+        if seen is not None else None
+    if seen is not None and seen.name == "k8s":
+        if seen.detail.startswith("List of "):
+            return "k8s", f"a Kubernetes {seen.detail} objects (kubectl get ... -o json)"
         how = {"PodList": " (kubectl get pods -o json)",
-               "NodeList": " (kubectl get nodes -o json)"}.get(kind, "")
-        return "k8s", f"a Kubernetes {kind}{how}"
-    if {"tick", "snapshot", "plan"} <= set(doc):
-        return "tick", "a tick record of `slurm run --plan-dir`"
-    if "objective" in doc or "solver" in doc or ("evictions" in doc and "placements" in doc):
-        return "plan", "a preempt-planner plan"
-    if "now" in doc and "version" in doc and ("nodes" in doc or "jobs" in doc):
-        return "snapshot", "a preempt-planner snapshot (contract v1), not Slurm output"
-    jobs = doc.get("jobs")
-    if isinstance(jobs, list):
-        recs = [j for j in jobs if isinstance(j, Mapping)]
-        if any("steps" in j or (isinstance(j.get("state"), Mapping) and "job_state" not in j)
-               for j in recs):
-            return "sacct", "`sacct --json` output"
-        return "squeue", "`squeue --json` output (a job list)"
-    if isinstance(doc.get("sinfo"), list):
-        return "nodes", "`sinfo --json` output (a node list)"
+               "NodeList": " (kubectl get nodes -o json)"}.get(seen.detail, "")
+        return "k8s", f"a Kubernetes {seen.detail}{how}"
+    if seen is not None and name is not None:
+        return (name if name in _USE or name in _ELSEWHERE else "other",
+                _WHAT.get(seen.name, _WHAT.get(name, seen.what)))
+    if isinstance(doc.get("jobs"), list):
+        return "squeue", _WHAT["squeue"]
     if isinstance(doc.get("nodes"), list):
-        return "nodes", "`sinfo --json` or `scontrol show nodes --json` output (a node list)"
+        return "nodes", _WHAT["nodes"]
     keys = ", ".join(sorted(str(k) for k in doc)[:8]) or "none"
     return "other", f"a JSON object with neither jobs nor nodes (its keys: {keys})"
 
