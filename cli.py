@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
+from typing import NoReturn
 
 from models import InputError
 
@@ -63,14 +65,11 @@ COMMANDS = ["plan", "verify", "validate", "schema", "show", "generate", "whatif"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="preempt-planner",
         description="Constraint-optimization preemption planner for shared GPU clusters.",
         epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of an internal error (also "
-                             "PREEMPT_PLANNER_DEBUG=1)")
+    _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -82,34 +81,175 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.register(sub)
     for name, command in sub.choices.items():  # examples and the exit statuses in --help
-        said = "examples:\n" + "\n".join(f"  {x}" for x in EXAMPLES.get(name, []))
-        command.epilog = "\n\n".join(x for x in (command.epilog, said, EPILOG) if x)
+        command.epilog = "\n\n".join(x for x in (command.epilog, _examples(name), EPILOG) if x)
         command.formatter_class = argparse.RawDescriptionHelpFormatter
-        if name in ("slurm", "k8s") and command._subparsers is not None:
-            for action in command._subparsers._group_actions:
-                for inner in getattr(action, "choices", {}).values():
-                    inner.epilog = (f"{inner.epilog}\n\n{EPILOG}" if inner.epilog
-                                    else EPILOG)
+        for inner_name, inner in _actions_of(command).items():
+            inner.epilog = "\n\n".join(
+                x for x in (inner.epilog, _examples(f"{name} {inner_name}"), EPILOG) if x)
+            inner.formatter_class = argparse.RawDescriptionHelpFormatter
+    for p in _parsers(parser):
+        _plain_text(p)
+        if p is not parser:
+            _add_common(p)
     return parser
 
 
-def _suggest(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> str:
+def _examples(name: str) -> str:
+    said = EXAMPLES.get(name, [])
+    return "examples:\n" + "\n".join(f"  {x}" for x in said) if said else ""
+
+
+COMMON_OPTIONS = (  # (option, help): the same in every command's --help and the README
+    ("--quiet", "no warnings, notes or progress on stderr (errors always print)"),
+    ("--log-level", ("DEBUG, INFO, WARNING or ERROR: the least important log record shown "
+                     "(default WARNING; INFO for slurm and serve)")),
+    ("--log-format", "text (default) or json: one JSON object per log record"),
+    ("--debug", "show the traceback of an internal error (also PREEMPT_PLANNER_DEBUG=1)"),
+    ("--version", "print the version and exit"),
+)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _actions_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A command's own sub-commands (slurm snapshot, k8s apply, ...) by name."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: p for a in subs for name, p in a.choices.items()}
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every parser under it."""
+    return [parser] + [q for p in _actions_of(parser).values() for q in _parsers(p)]
+
+
+def _plain_text(parser: argparse.ArgumentParser) -> None:
+    """--help is plain text: ``double backticks`` of docstrings become 'quotes'."""
+    def plain(text: str | None) -> str | None:
+        return text.replace("``", "'") if text else text
+
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+
+
+def _add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """The common options, the same on every command (and before the command): an
+    option of the same name that a command defined itself is replaced. Their
+    defaults are left out of the namespace (so that a value given before the
+    command is kept) and filled in by :func:`_resolve_common`."""
+    helps = dict(COMMON_OPTIONS)
+    parser.conflict_handler = "resolve"
+    group = parser.add_argument_group("common options")
+    none = argparse.SUPPRESS
+    group.add_argument("--quiet", action="store_true", default=none, help=helps["--quiet"])
+    group.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default=none,
+                       metavar="LEVEL", help=helps["--log-level"])
+    group.add_argument("--log-format", choices=("text", "json"), default=none,
+                       help=helps["--log-format"])
+    group.add_argument("--debug", action="store_true", default=none, help=helps["--debug"])
+    group.add_argument("--version", action="version", version=f"preempt-planner {_version()}",
+                       help=helps["--version"])
+    parser.conflict_handler = "error"
+    if top:
+        return
+    # (a command's own --quiet or --log-level is gone: drop its empty group titles)
+    parser._action_groups = [g for g in parser._action_groups
+                             if g._group_actions or g.title in ("positional arguments",
+                                                                "options")]
+
+
+def _resolve_common(args: argparse.Namespace) -> None:
+    """Fill in the common options not given: --log-level defaults to WARNING (INFO
+    for slurm and serve, which log what they do), and --quiet without --log-level
+    shows errors only."""
+    args.quiet = bool(getattr(args, "quiet", False))
+    args.debug = bool(getattr(args, "debug", False)) or \
+        os.environ.get("PREEMPT_PLANNER_DEBUG", "") not in ("", "0")
+    args.log_format = getattr(args, "log_format", "text")
+    if getattr(args, "log_level", None) is None:
+        chatty = getattr(args, "command", None) in ("slurm", "serve")
+        args.log_level = "ERROR" if args.quiet else "INFO" if chatty else "WARNING"
+
+
+class _JsonLog(logging.Formatter):
+    """--log-format json: one JSON object per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        out = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
+               "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to the current sys.stderr (which tests replace)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
+def _setup_output(args: argparse.Namespace) -> None:
+    """--quiet, --log-level and --log-format, for every command."""
+    from planner.commands._common import set_quiet
+
+    set_quiet(args.quiet)
+    handler = _Stderr()
+    handler.setFormatter(_JsonLog() if args.log_format == "json"
+                         else logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Stderr)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(args.log_level)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose "invalid choice" errors suggest the nearest choice
+    (a misspelt command, action or format)."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        import difflib
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+            if near:
+                message += f" (did you mean {near[0]!r}?)"
+        super().error(message)
+
+
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command (and action) given."""
+    for dest in ("command", "slurm_command", "k8s_command"):
+        name = getattr(args, dest, None)
+        inner = _actions_of(parser).get(name) if name else None
+        if inner is not None:
+            parser = inner
+    return parser
+
+
+def _suggest(parser: argparse.ArgumentParser, args: argparse.Namespace,
+             extra: list[str]) -> str:
     """"(did you mean --policy?)" for misspelt options of the command given."""
     import difflib
 
-    def options(p: argparse.ArgumentParser) -> set[str]:
-        out = {o for a in p._actions for o in a.option_strings}
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                for inner in a.choices.values():
-                    out |= options(inner)
-        return out
-
-    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    known = options(sub.choices[command]) if sub and command in sub.choices else options(parser)
+    known = {o for a in _leaf(parser, args)._actions for o in a.option_strings}
     hints = []
     for word in extra:
-        if word.startswith("--"):
+        if word.startswith("--") and word.split("=")[0] not in known:
             near = difflib.get_close_matches(word.split("=")[0], sorted(known), n=1, cutoff=0.7)
             if near:
                 hints.append(f"{word} -> {near[0]}")
@@ -126,16 +266,15 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rich.markup import escape
-
-    from planner.commands._common import err_console, report_input_error
+    from planner.commands._common import error, report_input_error
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # (argparse alone would not say which option was meant)
-        parser.error("unrecognized arguments: " + " ".join(extra)
-                     + _suggest(parser, args.command, extra))
-    debug = args.debug or os.environ.get("PREEMPT_PLANNER_DEBUG", "") not in ("", "0")
+        _leaf(parser, args).error("unrecognized arguments: " + " ".join(extra)
+                                  + _suggest(parser, args, extra))
+    _resolve_common(args)
+    _setup_output(args)
     try:
         status = args.func(args)
     except InputError as exc:
@@ -143,12 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         status = 130
     except Exception as exc:  # a bug: one line, not a traceback (unless asked for)
-        if debug:
+        if args.debug:
             raise
-        err_console.print("[bold red]error:[/] " + escape(
-            f"internal error in '{args.command}': {type(exc).__name__}: {exc} (a bug; run "
-            "again with --debug, or PREEMPT_PLANNER_DEBUG=1, for the traceback)"),
-            highlight=False, soft_wrap=True)
+        error(f"internal error in '{args.command}': {type(exc).__name__}: {exc} (a bug; run "
+              "again with --debug, or PREEMPT_PLANNER_DEBUG=1, for the traceback)")
         status = EXIT_INTERNAL
     return int(status or 0)
 

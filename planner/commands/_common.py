@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import sys
@@ -9,38 +10,121 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from models import InputError, Snapshot, load_snapshot
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
-err_console = Console(stderr=True, highlight=False)
+# standard error: messages are never hard-wrapped (soft_wrap), so that grep finds them
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+PIPE_WIDTH = 100_000  # stdout that is not a terminal: tables as wide as their content
+
+
+class _Output:
+    quiet = False  # --quiet: no warnings, notes or progress (errors always print)
+
+
+def set_quiet(quiet: bool) -> None:
+    """--quiet, for every command (cli.main)."""
+    _Output.quiet = quiet
+
+
+def is_quiet() -> bool:
+    return _Output.quiet
+
+
+def error(message: str) -> None:
+    """An error on stderr, always (also with --quiet); one line, never wrapped."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
 
 
 def report_input_error(exc: InputError) -> int:
     """Print every problem of a bad input (no traceback) and return exit status 2."""
     head = f"{exc.source}: " if exc.source else ""
-    err_console.print(f"[bold red]error:[/] {head}invalid input ({len(exc.errors)} problem(s))")
+    error(f"{head}invalid input ({len(exc.errors)} problem(s))")
     for line in exc.errors:
-        err_console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"  - {line}", markup=False)
     return EXIT_USAGE
 
 
 def warn(message: str) -> None:
-    """A warning on stderr (one line, never wrapped)."""
-    err_console.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False,
-                      soft_wrap=True)
+    """A warning on stderr (one line, never wrapped); none with --quiet."""
+    if not _Output.quiet:
+        err_console.print(f"[yellow]warning:[/] {escape(message)}")
 
 
-def warn_settings(deterministic: bool, workers: int, option: str = "--workers") -> None:
-    """Say when a setting is ignored or beyond the machine (nothing changes)."""
+def note(message: str) -> None:
+    """A note on stderr (where a report went, what was skipped); none with --quiet."""
+    if not _Output.quiet:
+        err_console.print(message, markup=False)
+
+
+def progress_wanted(no_progress: bool = False) -> bool:
+    """Progress on stderr: only on a terminal, and not with --quiet or --no-progress."""
+    return err_console.is_terminal and not _Output.quiet and not no_progress
+
+
+def out_console(file: Any = None, *, record: bool = False) -> Console:
+    """A console for results on stdout (or ``file``): the terminal's width on a
+    terminal; else wide enough that nothing wraps (a table is as wide as its content,
+    a line as long as its text), for pipes, logs and files."""
+    if file is None and sys.stdout.isatty():
+        return Console(highlight=False, record=record)
+    return Console(file=file, width=PIPE_WIDTH, highlight=False, record=record)
+
+
+def print_table(renderable: Any, out: str | None = None) -> None:
+    """A table (or any rich renderable) on stdout, or as plain text into ``--out``."""
+    if not out:
+        out_console().print(renderable)
+        return
+    con = out_console(io.StringIO(), record=True)
+    con.print(renderable)
+    write_output(con.export_text(), out)
+
+
+def stdin_options(given: list[tuple[str, Any]]) -> list[str]:
+    """Which of the (option, value) pairs read standard input (``-``, or ``@-`` for
+    --add-job); InputError when more than one does."""
+    named = [option for option, value in given if value in ("-", "@-")]
+    if len(named) > 1:
+        raise InputError([(f"{', '.join(named)}: only one file can be read from standard "
+                           "input (-)")])
+    return named
+
+
+def stdin_to_file(option: str) -> str:
+    """Standard input copied into a temporary file (removed at exit), for readers that
+    take a path or read it again in another process; its name is returned."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="preempt-planner-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder) / "standard-input"
+    data = sys.stdin.buffer.read()
+    if not data.strip():
+        raise InputError([f"{option} -: standard input is empty"])
+    path.write_bytes(data)
+    return str(path)
+
+
+def warn_settings(deterministic: bool, workers: int | None, option: str = "--workers") -> int:
+    """Say when a setting the user gave is ignored or beyond the machine (nothing
+    changes); ``workers`` is None when not given. Returns the workers to use (2 by
+    default)."""
     cores = os.cpu_count() or 1
+    if workers is None:
+        return 2
     if deterministic and workers != 1:
         warn(f"{option} {workers} is ignored with --deterministic, which plans with one "
              "worker")
     elif workers > cores:
         warn(f"{option} {workers} is more than this machine's {cores} core(s); the extra "
              "workers share them and each plan gets slower, not better")
+    return workers
 
 
 def load_snapshot_arg(path: str, policy: str | None = None) -> Snapshot:
@@ -94,5 +178,5 @@ def write_output(text: str, out: str | None, option: str = "--out") -> None:
 
 
 def add_snapshot_args(p: Any) -> None:
-    p.add_argument("snapshot", help="snapshot file (JSON or YAML)")
+    p.add_argument("snapshot", help="snapshot file (JSON or YAML; - reads standard input)")
     p.add_argument("--policy", help="policy file; replaces the snapshot's policy")

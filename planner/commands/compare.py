@@ -4,16 +4,23 @@ trace, run in parallel processes, with a Markdown report and PNG charts."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from models import InputError, load_policy
-from planner.commands._common import check_output, write_file
-from planner.commands.simulate import PLANNER_CHOICES, add_run_args, spec_from_args
+from models import InputError, load_policy, range_problems
+from planner.commands._common import (
+    check_output,
+    err_console,
+    note,
+    print_table,
+    progress_wanted,
+    warn,
+    write_file,
+)
+from planner.commands.simulate import PLANNER_CHOICES, add_run_args, check_run_args, spec_from_args
 
 
 def register(sub: Any) -> None:
@@ -33,7 +40,8 @@ def register(sub: Any) -> None:
                         "(label planner@NAME; repeatable), e.g. no-thrash:thrash=null or "
                         "patient:tiers.2.preempt_after_s=1800,thrash.max_fraction=0.1")
     p.add_argument("--out", default="sim-report", help="report folder (default sim-report)")
-    p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="parallel processes (default 2; at most one per run and per core)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress lines on stderr (none either when it is not a terminal)")
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
@@ -97,6 +105,10 @@ def run(args: Any) -> int:
     from planner.sim.runner import prepare
 
     check_output(args.out, "--out", folder=True)  # (before the runs, which may be long)
+    bad = range_problems(at_least_one=[("--jobs", args.jobs)])
+    if bad:
+        raise InputError(bad)
+    check_run_args(args)
     specs = variants(args)
     for s in specs[:1]:
         sim = prepare(s)  # bad input is reported here, before any worker starts
@@ -104,39 +116,51 @@ def run(args: Any) -> int:
 
     for s in specs[1:]:  # (and each variant's policy changes)
         set_policy(sim.cluster.policy if not s.policy else load_policy(s.policy), s.policy_sets)
-    err = Console(stderr=True)
-    show = err.is_terminal and not getattr(args, "no_progress", False)
-    err.print(f"running {len(specs)} simulation(s) in {args.jobs} process(es)...")
+    jobs = processes(args.jobs, len(specs))
+    show = progress_wanted(args.no_progress)
+    if show:
+        err_console.print(f"running {len(specs)} simulation(s) in {jobs} process(es)...")
     done: list[Any] = [None] * len(specs)
     t0 = time.monotonic()
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(_work, spec): k for k, spec in enumerate(specs)}
         for n, future in enumerate(as_completed(futures), 1):
             k = futures[future]
             done[k] = future.result()
             if show:  # (a line per finished run: the runs take minutes each)
                 label = specs[k].config["label"] or specs[k].config["planner"]
-                err.print(f"  {n}/{len(specs)} done: {label} "
-                          f"({time.monotonic() - t0:.0f} s so far)", highlight=False)
+                err_console.print(f"  {n}/{len(specs)} done: {label} "
+                                  f"({time.monotonic() - t0:.0f} s so far)", markup=False)
     results = [SimResult.from_json(r) for r, _ in done]
     metrics = [m for _, m in done]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     charts = write_charts(results, metrics, out)
-    note = None if charts else ("Charts skipped: matplotlib is not installed "
+    skipped = None if charts else ("Charts skipped: matplotlib is not installed "
                                 "(pip install 'preempt-planner[plots]' or pip install matplotlib).")
     first = specs[0]
     header = (f"Cluster `{first.cluster}`, trace `{first.trace}`"
               f"{' (carry-over warm start)' if first.carry_over else ''}, "
               f"tick {first.config['tick_s']:g} s, days {first.config['days']}, "
               f"seed {first.config['seed']}.")
-    write_file(markdown_report(metrics, charts, header, note), out / "report.md")
+    write_file(markdown_report(metrics, charts, header, skipped), out / "report.md")
     write_file(json.dumps(metrics, indent=2, sort_keys=True), out / "metrics.json")
     if args.format == "json":
         print(json.dumps(metrics, indent=2, sort_keys=True))
     else:
-        Console().print(comparison_table(metrics))
-    if note:
-        err.print(f"note: {note}", markup=False, style="yellow")
-    err.print(f"report: {out / 'report.md'}")
+        print_table(comparison_table(metrics))
+    if skipped:
+        warn(skipped)
+    note(f"report: {out / 'report.md'}")
     return 0
+
+
+def processes(asked: int, runs: int) -> int:
+    """Worker processes for ``runs`` simulations: what --jobs asks, but not more than
+    the runs nor than this machine's cores (each run keeps a core busy), with a
+    warning when --jobs asked for more cores than there are."""
+    cores = os.cpu_count() or 1
+    if asked > cores:
+        warn(f"--jobs {asked} is more than this machine's {cores} core(s); running at most "
+             f"{cores} simulation(s) at a time")
+    return max(1, min(asked, cores, runs))

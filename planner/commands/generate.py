@@ -7,7 +7,15 @@ import argparse
 from typing import Any
 
 from models import InputError, load_snapshot
-from planner.commands._common import EXIT_OK, EXIT_USAGE, check_output, err_console, write_output
+from planner.commands._common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    check_output,
+    err_console,
+    error,
+    progress_wanted,
+    write_output,
+)
 from planner.generate import DEFAULT_NOW, generate, parse_mix, to_json
 
 
@@ -54,15 +62,15 @@ BIG_NODES = 5_000  # from here the command says what it is doing on stderr
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
     import time
 
     check_output(args.out, "--out")
     if args.nodes > MAX_NODES:
         raise InputError([(f"--nodes: at most {MAX_NODES:,} (about 1.6 million GPUs), got "
                           f"{args.nodes:,}")])
-    say = (err_console.print if args.nodes >= BIG_NODES and sys.stderr.isatty()
-           and not args.quiet else (lambda *_a, **_k: None))
+    # progress lines from BIG_NODES nodes (on a terminal, not with --quiet)
+    say = (err_console.print if args.nodes >= BIG_NODES and progress_wanted()
+           else (lambda *_a, **_k: None))
     t0 = time.monotonic()
     say(f"generating {args.nodes:,} nodes...", highlight=False)
     try:
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                         now=args.now, drain_share=args.drain_share,
                         down_share=args.down_share)
     except ValueError as exc:
-        err_console.print(f"[bold red]error:[/] generate: {exc}", highlight=False)
+        error(f"generate: {exc}")
         return EXIT_USAGE
     say(f"checking it against the contract ({time.monotonic() - t0:.0f} s so far)...",
         highlight=False)
@@ -112,6 +120,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--now", default=DEFAULT_NOW, help=f"snapshot time ({DEFAULT_NOW})")
     p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("--out", help="write to FILE instead of stdout")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress lines on stderr (from 5,000 nodes, on a terminal)")
     p.set_defaults(func=run)

@@ -11,8 +11,8 @@ import argparse
 import json
 from typing import Any
 
-from models import InputError, load_plan, read_document
-from planner.commands._common import check_output, err_console, write_output
+from models import InputError, load_plan, read_document, suggest_fields
+from planner.commands._common import check_output, stdin_options, warn, write_output
 
 
 def register(subparsers: Any) -> None:
@@ -24,7 +24,8 @@ def register(subparsers: Any) -> None:
     sub.required = True
 
     s = sub.add_parser("snapshot", help="build a snapshot from kubectl JSON")
-    s.add_argument("--nodes", required=True, help="output of 'kubectl get nodes -o json'")
+    s.add_argument("--nodes", required=True, help="output of 'kubectl get nodes -o json' (- "
+                                                  "reads standard input)")
     s.add_argument("--pods", required=True, help="output of 'kubectl get pods -A -o json'")
     s.add_argument("--events", help="output of 'kubectl get events -A -o json': its eviction "
                                     "events are the snapshot's recent_evictions (R15)")
@@ -36,15 +37,20 @@ def register(subparsers: Any) -> None:
                         "priority_classes or a tier annotation is refused")
     s.add_argument("--out", help="write the snapshot here (default: stdout)")
     s.add_argument("--meta-out", help="also write the job-to-pods mapping to this file")
+    s.add_argument("-o", "--format", choices=["json"], default="json",
+                   help="json: the snapshot (the only format)")
     s.set_defaults(func=run_snapshot)
 
     a = sub.add_parser("apply", help="turn a plan into Evictions/Bindings or kubectl commands")
-    a.add_argument("plan", help="plan file (JSON)")
+    a.add_argument("plan", help="plan file (JSON or YAML; - reads standard input)")
     a.add_argument("--snapshot-meta", help="the snapshot written by 'k8s snapshot' (or its "
                                            "--meta-out file): maps job ids to pods")
-    a.add_argument("--format", choices=["evictions", "kubectl"], default="evictions",
-                   help="evictions: a v1 List of Eviction and Binding objects (JSON); "
-                        "kubectl: a shell script")
+    a.add_argument("--emit", choices=["evictions", "kubectl"], default=None,
+                   help="evictions (default): a v1 List of Eviction and Binding objects "
+                        "(JSON); kubectl: a shell script of kubectl commands")
+    a.add_argument("-o", "--format", choices=["json", "evictions", "kubectl"], default=None,
+                   help="json: the List of objects (the default); 'evictions' and 'kubectl' "
+                        "are the old names of --emit, still accepted with a warning")
     a.add_argument("--no-bindings", action="store_true",
                    help="only evictions; let the cluster's scheduler place the pending pods")
     a.add_argument("--config", help="adapter config (its interval_s and max_plan_age_s; default: "
@@ -69,12 +75,14 @@ def _now(text: str | None) -> Any:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    from planner.k8s import build_snapshot, load_config
+    from planner.k8s import build_snapshot
 
     check_output(args.out, "--out")
     check_output(args.meta_out, "--meta-out")
+    stdin_options([("--nodes", args.nodes), ("--pods", args.pods), ("--events", args.events),
+                   ("--config", args.config)])
     now = _now(args.now)
-    cfg = load_config(args.config)
+    cfg = _config(args.config)
     files = {"nodes": args.nodes, "pods": args.pods, "events": args.events}
     docs = {k: read_document(v) if v else None for k, v in files.items()}
     try:
@@ -86,23 +94,46 @@ def run_snapshot(args: argparse.Namespace) -> int:
             raise InputError(exc.errors, named) from None
         raise
     for w in result.warnings:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        warn(w)
     if args.meta_out:
         write_output(json.dumps(result.meta, indent=2), args.meta_out, "--meta-out")
     write_output(json.dumps(result.snapshot, indent=2), args.out)
     return 0
 
 
+def _config(path: str | None) -> Any:
+    """The adapter config (InputError, with a suggestion for a misspelt field)."""
+    from planner.k8s import load_config
+    from planner.k8s.config import K8sConfig
+
+    try:
+        return load_config(path)
+    except InputError as exc:
+        raise InputError(suggest_fields(exc.errors, K8sConfig, "config."), exc.source) \
+            from None
+
+
 def run_apply(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from planner.k8s import kubectl_script, load_config, object_list, read_meta
+    from planner.k8s import kubectl_script, object_list, read_meta
     from planner.k8s.apply import check_plan_age, plan_age_limit
 
+    emit = args.emit or "evictions"
+    if args.format in ("evictions", "kubectl"):
+        warn(f"--format {args.format} is deprecated: it is --emit {args.format} now "
+             "(-o/--format is the output format, json)")
+        if args.emit and args.emit != args.format:
+            raise InputError([f"--format {args.format} and --emit {args.emit}: give one"])
+        emit = args.format
+    elif args.format == "json" and emit == "kubectl":
+        raise InputError(["-o json and --emit kubectl: a kubectl script is not JSON (give one)"])
     check_output(args.out, "--out")
+    stdin_options([("PLAN", args.plan), ("--snapshot-meta", args.snapshot_meta),
+                   ("--config", args.config)])
     now = _now(args.now) or datetime.now(UTC)
-    cfg = load_config(args.config) if args.config else None
-    doc = read_document(args.plan)
+    cfg = _config(args.config) if args.config else None
+    doc = read_document(args.plan)  # (read once: it may be standard input)
     if not (isinstance(doc, dict) and "evictions" in doc and "placements" in doc):
         from planner.k8s.objects import what_is
 
@@ -111,17 +142,17 @@ def run_apply(args: argparse.Namespace) -> int:
             raise InputError([(f"PLAN: this looks like {seen}; give the plan that "
                               "'preempt-planner plan SNAPSHOT --format json --out F' writes")],
                              args.plan)
-    plan = load_plan(args.plan)
+    plan = load_plan(doc, args.plan)
     meta = None
     if args.snapshot_meta:
         meta = read_meta(read_document(args.snapshot_meta), args.snapshot_meta)
         if meta.get("now") and meta["now"] != plan.model_dump(mode="json")["now"]:
-            err_console.print(f"[yellow]warning:[/] the plan is for {plan.now.isoformat()} but "
-                              f"the snapshot meta for {meta['now']}", highlight=False)
+            warn(f"the plan is for {plan.now.isoformat()} but the snapshot meta for "
+                 f"{meta['now']}")
     limit, source = plan_age_limit(meta, cfg)
     for w in check_plan_age(plan, now, limit, source, force=args.force):
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    if args.format == "kubectl":
+        warn(w)
+    if emit == "kubectl":
         text = kubectl_script(plan, meta, bindings=not args.no_bindings,
                               max_age_s=None if args.force else limit)
     else:

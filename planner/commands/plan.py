@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from models import InputError, Plan, Snapshot, range_problems
+from models import MAX_SEED, InputError, Plan, Snapshot, range_problems
 from planner.commands._common import (
     add_snapshot_args,
     check_output,
     check_time_limit,
     load_snapshot_arg,
+    out_console,
     warn_settings,
     write_file,
     write_output,
@@ -33,10 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "one neighbourhood of nodes at a time (solver status LNS)")
     p.add_argument("--deterministic", action="store_true",
                    help="one worker, deterministic time budget, fixed seed (R14)")
-    p.add_argument("--workers", type=int, default=2,
+    p.add_argument("--workers", type=int, default=None,
                    help="cores the plan may use: CP-SAT workers, and a second lane on big "
                         "clusters (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help=f"solver random seed, 0 to {MAX_SEED:,} (default 0)")
     p.add_argument("--planner", choices=["cpsat", "greedy", "k8s", "slurm"], default="cpsat",
                    help="cpsat (default), or a baseline: greedy, Kubernetes-style (k8s), "
                         "Slurm-style (slurm)")
@@ -50,15 +52,16 @@ def run(args: argparse.Namespace) -> int:
     from planner import plan
 
     check_time_limit(args.time_limit)
-    bad = range_problems(at_least_one=[("--workers", args.workers)])
+    bad = range_problems(at_least_one=[("--workers", args.workers)],
+                         seeds=[("--seed", args.seed)])
     if bad:
         raise InputError(bad)
     check_output(args.out, "--out")
     check_output(args.metrics_out, "--metrics-out")
-    warn_settings(args.deterministic, args.workers)
+    workers = warn_settings(args.deterministic, args.workers)
     snap = load_snapshot_arg(args.snapshot, args.policy)
     result = plan(snap, time_limit_s=args.time_limit, deterministic=args.deterministic,
-                  workers=args.workers, planner=args.planner, seed=args.seed)
+                  workers=workers, planner=args.planner, seed=args.seed)
     text = result.to_json()
     if args.out:
         write_output(text, args.out)
@@ -70,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.out:
             write_output(text, None)
     else:
-        # a pipe or a log gets wide lines rather than truncated ids
-        render(snap, result, Console() if sys.stdout.isatty() else Console(width=160))
+        # a pipe or a log gets whole lines rather than truncated ids
+        render(snap, result, out_console())
     return 0
 
 
@@ -118,7 +121,7 @@ def render(snap: Snapshot, p: Plan, console: Console) -> None:
             t.add_row(s.storage, f"{s.flush_gb:,.1f}", f"{s.flush_s:.2f}")
         console.print(t)
     for w in p.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     s = p.solver
     gap = "-" if s.gap is None else f"{s.gap:.2%}"
     console.print(f"solver: {s.engine} {s.status}, {s.wall_s:.3f} s, gap {gap}"

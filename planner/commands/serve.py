@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
 from models import InputError, range_problems
-from planner.commands._common import err_console
+from planner.commands._common import err_console, error, warn_settings
 
 
 def register(subparsers: Any) -> None:
@@ -24,7 +23,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-body-mb", type=float, default=16.0, metavar="MB",
                    help="largest request body, MiB (default 16); larger ones get 413")
     p.add_argument("--planner", default="cpsat", help="default planner (default cpsat)")
-    p.add_argument("--workers", type=int, default=2,
+    p.add_argument("--workers", type=int, default=None,
                    help="cores per plan: CP-SAT workers, and a second lane on big clusters "
                         "(default 2)")
     p.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
@@ -32,7 +31,6 @@ def register(subparsers: Any) -> None:
                         "solve (default); --no-processes solves on the request's thread")
     p.add_argument("--max-concurrent", type=int, default=None,
                    help="plans solved at once; more wait (default: number of CPUs)")
-    p.add_argument("--quiet", action="store_true", help="do not log each request")
     p.set_defaults(func=run)
 
 
@@ -41,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.service import make_server, run_until_interrupted
 
     if args.planner not in PLANNERS:
-        err_console.print(f"[bold red]error:[/] unknown planner {args.planner!r} "
-                          f"(choose from {', '.join(PLANNERS)})")
+        error(f"unknown planner {args.planner!r} (choose from {', '.join(PLANNERS)})")
         return 2
     bad = range_problems([("--time-limit", args.time_limit),
                           ("--max-time-limit", args.max_time_limit),
@@ -52,22 +49,24 @@ def run(args: argparse.Namespace) -> int:
         bad.append(f"--port: must be a port number from 0 to 65535, got {args.port}")
     if bad:
         raise InputError(bad)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    workers = warn_settings(False, args.workers)
     try:
         server = make_server(args.host, args.port, time_limit_s=args.time_limit,
                              max_time_limit_s=args.max_time_limit,
                              max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                             planner=args.planner, workers=args.workers,
+                             planner=args.planner, workers=workers,
                              max_concurrent=args.max_concurrent, quiet=args.quiet,
                              processes=args.processes)
     except OSError as exc:  # the address: in use, not ours, not resolvable
-        err_console.print(f"[bold red]error:[/] --host/--port: cannot listen on "
-                          f"{args.host}:{args.port}: {exc.strerror or exc}")
+        error(f"--host/--port: cannot listen on {args.host}:{args.port}: "
+              f"{exc.strerror or exc}")
         return 2
     except RuntimeError as exc:  # the worker processes could not start
-        err_console.print(f"[bold red]error:[/] {exc}")
+        error(str(exc))
         return 3
+    # (always, also with --quiet: where the service is, which a caller waits for)
     err_console.print(f"preempt-planner serving on {server.url} "
-                      "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)")
+                      "(POST /v1/plan, POST /v1/verify, GET /healthz, GET /metrics)",
+                      markup=False)
     run_until_interrupted(server)
     return 0

@@ -10,9 +10,10 @@ every cell also carries a character, so the view survives in logs and tests.
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +22,13 @@ from rich.text import Text
 from models import Job, Node, Snapshot
 from models.rules import cascade_guarded, cooldown_until, immune_for_s
 from models.snapshot import NvlinkEdges, age_s
-from planner.commands._common import EXIT_OK, add_snapshot_args, load_snapshot_arg
+from planner.commands._common import (
+    EXIT_OK,
+    add_snapshot_args,
+    load_snapshot_arg,
+    out_console,
+    write_output,
+)
 
 TIER_STYLE = {1: "bold white on red", 2: "bold black on yellow", 3: "bold white on green"}
 OTHER_TIER_STYLE = "bold white on blue"
@@ -359,10 +366,75 @@ def render(snap: Snapshot, console: Console, *, max_nodes: int = 64, max_jobs: i
     console.print(policy_line(view), highlight=False)
 
 
+def as_json(snap: Snapshot) -> dict[str, Any]:
+    """What the view shows, as data (``show -o json``): every node and job, no limits."""
+    view = View(snap)
+    now = view.now
+    pol = snap.policy
+
+    def hold(job: Job) -> dict[str, Any]:
+        until = cooldown_until(pol, job)
+        if until is not None and now < until:
+            return {"kind": "cooldown", "until": iso(until),
+                    "after_preemption": job.preemptions}
+        if cascade_guarded(pol, now, job):
+            assert job.last_preempted_at is not None
+            end = job.last_preempted_at + timedelta(seconds=pol.cascade_guard_s)
+            return {"kind": "cascade_guard", "until": iso(end)}
+        return {"kind": "ready", "until": None}
+
+    def placement(job: Job) -> list[dict[str, Any]]:
+        return [{"node": p.node, "gpus": list(p.gpus)} for p in job.placement or []]
+
+    states = Counter(n.state for n in snap.nodes)
+    total = sum(n.gpus for n in snap.nodes)
+    running = snap.running()
+    immune = sorted(((immune_for_s(pol, now, j), j) for j in running),
+                    key=lambda x: (x[0], x[1].id))
+    pending = sorted(snap.pending(), key=lambda j: (j.tier, -j.priority, j.id))
+    return {
+        "now": iso(now), "comment": snap.comment,
+        "nodes_by_state": {s: states[s] for s in STATE_ORDER},
+        "gpus": {"total": total, "held": len(view.holder), "free": total - len(view.holder),
+                 "placeable": sum(n.gpus - view.held(n) for n in snap.nodes if n.state == "up")},
+        "storage": [{"id": s.id, "write_gb_per_s": s.write_gb_per_s} for s in snap.storage],
+        "nodes": [{"id": n.id, "pool": n.pool, "state": n.state, "gpu_type": n.gpu_type,
+                   "nvlink": nvlink_label(n), "block": n.block, "gpus": n.gpus,
+                   "free": n.gpus - view.held(n),
+                   "holders": [getattr(view.holder.get((n.id, g)), "id", None)
+                               for g in range(n.gpus)]}
+                  for n in sorted(snap.nodes, key=lambda n: (n.pool, STATE_ORDER[n.state], n.id))],
+        "running": [{"job": j.id, "tier": j.tier, "priority": j.priority, "shape": shape(j),
+                     "gpus": j.total_gpus, "placement": placement(j),
+                     "started_at": iso(j.started_at),
+                     "immune_for_s": max(0, left),
+                     "preemptible_now": pol.tier(j.tier).preemptible_at(now),
+                     "on_down_node": j in view.on_down}
+                    for left, j in immune],
+        "pending": [{"job": j.id, "tier": j.tier, "priority": j.priority, "team": j.team,
+                     "shape": shape(j), "gpus": j.total_gpus,
+                     "waiting_s": age_s(now, j.submitted_at) if j.submitted_at else None,
+                     "preemptions": j.preemptions,
+                     "last_preempted_at": iso(j.last_preempted_at) if j.last_preempted_at
+                     else None, "hold": hold(j)} for j in pending],
+        "tiers": [{"tier": t, "preemptible_now": tp.preemptible_at(now),
+                   "min_runtime_s": tp.min_runtime_s, "can_preempt": list(tp.can_preempt),
+                   "windows": [{"days": list(w.days), "start": w.start, "end": w.end}
+                               for w in tp.windows],
+                   "jobs": sum(1 for j in snap.jobs if j.tier == t)}
+                  for t, tp in sorted(pol.tiers.items())],
+        "policy": policy_line(view),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     snap = load_snapshot_arg(args.snapshot, args.policy)
-    width = args.width or (None if sys.stdout.isatty() else 140)
-    console = Console(width=width, highlight=False, soft_wrap=False)
+    if args.format == "json":
+        write_output(json.dumps(as_json(snap), indent=2), None)
+        return EXIT_OK
+    console = out_console()
+    if args.width:
+        console.width = args.width
     render(snap, console, max_nodes=args.max_nodes, max_jobs=args.max_jobs)
     return EXIT_OK
 
@@ -373,10 +445,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "GPU coloured by the tier holding it, immune running jobs and the "
                        "pending queue with backoff holds.")
     add_snapshot_args(p)
+    p.add_argument("-o", "--format", choices=["table", "json"], default="table",
+                   help="table (default): the view; json: the same facts as data, every node "
+                        "and job")
     p.add_argument("--max-nodes", type=int, default=64, metavar="N",
                    help="list nodes one by one up to N nodes, else aggregate (64)")
     p.add_argument("--max-jobs", type=int, default=50, metavar="N",
                    help="rows per job table (50)")
     p.add_argument("--width", type=int, default=None,
-                   help="output width (default: the terminal's, 140 when not a terminal)")
+                   help="output width (default: the terminal's; when not a terminal, as wide "
+                        "as the content)")
     p.set_defaults(func=run)

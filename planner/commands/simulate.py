@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from planner.commands._common import check_output, write_file, write_output
+from models import MAX_SEED, InputError, range_problems
+from planner.commands._common import (
+    check_output,
+    err_console,
+    print_table,
+    progress_wanted,
+    stdin_options,
+    stdin_to_file,
+    warn_settings,
+    write_file,
+    write_output,
+)
 
 PLANNER_CHOICES = ["cpsat", "greedy", "k8s", "slurm", "naive"]
 
@@ -18,15 +27,17 @@ PLANNER_CHOICES = ["cpsat", "greedy", "k8s", "slurm", "naive"]
 def add_run_args(p: Any) -> None:
     """Arguments shared by ``simulate`` and ``compare``."""
     p.add_argument("--cluster", required=True,
-                   help="cluster: a contract snapshot (jobs ignored) or a generator spec")
+                   help="cluster: a contract snapshot (jobs ignored) or a generator spec "
+                        "(- reads standard input)")
     p.add_argument("--trace", required=True,
                    help="trace file (Philly CSV, Alibaba openb CSV or JSONL); a bare name is "
-                        "also looked up in ../shared/traces")
+                        "also looked up in ../shared/traces (- reads standard input)")
     p.add_argument("--trace-format", default="auto", choices=["auto", "philly", "openb", "jsonl"])
     p.add_argument("--tick", type=float, default=60.0, help="seconds between ticks (default 60)")
     p.add_argument("--days", type=float, help="simulated days (default: until every job is done)")
     p.add_argument("--start", help="simulated start (ISO-8601 or epoch; default first arrival)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthesized job fields")
+    p.add_argument("--seed", type=int, default=0,
+                   help=f"seed of the synthesized job fields, 0 to {MAX_SEED:,} (default 0)")
     p.add_argument("--carry-over", action="store_true",
                    help="warm start: jobs submitted before --start that would still run join "
                         "at the start with their remaining time")
@@ -35,7 +46,8 @@ def add_run_args(p: Any) -> None:
                         "trace arrivals into --days (twice the load)")
     p.add_argument("--time-limit", type=float, default=1.0, help="planner time limit per tick")
     p.add_argument("--deterministic", action="store_true", help="deterministic planner mode")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT workers")
+    p.add_argument("--workers", type=int, default=None,
+                   help="cores per plan: CP-SAT workers (default 2)")
     p.add_argument("--no-fairshare", action="store_true",
                    help="use the trace priority as is (no fair-share / queue-age ordering)")
     p.add_argument("--halflife", type=float, default=86400.0,
@@ -54,13 +66,27 @@ def add_run_args(p: Any) -> None:
                    help="running jobs carry no expected_end_at (R17 spares nothing)")
 
 
+def check_run_args(args: Any) -> None:
+    """Options of simulate and compare checked before any work (InputError), and a
+    warning for settings that are ignored or beyond the machine; files given as ``-``
+    are read from standard input into a temporary folder (which the worker
+    processes of compare read too)."""
+    bad = range_problems(seeds=[("--seed", args.seed)])
+    if bad:
+        raise InputError(bad)
+    args.workers = warn_settings(args.deterministic, args.workers)
+    for option in stdin_options([(o, getattr(args, o[2:])) for o in ("--cluster", "--trace",
+                                                                     "--policy")]):
+        setattr(args, option[2:], stdin_to_file(option))
+
+
 def spec_from_args(args: Any, planner: str, policy: str | None, label: str | None = None,
                    extra_sets: list[tuple[str, Any]] | None = None) -> Any:
     from planner.sim.runner import RunSpec, parse_time
 
     cfg = {"planner": planner, "tick_s": args.tick, "days": args.days,
            "start": parse_time(args.start), "seed": args.seed, "time_limit_s": args.time_limit,
-           "deterministic": args.deterministic, "workers": args.workers,
+           "deterministic": args.deterministic, "workers": args.workers or 2,
            "fairshare": not args.no_fairshare, "halflife_s": args.halflife,
            "strict": not args.lenient, "label": label, "time_limits": not args.no_time_limits}
     return RunSpec(cluster=args.cluster, trace=args.trace, policy=policy,
@@ -82,14 +108,17 @@ def register(sub: Any) -> None:
                                    "every tick, and report goodput, waste, evictions, thrash, "
                                    "storms and queueing delays.")
     add_run_args(p)
-    p.add_argument("--policy", help="policy file (replaces the cluster file's policy)")
+    p.add_argument("--policy", help="policy file (replaces the cluster file's policy; - reads "
+                                    "standard input)")
     p.add_argument("--planner", default="cpsat", choices=PLANNER_CHOICES)
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
                    help="output format (default table)")
     p.add_argument("--out", help="write the output here instead of stdout")
     p.add_argument("--metrics-out", help="Prometheus text-format file of the run's metrics")
     p.add_argument("--result-out", help="JSON file with the raw run record (for compare/charts)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (none either with --quiet or when stderr is "
+                        "not a terminal)")
     p.set_defaults(func=run)
 
 
@@ -102,18 +131,16 @@ def run(args: Any) -> int:
     for path, option in ((args.out, "--out"), (args.metrics_out, "--metrics-out"),
                          (args.result_out, "--result-out")):
         check_output(path, option)  # (before the run, which may be long)
-    from planner.commands._common import warn_settings
-
+    check_run_args(args)
     spec = spec_from_args(args, args.planner, args.policy)
     sim = prepare(spec)
-    warn_settings(args.deterministic, args.workers)
-    err = Console(stderr=True)
-    if args.no_progress or not err.is_terminal:
+    if not progress_wanted(args.no_progress):
         res = sim.run()
     else:
         with Progress(TextColumn(f"simulating ({args.planner})"), BarColumn(),
                       TextColumn("{task.percentage:>3.0f}% of simulated time"),
-                      TimeElapsedColumn(), console=err, transient=True, auto_refresh=False) as bar:
+                      TimeElapsedColumn(), console=err_console, transient=True,
+                      auto_refresh=False) as bar:
             task = bar.add_task("sim", total=1.0)
             # refreshed here, at most 10 times a second, not by rich's refresh thread:
             # with another thread running, plan() keeps to one lane (planner/lanes.py)
@@ -135,10 +162,5 @@ def run(args: Any) -> int:
     if args.format == "json":
         write_output(json.dumps(m, indent=2, sort_keys=True), args.out)
     else:
-        if args.out:
-            con = Console(record=True, width=100, file=io.StringIO())
-            con.print(metrics_table(m))
-            write_output(con.export_text(), args.out)
-        else:
-            Console().print(metrics_table(m))
+        print_table(metrics_table(m), args.out)
     return 0

@@ -13,7 +13,7 @@ from planner.commands._common import (
     EXIT_OK,
     EXIT_USAGE,
     add_snapshot_args,
-    err_console,
+    error,
     load_snapshot_arg,
 )
 
@@ -42,7 +42,7 @@ def verdict(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     if args.kind == "policy" and args.policy:
-        err_console.print("[bold red]error:[/] --policy makes no sense with --kind policy")
+        error("--policy makes no sense with --kind policy")
         return EXIT_USAGE
     if args.format != "json":
         print(verdict(args)[0])

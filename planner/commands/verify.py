@@ -11,11 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
 from models import load_plan
-from planner.commands._common import EXIT_INVALID, EXIT_OK, add_snapshot_args, load_snapshot_arg
+from planner.commands._common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    add_snapshot_args,
+    load_snapshot_arg,
+    out_console,
+    stdin_options,
+)
 from planner.verify import verify
 
 
@@ -25,13 +31,14 @@ def register(subparsers: Any) -> None:
         description="Check PLAN against SNAPSHOT independently of the planner. Exits 0 when "
                     "the plan is valid, 1 when it breaks a rule, 2 on bad input.")
     add_snapshot_args(p)
-    p.add_argument("plan", help="plan file (JSON or YAML)")
+    p.add_argument("plan", help="plan file (JSON or YAML; - reads standard input)")
     p.add_argument("-o", "--format", choices=["table", "json", "text"], default="table",
                    help="output format (default: table; 'text' is the old name of table)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    stdin_options([("SNAPSHOT", args.snapshot), ("--policy", args.policy), ("PLAN", args.plan)])
     snapshot = load_snapshot_arg(args.snapshot, args.policy)
     plan = load_plan(Path(args.plan))
     violations = verify(snapshot, plan)
@@ -42,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                               for v in violations]}
         print(json.dumps(doc, indent=2))
     else:
-        console = Console(highlight=False, soft_wrap=True)
+        console = out_console()
         if not violations:
             console.print(f"[green]plan is valid[/] ({n_ev} evictions, {n_pl} placements)")
         for v in violations:

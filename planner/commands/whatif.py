@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from planner.commands._common import (
@@ -14,6 +12,9 @@ from planner.commands._common import (
     check_output,
     check_time_limit,
     load_snapshot_arg,
+    print_table,
+    stdin_options,
+    warn_settings,
     write_output,
 )
 
@@ -32,14 +33,15 @@ def register(sub: Any) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="change a field (repeatable); VALUE is JSON when it parses, else a string")
     p.add_argument("--add-job", dest="add_jobs", action="append", default=[], metavar="JSON",
-                   help="add a job: a JSON object, @file or a file (repeatable; pending by "
-                        "default)")
+                   help="add a job: a JSON object, @file or a file, - for standard input "
+                        "(repeatable; pending by default)")
     p.add_argument("--scenario", help="scenario file: {\"variants\": [{name, set, add_jobs}]}")
     p.add_argument("--name", default="what-if", help="name of the --set/--add-job variant")
     p.add_argument("--planner", default="cpsat", choices=PLANNERS)
     p.add_argument("--time-limit", type=float, default=1.0)
     p.add_argument("--deterministic", action="store_true")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=int, default=None,
+                   help="cores per plan: CP-SAT workers (default 2)")
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
                    help="output format (default table)")
     p.add_argument("--out", help="write the output here instead of stdout")
@@ -90,33 +92,31 @@ def render_table(result: dict[str, Any]) -> Table:
 
 
 def run(args: Any) -> int:
+    from models import InputError, range_problems, read_document
     from planner.sim.whatif import Variant, load_scenarios, parse_assignment, parse_job, run_whatif
 
     check_output(args.out, "--out")
     check_time_limit(args.time_limit)
+    bad = range_problems(at_least_one=[("--workers", args.workers)])
+    if bad:
+        raise InputError(bad)
+    stdin_options([("SNAPSHOT", args.snapshot), ("--policy", args.policy),
+                   ("--scenario", args.scenario), *(("--add-job", j) for j in args.add_jobs)])
     snap = load_snapshot_arg(args.snapshot, args.policy)
     variants: list[Variant] = []
     if args.scenario:
         variants += load_scenarios(args.scenario)
     if args.sets or args.add_jobs:
+        jobs = [parse_job(read_document("-") if j in ("-", "@-") else j) for j in args.add_jobs]
         variants.append(Variant(name=args.name, sets=[parse_assignment(s) for s in args.sets],
-                                add_jobs=[parse_job(j) for j in args.add_jobs]))
+                                add_jobs=jobs))
     if not variants:
-        from models import InputError
-
         raise InputError(["whatif: nothing to compare: give --set, --add-job or --scenario"])
-    from planner.commands._common import warn_settings
-
-    warn_settings(args.deterministic, args.workers)
+    workers = warn_settings(args.deterministic, args.workers)
     result = run_whatif(snap, variants, args.planner, args.time_limit, args.deterministic,
-                        args.workers)
+                        workers)
     if args.format == "json":
         write_output(json.dumps(result, indent=2, sort_keys=True), args.out)
         return 0
-    if args.out:
-        con = Console(record=True, width=140, file=io.StringIO())
-        con.print(render_table(result))
-        write_output(con.export_text(), args.out)
-    else:
-        Console().print(render_table(result))
+    print_table(render_table(result), args.out)
     return 0

@@ -9,10 +9,9 @@
 
 `snapshot` and `run` refuse a config that maps no job to a tier (exit 2) unless
 --default-tier is given; `apply` refuses a plan older than max_plan_age_s
-(default 2 x interval_s) unless --force.
-
-Exit status: 0 ok, 1 a Slurm command failed, 2 bad input (config, snapshot or
-plan). See docs/slurm.md.
+(default 2 x interval_s) unless --force. A Slurm command that fails is the
+answer no (exit status 1); bad input (config, snapshot or plan) is 2. See
+docs/slurm.md.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ def register(subparsers: Any) -> None:
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--config", help=f"adapter config, YAML or JSON (default: ${CONFIG_ENV}"
-                                        ", else built-in defaults)")
+                                        ", else built-in defaults; - reads standard input)")
         q.add_argument("--log-level", default="INFO",
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -60,6 +59,8 @@ def register(subparsers: Any) -> None:
                                         "--json' output instead of running it")
     s.add_argument("--now", help="snapshot time (ISO-8601 or epoch; default: the clock)")
     s.add_argument("--out", help="write the snapshot here (default: stdout)")
+    s.add_argument("-o", "--format", choices=["json"], default="json",
+                   help="json: the snapshot (the only format)")
     s.set_defaults(func=cmd_snapshot)
 
     a = sub.add_parser("apply", help="carry out a plan: signal, requeue-hold and pin")
@@ -72,6 +73,9 @@ def register(subparsers: Any) -> None:
     a.add_argument("--snapshot", help="the snapshot the plan was made from: each victim must "
                                       "still run on exactly its nodes there (default: on one "
                                       "of its preemptors' planned nodes)")
+    a.add_argument("-o", "--format", choices=["table", "json"], default="table",
+                   help="table (default): the commands, one a line, as they run; json: the "
+                        "report of every command (as --report writes it) on stdout")
     a.set_defaults(func=cmd_apply)
 
     r = sub.add_parser("run", help="tick continuously: snapshot, plan, apply")
@@ -94,11 +98,30 @@ def _setup_logging(level: str) -> None:
 
 
 def _config(args: argparse.Namespace) -> SlurmConfig | None:
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return None
+    """The config of --config (- is standard input), else $PREEMPT_PLANNER_SLURM_CONFIG,
+    else the defaults; bad input raises InputError (a misspelt field gets a
+    suggestion), a --default-tier below 1 says so and gives None."""
+    import os
+
+    from models import InputError, read_document, suggest_fields
+    from planner.slurm.config import config_from_dict
+
+    name = args.config or os.environ.get(CONFIG_ENV) or None
+    if name is None:
+        cfg = load_config(None)
+    else:
+        doc = read_document(name)  # (JSON or YAML by content; YAML alias bombs refused)
+        if not isinstance(doc, dict | type(None)):
+            raise InputError([f"config: must hold a mapping, not {type(doc).__name__}"], name)
+        base = Path.cwd() if name == "-" else Path(name).resolve().parent
+        name = "(standard input)" if name == "-" else name
+        try:
+            cfg = config_from_dict(doc or {}, base=base, source=name)
+        except ConfigError as exc:
+            cause = exc.__cause__
+            lines = ([f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                      for e in cause.errors()] if hasattr(cause, "errors") else [str(exc)])
+            raise InputError(suggest_fields(lines, SlurmConfig), name) from None
     tier = getattr(args, "default_tier", None)
     if tier is not None:
         if tier < 1:
@@ -118,8 +141,10 @@ def _config_name(args: argparse.Namespace) -> str:
 
 
 def _warn(lines: list[str]) -> None:
+    from planner.commands._common import warn
+
     for line in lines:
-        print(f"warning: {line}", file=sys.stderr)
+        warn(line)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -173,8 +198,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     result = build_snapshot(squeue, nodes, cfg, now=now, state=state, sources=sources)
+    from planner.commands._common import note as say
+
     for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
+        say(f"note: {note}")
     unmapped = unmapped_jobs_error(result, _config_name(args))
     if unmapped is not None:
         raise unmapped
@@ -218,9 +245,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if cfg.state_file is None and not args.dry_run:
         _warn([NO_STATE_FILE])
     # a plan older than max_plan_age_s raises StalePlan (an InputError: exit 2)
+    as_json = getattr(args, "format", "table") == "json"
     report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
-                        echo=lambda line: print(line, flush=True), force=args.force,
-                        expected_nodes=nodes)
+                        echo=None if as_json else (lambda line: print(line, flush=True)),
+                        force=args.force, expected_nodes=nodes)
     if not args.dry_run:
         state.save()
     _warn(report.warnings)
@@ -231,6 +259,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.report:
         write_output(json.dumps(report.to_dict(), indent=1), args.report, "--report")
+    if as_json:
+        write_output(json.dumps(report.to_dict(), indent=1), None)
     if report.problems and not report.commands:
         return EXIT_USAGE
     return EXIT_OK if report.ok else EXIT_FAILED
