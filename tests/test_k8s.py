@@ -119,11 +119,16 @@ def test_volcano_gang_is_one_job(snap: dict[str, Any], result: Any) -> None:
     assert g["placement"] == [{"node": "gpu-a-001", "gpus": [0, 1, 2, 3]},
                               {"node": "gpu-a-002", "gpus": [0, 1, 2, 3]}]
     assert g["started_at"] == "2026-11-29T06:00:05Z"  # the gang runs once its last pod does
-    # "nodes": where the snapshot saw each pod, which 'k8s apply' re-checks before evicting
+    # "nodes": where the snapshot saw each pod, which 'k8s apply' re-checks before
+    # evicting; "uids" and "resource_versions": the Eviction's preconditions
     assert result.meta["jobs"]["llm/group:pretrain"] == {
         "namespace": "llm", "group": "pretrain", "state": "running",
         "pods": ["pretrain-worker-0", "pretrain-worker-1"],
-        "nodes": {"pretrain-worker-0": "gpu-a-001", "pretrain-worker-1": "gpu-a-002"}}
+        "nodes": {"pretrain-worker-0": "gpu-a-001", "pretrain-worker-1": "gpu-a-002"},
+        "uids": {"pretrain-worker-0": "bdcc2153-fd64-5b61-b70c-013e74c27cd5",
+                 "pretrain-worker-1": "adb1321f-377c-5dae-ba36-96e172826ea8"},
+        "resource_versions": {"pretrain-worker-0": "48210001",
+                              "pretrain-worker-1": "48210001"}}
     p = _job(snap, "llm/group:ft-gang")
     assert p["state"] == "pending" and p["nodes"] == 2 and p["gpus_per_node"] == 8
     assert p["gpu_type"] == "H100"  # from the required node affinity
@@ -305,6 +310,28 @@ def _hand_plan() -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("version", ["v1.29.14", "v1.32.2"])
+def test_apply_objects_pass_the_kubernetes_schemas(result: Any, version: str) -> None:
+    # tests/fixtures/k8s/schema: the strict standalone JSON schemas of policy/v1
+    # Eviction and v1 Binding generated from Kubernetes' OpenAPI (see the README
+    # there): no field of ours is unknown to the API (additionalProperties false), the
+    # preconditions included
+    from jsonschema import Draft7Validator
+
+    schemas = {kind: json.loads((FIX / "schema" / f"{version}-{name}.json").read_text())
+               for kind, name in (("Eviction", "eviction-policy-v1"), ("Binding", "binding-v1"))}
+    items = object_list(load_plan(_hand_plan()), result.meta)["items"]
+    assert sorted({i["kind"] for i in items}) == ["Binding", "Eviction"]
+    assert all("preconditions" in i["deleteOptions"] for i in items if i["kind"] == "Eviction")
+    for item in items:
+        errors = [e.message for e in Draft7Validator(schemas[item["kind"]]).iter_errors(item)]
+        assert errors == [], (item["metadata"]["name"], errors)
+    # and the schema does refuse a field it does not know
+    bad = dict(items[0], deleteOptions={"gracePeriodSeconds": 1, "preconditions": {"uid": "x",
+                                                                                   "name": "y"}})
+    assert list(Draft7Validator(schemas["Eviction"]).iter_errors(bad))
+
+
 def test_grace_rounding() -> None:
     assert grace_seconds(60.0) == 60
     assert grace_seconds(60.2) == 61
@@ -368,7 +395,9 @@ def test_kubectl_script(result: Any) -> None:
             "<<'EOF'") in lines
     body = json.loads(lines[lines.index("kubectl create --raw /api/v1/namespaces/research/pods/"
                                         "sweep-17/eviction -f - <<'EOF'") + 1])
-    assert body["deleteOptions"] == {"gracePeriodSeconds": 61}
+    # the pod the snapshot saw, unchanged, or the API server refuses (409 Conflict)
+    assert body["deleteOptions"] == {"gracePeriodSeconds": 61, "preconditions": {
+        "uid": "5e565a17-8a84-534d-8485-eeae8a34adfc", "resourceVersion": "48210001"}}
     wait = [ln for ln in lines if ln.startswith("kubectl wait")]
     assert "kubectl wait --for=delete pod/pretrain-worker-0 pod/pretrain-worker-1 -n llm " \
            "--timeout=151s" in wait
@@ -590,6 +619,39 @@ def test_unannotated_pods_are_not_free_to_evict() -> None:
     assert _cost(snap, "research/since-2020") == 218_102_400.0
     # 2 GPUs started at 06:00, two hours before now: 2 x 7,200 = 14,400 GPU-s
     assert _cost(snap, "research/unannotated") == 14_400.0
+
+
+def test_a_job_without_any_start_is_priced_as_started_when_its_node_joined() -> None:
+    # research/eval-3 (8 GPUs on gpu-b-001, no checkpoint annotations: signal null) with
+    # its startTime and creationTimestamp removed. "Started now" would make its
+    # eviction free; the earliest it can have started is when gpu-b-001 joined the
+    # cluster, 2026-11-20T10:00:00Z: 8 days 22 h = 770,400 s before now, on 8 GPUs
+    # 6,163,200 GPU-s.
+    pods = _load("pods.json")
+    for pod in pods["items"]:
+        if pod["metadata"]["name"] == "eval-3":
+            del pod["metadata"]["creationTimestamp"]
+            del pod["status"]["startTime"]
+    cfg = load_config(FIX / "config.yaml")
+    r = build_snapshot(_load("nodes.json"), pods, cfg, NOW)
+    job = _job(r.snapshot, "research/eval-3")
+    assert job["started_at"] == "2026-11-20T10:00:00Z"
+    assert _cost(r.snapshot, "research/eval-3") == 6_163_200.0
+    assert ("job research/eval-3: no pod has a status.startTime or creationTimestamp; taken as "
+            "started when its node joined the cluster (creationTimestamp), "
+            "2026-11-20T10:00:00Z, the earliest it can have started (its eviction is priced "
+            "as losing all the work since)") in r.warnings
+    # without the nodes' creationTimestamp: the earliest start of any GPU pod,
+    # inference/embed-0's 2026-11-28T12:00:10Z (pods without GPUs, such as the DCGM
+    # exporter of 2026-11-20, are not read)
+    nodes = _load("nodes.json")
+    for node in nodes["items"]:
+        del node["metadata"]["creationTimestamp"]
+    r = build_snapshot(nodes, pods, cfg, NOW)
+    assert _job(r.snapshot, "research/eval-3")["started_at"] == "2026-11-28T12:00:10Z"
+    assert any(w.startswith("job research/eval-3: no pod has a status.startTime or "
+                            "creationTimestamp; taken as started at the earliest start of "
+                            "any GPU pod, 2026-11-28T12:00:10Z") for w in r.warnings)
 
 
 def test_checkpoint_defaults_by_namespace_then_class_then_annotations() -> None:

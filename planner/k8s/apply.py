@@ -98,9 +98,25 @@ def check_plan_age(plan: Plan, now: datetime, limit_s: float, source: str = "max
     return []
 
 
+def preconditions(job_id: str, pod: str, meta: dict[str, Any] | None) -> dict[str, str]:
+    """``deleteOptions.preconditions`` of a victim pod: the ``uid`` and
+    ``resourceVersion`` the snapshot saw (those it saw). The API server refuses the
+    eviction (409 Conflict) when the pod of that name is another one (replaced, the
+    same name reused) or has changed since."""
+    entry = (meta or {}).get("jobs", {}).get(job_id) or {}
+    out = {}
+    for key, field in (("uids", "uid"), ("resource_versions", "resourceVersion")):
+        known = entry.get(key)
+        value = known.get(pod) if isinstance(known, dict) else None
+        if isinstance(value, str) and value:
+            out[field] = value
+    return out
+
+
 def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One Eviction per pod of each victim, grace = the victim's ``grace_s`` rounded up
-    (a pod planned as several jobs, one per GPU resource, is evicted once)."""
+    (a pod planned as several jobs, one per GPU resource, is evicted once), with the
+    pod's uid and resourceVersion as preconditions when the snapshot saw them."""
     out = []
     errors = []
     seen: set[tuple[str, str]] = set()
@@ -114,11 +130,15 @@ def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dic
             if (jp.namespace, pod) in seen:
                 continue
             seen.add((jp.namespace, pod))
+            options: dict[str, Any] = {"gracePeriodSeconds": grace_seconds(ev.grace_s)}
+            pre = preconditions(ev.job, pod, meta)
+            if pre:
+                options["preconditions"] = pre
             out.append({
                 "apiVersion": "policy/v1",
                 "kind": "Eviction",
                 "metadata": {"name": pod, "namespace": jp.namespace},
-                "deleteOptions": {"gracePeriodSeconds": grace_seconds(ev.grace_s)},
+                "deleteOptions": options,
             })
     if errors:
         raise InputError(errors, "plan")

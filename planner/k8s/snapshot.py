@@ -67,6 +67,8 @@ class Pod:
     resource: str = "nvidia.com/gpu"
     mig: str | None = None  # the MIG profile of the resource ("mixed" strategy)
     part: str | None = None
+    uid: str | None = None  # metadata.uid: 'k8s apply' evicts only this very pod
+    resource_version: str | None = None  # metadata.resourceVersion: ... unchanged
 
     @property
     def ref(self) -> str:
@@ -97,6 +99,11 @@ class K8sSnapshot:
     warnings: list[str]
 
 
+def _text(value: Any) -> str | None:
+    """A non-empty string field of an object, else None."""
+    return value if isinstance(value, str) and value else None
+
+
 def _nvlink_json(spec: Any) -> Any:
     if isinstance(spec, NvlinkEdges):
         return {"edges": [list(e) for e in spec.edges]}
@@ -111,6 +118,8 @@ class _Builder:
         self.mig_nodes: dict[str, dict[str, str]] = {}  # node/mig-<profile> -> node, resource
         self.unknown_nvlink: dict[str, list[str]] = defaultdict(list)
         self.nvlink_why: dict[str, str] = {}  # product -> why its layout is not known
+        self.node_joined: dict[str, datetime] = {}  # Node -> its creationTimestamp
+        self.oldest_start: datetime | None = None  # the earliest start of any GPU pod
         self.own_domain: dict[str, list[str]] = defaultdict(list)  # model -> nodes (NVL72)
         self._warned_local: set[str] = set()
         self.mapped: set[str] = set()  # jobs whose tier the config or an annotation gives
@@ -135,6 +144,9 @@ class _Builder:
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
         status = obj.get("status") or {}
+        joined = parse_time(meta.get("creationTimestamp"))
+        if joined is not None:  # a pod there cannot have started before the node joined
+            self.node_joined[name] = joined
         alloc = status.get("allocatable") or {}
         cap = status.get("capacity") or {}
 
@@ -373,7 +385,9 @@ class _Builder:
                            created_at=parse_time(meta.get("creationTimestamp")),
                            started_at=parse_time(status.get("startTime")), spec=spec,
                            resource=r, mig=mig_profile(r, cfg.gpu_resource),
-                           part=r.partition("/")[2] if i else None))
+                           part=r.partition("/")[2] if i else None,
+                           uid=_text(meta.get("uid")),
+                           resource_version=_text(meta.get("resourceVersion"))))
         if len(out) > 1:
             self.warn(f"pod {ns}/{name}: holds several GPU resources ({said}); planned as one "
                       f"job per resource ({', '.join(p.job_ref for p in out)}): evicting one "
@@ -574,6 +588,26 @@ class _Builder:
         return ck
 
     # ------------------------------------------------------------------- jobs
+    def _unknown_start(self, job_id: str, pods: list[Pod]) -> datetime:
+        """The start of a running job whose pods say none: the earliest it can have
+        started (so that evicting it is priced as losing the most it can have done):
+        when its nodes joined the cluster, else the earliest start of any GPU pod,
+        else now (nothing known), with a warning."""
+        joined = [self.node_joined[p.node] for p in pods if p.node in self.node_joined]
+        if joined:
+            start, said = min(joined), "when its node joined the cluster (creationTimestamp)"
+        elif self.oldest_start is not None:
+            start, said = self.oldest_start, "at the earliest start of any GPU pod"
+        else:
+            self.warn(f"job {job_id}: no pod has a status.startTime or creationTimestamp, and "
+                      "no node or pod says an earlier time; taken as started now (an eviction "
+                      "loses no work by this count)")
+            return self.now
+        self.warn(f"job {job_id}: no pod has a status.startTime or creationTimestamp; taken "
+                  f"as started {said}, {iso(start)}, the earliest it can have started (its "
+                  "eviction is priced as losing all the work since)")
+        return start
+
     def job(self, job_id: str, pods: list[Pod], group: str | None) -> dict[str, Any] | None:
         """One contract job from pods that are all running or all pending."""
         cfg = self.cfg
@@ -643,9 +677,7 @@ class _Builder:
             starts = [p.started_at or p.created_at for p in pods]
             start = max((s for s in starts if s is not None), default=None)
             if start is None:
-                self.warn(f"job {job_id}: no pod has a status.startTime or creationTimestamp; "
-                          "taken as started now (an eviction loses no work by this count)")
-                start = self.now
+                start = self._unknown_start(job_id, pods)
             rec["started_at"] = iso(self._not_after_now(start, f"job {job_id}: startTime"))
             rec["placement"] = placement
             ends = self._deadline(job_id, pods)
@@ -825,6 +857,8 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
     b.warn_unknown_nvlink()
     pods = [p for ps in _each(pod_objs, b.pod, "pods") for p in ps]
     pods = b.assign_gpus(nodes, pods)
+    b.oldest_start = min((t for p in pods if (t := p.started_at or p.created_at) is not None),
+                         default=None)
 
     groups: dict[tuple[str, str], list[Pod]] = defaultdict(list)
     singles: list[Pod] = []
@@ -852,6 +886,10 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
                                  "state": rec["state"], "pods": [p.name for p in members]}
         if rec["state"] == "running":  # what 'k8s apply' re-checks before evicting
             entry["nodes"] = {p.name: p.node for p in members}
+            for key, attr in (("uids", "uid"), ("resource_versions", "resource_version")):
+                known = {p.name: getattr(p, attr) for p in members if getattr(p, attr)}
+                if known:
+                    entry[key] = known
         meta_jobs[job_id] = entry
 
     for p in singles:
