@@ -1223,6 +1223,20 @@ def test_snapshot_refuses_a_config_without_tiers(monkeypatch: pytest.MonkeyPatch
     assert main(["snapshot", *files, "--default-tier", "0"]) == 2
 
 
+def test_a_document_of_another_tool_is_named_before_the_missing_tier_mapping(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # No config and a kubectl PodList as the job listing: the wrong document is the
+    # first thing to fix, so that is what the message says (not the tier mapping)
+    from planner.slurm.commands import main
+
+    monkeypatch.delenv("PREEMPT_PLANNER_SLURM_CONFIG", raising=False)
+    assert main(["snapshot", "--squeue-json", str(FIX.parent / "k8s" / "pods.json"),
+                 "--nodes-json", str(FIX / "22.05/sinfo.json"), "--now", str(NOW_2205)]) == 2
+    err = capsys.readouterr().err
+    assert "this looks like a Kubernetes PodList (kubectl get pods -o json)" in err
+    assert "maps no Slurm job to a tier" not in err
+
+
 def test_snapshot_refuses_a_config_that_maps_none_of_the_jobs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A mapping that matches nothing (a typo, another cluster's partitions): the

@@ -164,9 +164,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
-    refused = tier_mapping_error(cfg, _config_name(args))
-    if refused is not None:
-        raise refused
     import time
 
     now = time.time()
@@ -190,8 +187,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     # a kubectl list, a snapshot, sinfo given as squeue, ...: one message, exit 2
+    # (before the config's tier mapping: the wrong document is the first thing to fix)
     check_document(squeue, "squeue", sources[0])
     check_document(nodes, "nodes", sources[1])
+    refused = tier_mapping_error(cfg, _config_name(args))
+    if refused is not None:
+        raise refused
     try:
         state = AdapterState.load(cfg.state_file)
     except ValueError as exc:
