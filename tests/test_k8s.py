@@ -1216,3 +1216,90 @@ def test_apply_given_the_wrong_file_says_what_it_looks_like(tmp_path: Path,
                               str(FIX / "pods.json"), "--now", "2026-11-29T08:00:00Z"])
     assert ("--snapshot-meta: this looks like a Pod list (the output of 'kubectl get pods -A -o "
             "json'): not a snapshot written by 'preempt-planner k8s snapshot'") in err
+
+
+# --------------------------------------------- real kubectl output (tests/fixtures/k8s/real)
+# nodes-a16-vgpu.json: a real 'kubectl get nodes --output=json' of an RKE2 node with one
+# NVIDIA A16 vGPU (GPU Feature Discovery's labels, product NVIDIA-A16-4Q); nodes-aks.json:
+# a real one of three AKS nodes without GPUs; pods-kuard.json: a real 'kubectl get pods
+# -o json' of one pod (no GPU); pods-kuard-gpu.edited.json: an edited copy of it (the pod
+# given 1 GPU on node nori, and a pending copy with a tier annotation). Sources:
+# tests/fixtures/README.md.
+REAL = FIX / "real"
+REAL_NOW = datetime(2022, 12, 23, 10, 36, 45, tzinfo=UTC)  # 1 h after the pod started
+
+
+def _real(name: str) -> Any:
+    return json.loads((REAL / name).read_text())
+
+
+def test_real_nodes_and_pods_gpu_model_decides_nvlink() -> None:
+    # The A16 is a PCIe card: its layout is "none" by the model, without any config;
+    # the AKS nodes have no GPUs and are left out; the real pod holds no GPU: no job
+    r = build_snapshot(_real("nodes-a16-vgpu.json"), _real("pods-kuard.json"), K8sConfig(),
+                       REAL_NOW)
+    assert r.snapshot["nodes"] == [{"id": "nori", "gpus": 1, "gpu_type": "NVIDIA-A16-4Q",
+                                    "nvlink": "none", "pool": "default", "state": "up"}]
+    assert r.snapshot["jobs"] == []
+    assert not any("NVLink layout" in w for w in r.warnings)
+    r = build_snapshot(_real("nodes-aks.json"), _real("pods-kuard.json"), K8sConfig(), REAL_NOW)
+    assert r.snapshot["nodes"] == [] and r.snapshot["jobs"] == []
+
+
+def test_real_documents_of_the_wrong_kind_are_named() -> None:
+    with pytest.raises(InputError) as exc:
+        build_snapshot(_real("nodes-a16-vgpu.json"), _real("nodes-aks.json"), K8sConfig(),
+                       REAL_NOW)
+    assert exc.value.errors == [
+        "--pods: this looks like a Node list (the output of 'kubectl get nodes -o json'); use "
+        "it as --nodes, and give the output of 'kubectl get pods -A -o json' as --pods"]
+    with pytest.raises(InputError) as exc:
+        build_snapshot(_real("pods-kuard.json"), _real("pods-kuard.json"), K8sConfig(),
+                       REAL_NOW)
+    assert exc.value.errors[0].startswith("--nodes: this looks like a Pod list")
+
+
+def test_real_unannotated_pod_is_priced_and_a_config_is_required() -> None:
+    # The running pod (no annotations, no PriorityClass, started 2022-12-23T09:36:45Z)
+    # loses its hour of work if evicted: signal null, 1 GPU x 3,600 s = 3,600 GPU-s
+    pods = _real("pods-kuard-gpu.edited.json")
+    r = build_snapshot(_real("nodes-a16-vgpu.json"), pods, K8sConfig(), REAL_NOW,
+                       default_tier=3)
+    run = _job(r.snapshot, "default/queue-l4dv8")
+    assert (run["state"], run["tier"], run["checkpoint"]) == ("running", 3, {"signal": None})
+    assert _cost(r.snapshot, "default/queue-l4dv8") == 3600.0
+    assert any(w.startswith("1 running job(s) say nothing about a checkpoint signal")
+               for w in r.warnings)
+    # without the tier annotation of the pending copy nothing maps a job to a tier:
+    # refused, saying what to add
+    for pod in pods["items"]:
+        pod["metadata"].pop("annotations", None)
+    with pytest.raises(InputError) as exc:
+        build_snapshot(_real("nodes-a16-vgpu.json"), pods, K8sConfig(), REAL_NOW)
+    assert exc.value.errors[0].startswith("no job gets its tier from the config")
+
+
+def test_real_plan_evicts_with_preconditions_and_goes_stale(tmp_path: Path, capsys: Any
+                                                            ) -> None:
+    # The tier-1 pending copy takes nori's only GPU from the tier-3 pod. The Eviction
+    # names the real pod's uid and resourceVersion; a minute (2 x interval_s) later the
+    # plan is refused as stale.
+    from planner import plan
+
+    r = build_snapshot(_real("nodes-a16-vgpu.json"), _real("pods-kuard-gpu.edited.json"),
+                       K8sConfig(), REAL_NOW, default_tier=3)
+    p = plan(load_snapshot(r.snapshot), deterministic=True)
+    assert [(e.job, e.cost_gpu_s) for e in p.evictions] == [("default/queue-l4dv8", 3600.0)]
+    assert [pl.job for pl in p.placements] == ["default/queue-urgent"]
+    (ev,) = eviction_objects(p, r.meta)
+    assert ev["deleteOptions"] == {"gracePeriodSeconds": 60, "preconditions": {
+        "uid": "d8aa9a47-ad0f-4bbe-bc12-ab31605d3211", "resourceVersion": "550088"}}
+    plan_file, snap_file = tmp_path / "plan.json", tmp_path / "snap.json"
+    plan_file.write_text(p.model_dump_json())
+    snap_file.write_text(json.dumps(r.snapshot))
+    base = ["k8s", "apply", str(plan_file), "--snapshot-meta", str(snap_file),
+            "--out", str(tmp_path / "objects.json")]
+    assert main([*base, "--now", "2022-12-23T10:37:45Z"]) == 0  # 60 s: the limit
+    capsys.readouterr()
+    assert main([*base, "--now", "2022-12-23T10:37:46Z"]) == 2
+    assert "older than 60 s" in capsys.readouterr().err
