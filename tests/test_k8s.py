@@ -1303,3 +1303,27 @@ def test_real_plan_evicts_with_preconditions_and_goes_stale(tmp_path: Path, caps
     capsys.readouterr()
     assert main([*base, "--now", "2022-12-23T10:37:46Z"]) == 2
     assert "older than 60 s" in capsys.readouterr().err
+
+
+def test_unreadable_annotations_are_ignored_with_the_documented_warnings() -> None:
+    # docs/kubernetes.md, "Assumptions and warnings": each unreadable value is named,
+    # ignored, and the default stands (here on the real pod of the edited copy)
+    pods = _real("pods-kuard-gpu.edited.json")
+    pods["items"][0]["metadata"]["annotations"] = {
+        "preempt-planner.io/topology": "ring",
+        "preempt-planner.io/same-block": "yes please",
+        "preempt-planner.io/checkpoint": json.dumps(
+            {"size_gb": -1, "restore_s": 30, "last_at": "yesterday", "signal": "SIGBOGUS"})}
+    r = build_snapshot(_real("nodes-a16-vgpu.json"), pods, K8sConfig(), REAL_NOW,
+                       default_tier=3)
+    ref = "pod default/queue-l4dv8: annotation preempt-planner.io/"
+    for text in ("topology='ring' is not nvlink or any; ignored",
+                 "same-block='yes please' is not true/false; ignored",
+                 "checkpoint: size_gb=-1 is not a number >= 0; ignored",
+                 "checkpoint: last_at='yesterday' is not a time; ignored",
+                 "checkpoint: unknown signal 'SIGBOGUS'; ignored"):
+        assert ref + text in r.warnings, text
+    job = _job(r.snapshot, "default/queue-l4dv8")
+    # the defaults stand; the readable restore_s of the sidecar is kept
+    assert (job["topology"], job.get("same_block", False)) == ("nvlink", False)
+    assert job["checkpoint"] == {"signal": None, "restore_s": 30.0}
