@@ -45,23 +45,60 @@ EXAMPLES: dict[str, list[str]] = {
                  "--planner greedy"),
                  ("preempt-planner simulate --cluster cluster.yaml --trace trace.jsonl "
                  "--set thrash.max_fraction=0.05 -o json --result-out run.json")],
-    "compare": [("preempt-planner compare --cluster tests/data/sim/cluster-1024.yaml "
-                "--trace philly-2017-09-10.csv --start 2017-10-04 --days 1 --carry-over "
-                "--planners cpsat,naive --variant no-budget:thrash=null --out report/")],
+    "compare": [("preempt-planner compare --cluster tests/data/sim/cluster-1node.json "
+                 "--trace tests/data/sim/ping-pong.jsonl --planners cpsat,greedy,naive "
+                 "--deterministic --out report/"),
+                ("preempt-planner compare --cluster tests/data/sim/cluster-1024.yaml "
+                 "--trace philly-2017-09-10.csv --start 2017-10-04 --days 1 --carry-over "
+                 "--planners cpsat,naive --variant no-budget:thrash=null --out report/"),
+                ("preempt-planner compare --cluster cluster.yaml --trace trace.jsonl "
+                 "--policies strict.yaml,lenient.yaml --planners cpsat --jobs 2 -o json")],
     "slurm": ["preempt-planner slurm snapshot --config slurm.yaml --out snapshot.json",
+              "preempt-planner slurm apply plan.json --config slurm.yaml --dry-run",
               "preempt-planner slurm run --config slurm.yaml --interval 30 --dry-run"],
+    "slurm snapshot": [
+        "preempt-planner slurm snapshot --config slurm.yaml --out snapshot.json",
+        ("preempt-planner slurm snapshot --config slurm.yaml --squeue-json squeue.json "
+         "--nodes-json sinfo.json --now 2026-11-29T08:00:00Z"),
+        "preempt-planner slurm snapshot --default-tier 3 --quiet > snapshot.json"],
+    "slurm apply": [
+        "preempt-planner slurm apply plan.json --config slurm.yaml --dry-run",
+        ("preempt-planner slurm apply plan.json --config slurm.yaml --snapshot snapshot.json "
+         "--report report.json"),
+        "preempt-planner slurm apply plan.json --config slurm.yaml -o json"],
+    "slurm run": [
+        "preempt-planner slurm run --config slurm.yaml --interval 30 --dry-run",
+        "preempt-planner slurm run --config slurm.yaml --ticks 10 --plan-dir ticks/",
+        "preempt-planner slurm run --config slurm.yaml --log-format json"],
     "k8s": [("preempt-planner k8s snapshot --nodes nodes.json --pods pods.json --events "
-            "events.json --out snapshot.json"),
-            ("preempt-planner k8s apply plan.json --snapshot-meta snapshot.json --format kubectl "
-            "--out apply.sh")],
+             "events.json --out snapshot.json"),
+            ("preempt-planner k8s apply plan.json --snapshot-meta snapshot.json --emit kubectl "
+             "--out apply.sh")],
+    "k8s snapshot": [
+        ("preempt-planner k8s snapshot --nodes nodes.json --pods pods.json --config k8s.yaml "
+         "--out snapshot.json"),
+        ("kubectl get pods -A -o json | preempt-planner k8s snapshot --nodes nodes.json "
+         "--pods - --default-tier 3"),
+        ("preempt-planner k8s snapshot --nodes nodes.json --pods pods.json --events "
+         "events.json --meta-out meta.json --out snapshot.json")],
+    "k8s apply": [
+        "preempt-planner k8s apply plan.json --snapshot-meta snapshot.json --out evictions.json",
+        ("preempt-planner k8s apply plan.json --snapshot-meta snapshot.json --emit kubectl "
+         "--out apply.sh"),
+        "preempt-planner plan snapshot.json -o json | preempt-planner k8s apply - --no-bindings"],
     "serve": ["preempt-planner serve --port 8080",
-              "preempt-planner serve --host 0.0.0.0 --port 8080 --processes --workers 2"],
+              "preempt-planner serve --host 0.0.0.0 --port 8080 --processes --workers 2",
+              "preempt-planner serve --port 8080 --quiet --log-format json"],
+    "completion": [("preempt-planner completion bash > ~/.local/share/bash-completion/"
+                   "completions/preempt-planner"),
+                   "preempt-planner completion zsh > \"${fpath[1]}/_preempt-planner\""],
 }
-EPILOG = ("exit status: 0 success, 1 the answer is no (verify: the plan breaks a rule), "
-          "2 bad input or options, 3 internal error (--debug shows the traceback)")
+EPILOG = ("exit status: 0 success, 1 the answer is no (verify: the plan breaks a rule; slurm: "
+          "a Slurm command failed), 2 bad input or options, 3 internal error (--debug shows "
+          "the traceback)")
 
 COMMANDS = ["plan", "verify", "validate", "schema", "show", "generate", "whatif", "simulate",
-            "compare", "slurm", "k8s", "serve"]
+            "compare", "slurm", "k8s", "serve", "completion"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,9 +159,10 @@ def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
 
 
 def _plain_text(parser: argparse.ArgumentParser) -> None:
-    """--help is plain text: ``double backticks`` of docstrings become 'quotes'."""
+    """--help is plain text: ``double`` or `single` backticks of docstrings become
+    'quotes'."""
     def plain(text: str | None) -> str | None:
-        return text.replace("``", "'") if text else text
+        return text.replace("``", "'").replace("`", "'") if text else text
 
     parser.description = plain(parser.description)
     parser.epilog = plain(parser.epilog)

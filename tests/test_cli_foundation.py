@@ -190,17 +190,29 @@ def test_show_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "nodes[0].gpus: Field required" in " ".join(_out(capsys).split())
 
 
-def test_every_help_ends_with_examples_that_parse() -> None:
-    # the examples in each command's --help use real options: each one parses with
-    # the command line parser, nothing left over
+def test_every_help_ends_with_examples_that_parse(capsys: pytest.CaptureFixture[str]) -> None:
+    # the examples in each command's (and action's) --help use real options: each one
+    # parses with the command line parser, nothing left over; pipes and redirections
+    # aside
     import shlex
 
     parser = cli.build_parser()
     for name, examples in cli.EXAMPLES.items():
-        assert 2 <= len(examples) or name == "compare", name
+        assert 2 <= len(examples) <= 3, name
         for example in examples:
-            words = shlex.split(example)
-            assert words[0] == "preempt-planner" and words[1] == name, example
-            args, extra = parser.parse_known_args(words[1:])
-            assert extra == [] and args.command == name, example
-    assert set(cli.EXAMPLES) == set(cli.COMMANDS)
+            commands = [part.split(" > ")[0] for part in example.split(" | ")
+                        if part.startswith("preempt-planner ")]
+            assert any(shlex.split(c)[1:1 + len(name.split())] == name.split()
+                       for c in commands), example
+            for command in commands:
+                args, extra = parser.parse_known_args(shlex.split(command)[1:])
+                assert extra == [] and args.command in cli.COMMANDS, example
+        with pytest.raises(SystemExit):
+            cli.main([*name.split(), "--help"])
+        shown = capsys.readouterr().out
+        assert shown.split("examples:\n", 1)[1].startswith(f"  {examples[0]}\n"), name
+        assert "``" not in shown, name  # (plain text, not RST)
+    actions = {f"{c} {a}" for c in ("slurm", "k8s") for a in
+               next(x for x in parser._actions if hasattr(x, "choices") and x.choices
+                    and "slurm" in x.choices).choices[c]._subparsers._group_actions[0].choices}
+    assert set(cli.EXAMPLES) == set(cli.COMMANDS) | actions

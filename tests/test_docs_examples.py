@@ -1,10 +1,25 @@
 """The examples in the docs are what the software does: each is run and its shown
-output compared (times aside), so that the docs cannot drift from the code."""
+output compared (times aside), so that the docs cannot drift from the code.
+
+A block of README.md or docs/*.md that runs offline on the bundled files
+(instances/, tests/data/, tests/fixtures/) carries a mark on the line before it:
+
+- ``<!-- example: runs -->``: every ``preempt-planner ...`` line of the block runs
+  and exits 0 (``<!-- example: runs, exit 2 -->``: with that status);
+- ``<!-- example: output -->``: a console block; each ``$ preempt-planner ...`` line
+  runs and what it prints (stdout, then stderr) is the lines shown under it, where
+  a line ``...`` stands for any number of lines and ``...`` in a line for any text
+  (a time, a path).
+
+The commands run in-process in a scratch folder that sees the repository's
+instances/, tests/ and docs/, so files they write land there.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -12,6 +27,72 @@ import pytest
 import cli
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md")
+                                    if p.name != "benchmarks-history.md")]
+MARK = re.compile(r"<!-- example: (runs|output)(?:, exit (\d))? -->\n```\w*\n(.*?)```", re.DOTALL)
+
+
+def _checked() -> list[tuple[str, str, int, str]]:
+    """(where, kind, exit status, block) of every marked block."""
+    out = []
+    for path in DOCS:
+        text = path.read_text()
+        for m in MARK.finditer(text):
+            line = text[:m.start()].count("\n") + 1
+            out.append((f"{path.name}:{line}", m.group(1), int(m.group(2) or 0), m.group(3)))
+    return out
+
+
+CHECKED = _checked()
+
+
+def _commands(block: str) -> list[str]:
+    """The command lines of a block (continuation lines joined)."""
+    return [line.strip() for line in block.replace("\\\n", " ").splitlines()
+            if line.strip().startswith(("preempt-planner ", "$ preempt-planner "))]
+
+
+def _matches(shown: list[str], got: list[str]) -> bool:
+    """``got`` is what ``shown`` shows (``...`` lines and ``...`` in lines: anything)."""
+    pattern = "".join("(?:.*\n)*?" if line.strip() == "..." else
+                      ".*".join(map(re.escape, line.split("..."))) + "\n" for line in shown)
+    return re.fullmatch(pattern, "".join(f"{line}\n" for line in got)) is not None
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("instances", "tests", "docs"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("where,kind,status,block", CHECKED, ids=[c[0] for c in CHECKED])
+def test_a_checked_example_runs_and_shows_its_output(
+        where: str, kind: str, status: int, block: str, scratch: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    commands = _commands(block)
+    assert commands, f"{where}: no preempt-planner command in the block"
+    if kind == "runs":
+        for command in commands:
+            assert cli.main(shlex.split(command)[1:]) == status, (where, command)
+            capsys.readouterr()
+        return
+    lines = block.replace("\\\n", " ").splitlines()
+    starts = [k for k, line in enumerate(lines) if line.startswith("$ ")]
+    for k, start in enumerate(starts):
+        shown = [line.rstrip() for line in lines[start + 1:(starts[k + 1:] or [None])[0]]]
+        cli.main(shlex.split(lines[start][2:])[1:])
+        out, err = capsys.readouterr()
+        got = [line.rstrip() for line in (out + err).splitlines()]
+        assert _matches(shown, got), (where, lines[start], "\n".join(got))
+
+
+def test_enough_examples_are_checked() -> None:
+    # the README's, and each guide's that has one on the bundled files
+    names = {where.split(":")[0] for where, *_ in CHECKED}
+    assert {"README.md", "format.md", "simulation.md", "kubernetes.md", "slurm.md"} <= names
+    assert len(CHECKED) >= 8
 
 
 def _blocks(path: Path, lang: str) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from models import InputError, Snapshot, load_snapshot
 
@@ -72,6 +73,12 @@ def out_console(file: Any = None, *, record: bool = False) -> Console:
     if file is None and sys.stdout.isatty():
         return Console(highlight=False, record=record)
     return Console(file=file, width=PIPE_WIDTH, highlight=False, record=record)
+
+
+def titled_table(title: str, **options: Any) -> Table:
+    """A table with its title on the left, at least as wide as the title (a table sized
+    to its content must not wrap its title)."""
+    return Table(title=title, title_justify="left", min_width=len(title), **options)
 
 
 def print_table(renderable: Any, out: str | None = None) -> None:
@@ -175,6 +182,13 @@ def write_output(text: str, out: str | None, option: str = "--out") -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
     write_file(text, out, option)
+
+
+def add_json_format(p: Any, what: str) -> None:
+    """``-o/--format json`` on a command whose result is always JSON (the option is
+    there so that every command that prints a result takes ``-o json``)."""
+    p.add_argument("-o", "--format", choices=["json"], default="json",
+                   help=f"json: {what} (the only format)")
 
 
 def add_snapshot_args(p: Any) -> None:

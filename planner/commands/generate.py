@@ -10,6 +10,7 @@ from models import InputError, load_snapshot
 from planner.commands._common import (
     EXIT_OK,
     EXIT_USAGE,
+    add_json_format,
     check_output,
     err_console,
     error,
@@ -120,4 +121,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--now", default=DEFAULT_NOW, help=f"snapshot time ({DEFAULT_NOW})")
     p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("--out", help="write to FILE instead of stdout")
+    add_json_format(p, "the snapshot")
     p.set_defaults(func=run)

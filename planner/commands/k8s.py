@@ -12,7 +12,13 @@ import json
 from typing import Any
 
 from models import InputError, load_plan, read_document, suggest_fields
-from planner.commands._common import check_output, stdin_options, warn, write_output
+from planner.commands._common import (
+    add_json_format,
+    check_output,
+    stdin_options,
+    warn,
+    write_output,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -37,8 +43,7 @@ def register(subparsers: Any) -> None:
                         "priority_classes or a tier annotation is refused")
     s.add_argument("--out", help="write the snapshot here (default: stdout)")
     s.add_argument("--meta-out", help="also write the job-to-pods mapping to this file")
-    s.add_argument("-o", "--format", choices=["json"], default="json",
-                   help="json: the snapshot (the only format)")
+    add_json_format(s, "the snapshot")
     s.set_defaults(func=run_snapshot)
 
     a = sub.add_parser("apply", help="turn a plan into Evictions/Bindings or kubectl commands")

@@ -6,7 +6,6 @@ import argparse
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from models import MAX_SEED, InputError, Plan, Snapshot, range_problems
 from planner.commands._common import (
@@ -15,6 +14,7 @@ from planner.commands._common import (
     check_time_limit,
     load_snapshot_arg,
     out_console,
+    titled_table,
     warn_settings,
     write_file,
     write_output,
@@ -86,7 +86,7 @@ def render(snap: Snapshot, p: Plan, console: Console) -> None:
                   f"admitted GPUs ({tiers})  priority value {o.priority_value}  "
                   f"eviction cost {o.eviction_cost_gpu_s:,.1f} GPU-s  evictions {o.evictions}")
     if p.evictions:
-        t = Table(title="Evictions", title_justify="left")
+        t = titled_table("Evictions")
         for col in ("job", "tier", "for", "signal", "grace s", "flush s", "cost GPU-s",
                     "requeue hold until"):
             t.add_column(col, justify="right" if col.endswith("s") else "left")
@@ -97,7 +97,7 @@ def render(snap: Snapshot, p: Plan, console: Console) -> None:
         console.print(t)
     if p.placements:
         jobs = snap.job_map()
-        t = Table(title="Placements", title_justify="left")
+        t = titled_table("Placements")
         for col in ("job", "tier", "GPUs", "nodes and GPU indices", "start after s"):
             t.add_column(col)
         for pl in p.placements:
@@ -107,14 +107,14 @@ def render(snap: Snapshot, p: Plan, console: Console) -> None:
             t.add_row(pl.job, str(j.tier), str(j.total_gpus), where, f"{pl.start_after_s:g}")
         console.print(t)
     if p.deferred:
-        t = Table(title="Deferred", title_justify="left")
+        t = titled_table("Deferred")
         for col in ("job", "reason", "until", "why"):
             t.add_column(col, overflow="fold")
         for d in p.deferred:
             t.add_row(d.job, d.reason, f"{d.until:%m-%d %H:%M}" if d.until else "", d.detail)
         console.print(t)
     if p.storm:
-        t = Table(title="Checkpoint flush load per storage target", title_justify="left")
+        t = titled_table("Checkpoint flush load per storage target")
         for col in ("storage", "flush GB", "flush s"):
             t.add_column(col)
         for s in p.storm:

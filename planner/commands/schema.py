@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from models import Plan, Policy, Snapshot
-from planner.commands._common import EXIT_OK, check_output, write_output
+from planner.commands._common import EXIT_OK, add_json_format, check_output, write_output
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 KINDS = ("snapshot", "policy", "plan")
@@ -86,4 +86,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kind", choices=[*KINDS, "all"], default="snapshot",
                    help="which document (default: snapshot)")
     p.add_argument("--out", help="write to FILE instead of stdout")
+    add_json_format(p, "the schema")
     p.set_defaults(func=run)

@@ -27,6 +27,7 @@ from planner.commands._common import (
     add_snapshot_args,
     load_snapshot_arg,
     out_console,
+    titled_table,
     write_output,
 )
 
@@ -158,7 +159,7 @@ def header(view: View, console: Console) -> None:
 
 def tiers_table(view: View) -> Table:
     pol = view.snap.policy
-    t = Table(title="Policy", title_justify="left", show_edge=False)
+    t = titled_table("Policy", show_edge=False)
     for col in ("Tier", "Preemptible now", "Min runtime", "Can preempt", "Windows", "Jobs"):
         t.add_column(col)
     count = Counter(j.tier for j in view.snap.jobs)
@@ -207,8 +208,8 @@ def node_tables(view: View, console: Console) -> None:
         free = sum(n.gpus - view.held(n) for n in members)
         mark = {"up": "", "drain": " [DRAIN: no new placements]",
                 "down": " [DOWN: no capacity]"}[state]
-        t = Table(title=f"pool {pool} | {state}{mark} | {len(members)} nodes, {gpus} GPUs, "
-                  f"{free} free", title_justify="left", show_edge=False)
+        t = titled_table(f"pool {pool} | {state}{mark} | {len(members)} nodes, {gpus} GPUs, "
+                         f"{free} free", show_edge=False)
         t.add_column("Node", no_wrap=True, min_width=id_width)
         t.add_column("Type")
         t.add_column("NVLink")
@@ -248,8 +249,8 @@ def node_summary(view: View, console: Console) -> None:
             job = view.holder.get((n.id, g))
             if job is not None:
                 c[f"t{job.tier}"] += 1
-    t = Table(title=f"Nodes by pool, state and GPU type ({len(view.snap.nodes)} nodes; "
-              "--max-nodes to list them)", title_justify="left", show_edge=False)
+    t = titled_table(f"Nodes by pool, state and GPU type ({len(view.snap.nodes)} nodes; "
+                     "--max-nodes to list them)", show_edge=False)
     for col in ("Pool", "State", "Type", "Nodes", "GPUs"):
         t.add_column(col, justify="right" if col in ("Nodes", "GPUs") else "left")
     for tier in tiers:
@@ -293,8 +294,8 @@ def immune_table(view: View, console: Console, max_jobs: int) -> None:
                       "on down nodes", highlight=False)
     if not immune:
         return
-    t = Table(title="Immune running jobs (started less than their tier's min_runtime ago)",
-              title_justify="left", show_edge=False)
+    t = titled_table("Immune running jobs (started less than their tier's min_runtime ago)",
+                     show_edge=False)
     for col in ("Job", "Tier", "Prio", "Shape", "Placement", "Started", "Immune for"):
         t.add_column(col, no_wrap=col in ("Job", "Started"))
     for left, j in immune[:max_jobs]:
@@ -332,8 +333,7 @@ def pending_table(view: View, console: Console, max_jobs: int) -> None:
                   highlight=False)
     if not pending:
         return
-    t = Table(title="Pending queue (by tier, then priority)", title_justify="left",
-              show_edge=False)
+    t = titled_table("Pending queue (by tier, then priority)", show_edge=False)
     for col in ("Job", "Tier", "Prio", "Team", "Shape", "GPUs", "Waiting", "Preempted", "Hold"):
         t.add_column(col, no_wrap=col in ("Job",),
                      justify="right" if col in ("Prio", "GPUs") else "left")

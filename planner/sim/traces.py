@@ -417,8 +417,8 @@ def detect_format(path: str | Path) -> str:
     p = resolve_trace_path(path)
     if p.suffix in (".jsonl", ".ndjson"):
         return "jsonl"
-    with open(p) as fh:
-        head = fh.readline()
+    with open(p) as fh:  # the first line that is not blank nor a # comment (JSONL's)
+        head = next((line for line in fh if line.strip() and not line.startswith("#")), "")
     if head.startswith("timestamp,") or "num_gpus" in head:
         return "philly"
     if "num_gpu" in head and "qos" in head:

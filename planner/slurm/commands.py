@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner.commands._common import check_output, write_output
+from planner.commands._common import add_json_format, check_output, write_output
 from planner.slurm.config import CONFIG_ENV, ConfigError, SlurmConfig, load_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -59,8 +59,7 @@ def register(subparsers: Any) -> None:
                                         "--json' output instead of running it")
     s.add_argument("--now", help="snapshot time (ISO-8601 or epoch; default: the clock)")
     s.add_argument("--out", help="write the snapshot here (default: stdout)")
-    s.add_argument("-o", "--format", choices=["json"], default="json",
-                   help="json: the snapshot (the only format)")
+    add_json_format(s, "the snapshot")
     s.set_defaults(func=cmd_snapshot)
 
     a = sub.add_parser("apply", help="carry out a plan: signal, requeue-hold and pin")
