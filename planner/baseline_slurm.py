@@ -111,7 +111,8 @@ class SlurmPlanner(PerNodeBaseline):
         self.order = sorted((v for v, info in problem.running.items() if info.evictable),
                             key=self.preempt_key)
         self._usable: dict[int, frozenset[int]] = {}
-        self._by_rights: dict[frozenset[int], list[tuple[str, tuple[int, ...]]]] = {}
+        self._by_rights: dict[tuple, tuple[_State, list[tuple[str, tuple[int, ...]]]]] = {}
+        self._stale: dict[tuple, int] = {}  # entries of _by_rights seen to be no candidates
         self._alone: dict[tuple[str, bool], tuple[_State, int, bool]] = {}
         self._base_avail: dict[int, int] = {}  # see _base
 
@@ -159,10 +160,14 @@ class SlurmPlanner(PerNodeBaseline):
         """cons_tres's search with preemption: (the job's nodes and GPUs, its victims),
         or None if it does not fit even with every candidate removed."""
         def rest() -> Iterator[str]:
-            for v, nodes in self._ordered(info.rights):
-                if (v not in st.victims and any(ni in usable for ni in nodes)
+            victims, whole = st.victims, usable is self._usable.get(id(info.candidates))
+            key, ordered = self._ordered(st, info, usable if whole else None)
+            for v, nodes in ordered:
+                if (v not in victims and (whole or not usable.isdisjoint(nodes))
                         and self._alone_ok(st, v)):
                     yield v
+                elif whole:
+                    self._stale[key] = self._stale.get(key, 0) + 1
 
         cands = _Candidates(rest())
         self._base_avail = {}
@@ -188,15 +193,33 @@ class SlurmPlanner(PerNodeBaseline):
                    if any(self.vmask.get((v, ni), 0) & mask for ni, mask in parts)]
         return parts, victims
 
-    def _ordered(self, rights: frozenset[int]) -> list[tuple[str, tuple[int, ...]]]:
-        """The global order restricted to tiers ``rights``, with each job's nodes."""
-        got = self._by_rights.get(rights)
-        if got is None:
-            running = self.p.running
-            got = self._by_rights[rights] = [
-                (v, tuple(ni for ni, _m in running[v].parts))
-                for v in self.order if running[v].job.tier in rights]
-        return got
+    def _ordered(self, st: _State, info: PendingInfo, usable: frozenset[int] | None
+                 ) -> tuple[tuple, list[tuple[str, tuple[int, ...]]]]:
+        """The global order restricted to the tiers the job may preempt, with each
+        job's nodes; with ``usable`` (all the job's candidate nodes) also to the jobs
+        on one of them, kept per job shape for this plan (``st``) and without, once
+        they are many, the jobs that can no longer be candidates (victims, and jobs
+        whose eviction alone a limit refused: both only grow while a plan is built)."""
+        key = (info.rights, None if usable is None else id(info.candidates),
+               self.placing_exempt)
+        hit = self._by_rights.get(key)
+        if hit is not None and hit[0] is st:
+            got = hit[1]
+            if self._stale.get(key, 0) > len(got) // 4:
+                flag = self.placing_exempt
+                got = [(v, nodes) for v, nodes in got if v not in st.victims and not (
+                    (h := self._alone.get((v, flag))) is not None and h[0] is st and not h[2])]
+                self._by_rights[key] = (st, got)
+                self._stale[key] = 0
+            return key, got
+        running, rights = self.p.running, info.rights
+        got = [(v, tuple(ni for ni, _m in running[v].parts))
+               for v in self.order if running[v].job.tier in rights]
+        if usable is not None:
+            got = [(v, nodes) for v, nodes in got if not usable.isdisjoint(nodes)]
+        self._by_rights[key] = (st, got)
+        self._stale[key] = 0
+        return key, got
 
     def _alone_ok(self, st: _State, v: str) -> bool:
         """Would evicting ``v`` alone, with this tick's victims, keep R11-R13 and R15?
@@ -215,8 +238,10 @@ class SlurmPlanner(PerNodeBaseline):
         """For a gang, the nodes where a shard fits before any candidate is removed,
         per group (and the GPUs available on every usable node, in ``base``)."""
         fitting: dict[tuple, set[int]] = {}
+        gpn = info.job.gpus_per_node
         for ni in usable:
-            if self._fits(ni, self._base(st, info, ni), info):
+            a = self._base(st, info, ni)
+            if a.bit_count() >= gpn and self._fits(ni, a, info):
                 fitting.setdefault(self._group_key(info, ni), set()).add(ni)
         return fitting
 
@@ -237,16 +262,17 @@ class SlurmPlanner(PerNodeBaseline):
         avail: dict[int, int] = {}
         need = info.job.nodes
         fitting = None if start is None else {g: set(ns) for g, ns in start.items()}
+        gpn, running = info.job.gpus_per_node, self.p.running
         i = 0
         while cands.has(i):
             v = cands.items[i]
             new: list[int] = []
-            for ni, m in self.p.running[v].parts:
+            for ni, m in running[v].parts:
                 if ni not in usable:
                     continue
                 a = avail.get(ni)
                 a = avail[ni] = (self._base(st, info, ni) if a is None else a) | m
-                if self._fits(ni, a, info):
+                if a.bit_count() >= gpn and self._fits(ni, a, info):  # (count first: fast)
                     new.append(ni)
             if new and fitting is None:
                 ni = min(new, key=lambda n: self._fit_key(info, n, avail[n]))
