@@ -283,7 +283,10 @@ def build_problem(snap: Snapshot) -> Problem:
                                 if node_can_host(nodes[members[0]], j, policy) for i in members)
         info.candidates = hosts[key]
         pending[j.id] = info
-    ignored = sum(1 for v in running.values() if v.rule == "down")
+    # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
+    # whatever rule (R5 for a tier that is not preemptible) protects it first
+    ignored = sum(1 for v in running.values()
+                  if any(nodes[ni].node.state == "down" for ni, _m in v.parts))
     return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
                    thrash_budget(snap, len(running) - ignored))
 

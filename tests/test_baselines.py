@@ -584,3 +584,21 @@ def test_k8s_baseline_picks_the_node_as_kube_scheduler_does(case: str) -> None:
     victims, placed = decide("k8s", snapshot([node("n1"), node("n2")], jobs))
     assert set(placed["t"]) == {want}, case
     assert victims == {j for j, n, *_ in (first + second) if n == want}, case
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_rolling_budget_counts_no_job_on_a_down_node(name: str) -> None:
+    """R15 (docs/format.md section 9): B counts the running jobs that are not ignored,
+    and a job with GPUs on a down node is ignored, whatever its tier. Three tier-3 jobs
+    on a, b, c and a tier-1 job on the down node dn: R = 3, B = floor(0.5 x 3) = 1, so
+    of the two waiting tier-2 jobs one evicts and one waits (counting the tier-1 job,
+    B = 2 gave a plan the verifier refused)."""
+    data = snapshot(
+        [node("a"), node("b"), node("c"), node("dn", state="down")],
+        [run("boss", 1, {"dn": list(range(8))}),
+         run("t3-a", 3, {"a": list(range(8))}), run("t3-b", 3, {"b": list(range(8))}),
+         run("t3-c", 3, {"c": list(range(8))}),
+         pend("p1", 2, 8, submitted_at=OLD, priority=2), pend("p2", 2, 8, submitted_at=OLD)],
+        policy={"thrash": {"max_fraction": 0.5, "min_evictions": 0, "exempt_tiers": []}})
+    victims, placed = decide(name, data)
+    assert len(victims) == 1 and set(placed) == {"p1"}
