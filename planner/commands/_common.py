@@ -125,6 +125,8 @@ def warn_settings(deterministic: bool, workers: int | None, option: str = "--wor
     cores = os.cpu_count() or 1
     if workers is None:
         return 2
+    if workers < 1:  # (bad input: the range check says so)
+        return workers
     if deterministic and workers != 1:
         warn(f"{option} {workers} is ignored with --deterministic, which plans with one "
              "worker")

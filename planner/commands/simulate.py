@@ -86,7 +86,8 @@ def spec_from_args(args: Any, planner: str, policy: str | None, label: str | Non
 
     cfg = {"planner": planner, "tick_s": args.tick, "days": args.days,
            "start": parse_time(args.start), "seed": args.seed, "time_limit_s": args.time_limit,
-           "deterministic": args.deterministic, "workers": args.workers or 2,
+           "deterministic": args.deterministic,
+           "workers": 2 if args.workers is None else args.workers,
            "fairshare": not args.no_fairshare, "halflife_s": args.halflife,
            "strict": not args.lenient, "label": label, "time_limits": not args.no_time_limits}
     return RunSpec(cluster=args.cluster, trace=args.trace, policy=policy,

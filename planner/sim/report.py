@@ -174,25 +174,76 @@ def have_matplotlib() -> bool:
     return True
 
 
-def _hourly(res: SimResult, key: str, how: str) -> tuple[np.ndarray, np.ndarray]:
+# Okabe-Ito: told apart with every common colour-vision deficiency, and each series
+# also has its own marker and line style (and stays apart in grey print)
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000",
+           "#F0E442")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+DASHES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)),
+                           (0, (1, 3)), (0, (6, 2, 2, 2)))
+CAUSES = (("lost", "lost progress", "//"), ("restore", "restore", ".."),
+          ("flush", "checkpoint flush", "xx"))
+
+
+def _style(k: int, n_points: int) -> dict[str, Any]:
+    """The k-th series' colour, marker and line style (markers spaced out)."""
+    return {"color": PALETTE[k % len(PALETTE)], "marker": MARKERS[k % len(MARKERS)],
+            "linestyle": DASHES[k % len(DASHES)], "lw": 1.4, "markersize": 5,
+            # every point of a short series; else about every tenth of the line's length
+            "markevery": None if n_points <= 25 else 0.1, "markerfacecolor": "none"
+            if k >= len(PALETTE) else PALETTE[k % len(PALETTE)]}
+
+
+def _labels(series: Sequence[tuple[np.ndarray, np.ndarray]], labels: Sequence[str]) -> list[str]:
+    """Legend labels; a series equal to an earlier one says so ("greedy (= cpsat)"),
+    as its line lies under the other's."""
+    out = []
+    for k, (x, y) in enumerate(series):
+        same = next((labels[i] for i in range(k) if np.array_equal(series[i][0], x)
+                     and np.array_equal(series[i][1], y)), None)
+        out.append(f"{labels[k]} (= {same})" if same else labels[k])
+    return out
+
+
+def _hourly_sum(res: SimResult, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """``key`` summed per hour since the start: (hour middles, sums)."""
     t = np.asarray(res.samples["t"], dtype=float)
     v = np.asarray(res.samples[key], dtype=float)
-    span = max(res.t_end - res.t0, 1.0)
-    nb = max(1, int(np.ceil(span / 3600.0)))
+    nb = max(1, int(np.ceil(max(res.t_end - res.t0, 1.0) / 3600.0)))
     edges = res.t0 + 3600.0 * np.arange(nb + 1)
-    hours = np.arange(nb) + 0.5
-    if how == "sum":
-        return hours, np.histogram(t, bins=edges, weights=v)[0]
-    # step function held between samples: value at each hour's middle
-    mids = res.t0 + 3600.0 * hours
-    i = np.clip(np.searchsorted(t, mids, side="right") - 1, 0, max(0, len(v) - 1))
-    return hours, (v[i] if len(v) else np.zeros(nb))
+    return np.arange(nb) + 0.5, np.histogram(t, bins=edges, weights=v)[0]
+
+
+def _held(res: SimResult) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs held over time, as a step function: (hours since start, % of the cluster)."""
+    t = (np.asarray(res.samples["t"], dtype=float) - res.t0) / 3600.0
+    v = 100.0 * np.asarray(res.samples["alloc_gpus"], dtype=float) / max(1, res.total_gpus)
+    return t, v
+
+
+def _legend_right(fig: Any, ax: Any, handles: Any = None, labels: Any = None) -> Any:
+    """The legend to the right of the axes, outside the data."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    return ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                     fontsize=8, frameon=False, borderaxespad=0.0)
+
+
+def _save(fig: Any, path: Path, extra: Sequence[Any] = ()) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=list(extra))
+    plt.close(fig)
+    return path
 
 
 def write_charts(results: Sequence[SimResult], metrics: Sequence[dict[str, Any]],
                  out_dir: str | Path) -> list[Path]:
-    """PNG charts: utilization and evictions over time, wasted hours by cause, wait-time
-    CDFs per tier. Returns the files written ([] without matplotlib)."""
+    """PNG charts: GPUs held and evictions over time, wasted GPU time by cause, and
+    the queueing-delay CDF of each tier. Each planner has its own colour
+    (colour-blind safe), marker and line style; legends sit outside the data, a
+    series equal to another says so, and the CDF has a legend on every panel.
+    Returns the files written ([] without matplotlib)."""
     if not have_matplotlib():
         return []
     import matplotlib
@@ -202,55 +253,106 @@ def write_charts(results: Sequence[SimResult], metrics: Sequence[dict[str, Any]]
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files = []
     labels = [str(m["label"]) for m in metrics]
+    return [_over_time(plt, results, labels, out / "over_time.png"),
+            _wasted(plt, metrics, labels, out / "wasted_by_cause.png"),
+            _wait_cdf(plt, results, labels, out / "wait_cdf.png")]
 
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
-    for res, lab in zip(results, labels):
-        h, u = _hourly(res, "alloc_gpus", "step")
-        a1.plot(h, 100 * u / max(1, res.total_gpus), label=lab, lw=1)
-        h, e = _hourly(res, "evictions", "sum")
-        a2.plot(h, e, label=lab, lw=1)
-    a1.set_ylabel("GPUs allocated (%)")
-    a2.set_ylabel("evictions per hour")
-    a2.set_xlabel("hours since start")
-    a1.legend(loc="lower right", fontsize=8)
+
+def _over_time(plt: Any, results: Sequence[SimResult], labels: Sequence[str],
+               path: Path) -> Path:
+    """GPUs held and evictions per hour: one panel each, one line per planner."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (held, evicted) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    span_h = max((r.t_end - r.t0) / 3600.0 for r in results) if results else 0.0
+    per, unit = (24.0, "days") if span_h > 72 else (1.0, "hours")  # (x: hours, or days)
+    series = [(x / per, y) for x, y in (_held(r) for r in results)]
+    for k, ((x, y), name) in enumerate(zip(series, _labels(series, labels), strict=True)):
+        held.plot(x, y, drawstyle="steps-post", label=name, **_style(k, len(x)))
+    top = max((float(y.max()) for _x, y in series if y.size), default=0.0)
+    if top >= 80:
+        held.axhline(100.0, color="0.5", lw=0.8, linestyle=":")
+    held.set_ylim(0, max(5.0, top * 1.08))
+    held.set_ylabel("GPUs held (% of the cluster)")
+    held.set_title("GPUs held" + ("; above 100%: a victim in its grace and the job placed on "
+                                  "its GPUs both hold them" if top > 100 else ""),
+                   fontsize=9, loc="left")
+    legend = _legend_right(fig, held)
+    series = [(x / per, y) for x, y in (_hourly_sum(r, "evictions") for r in results)]
+    for k, ((x, y), name) in enumerate(zip(series, _labels(series, labels), strict=True)):
+        evicted.plot(x, y, drawstyle="steps-mid", label=name, **_style(k, len(x)))
+    evicted.set_ylabel("evictions per hour")
+    evicted.set_xlabel(f"{unit} since the start")
+    evicted.set_ylim(0, max(1.0, max((float(y.max()) for _x, y in series if y.size),
+                                     default=0.0)) * 1.08)
+    evicted.yaxis.set_major_locator(MaxNLocator(integer=True))
+    extra = [legend, _legend_right(fig, evicted)]
     fig.tight_layout()
-    p = out / "over_time.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(p)
+    return _save(fig, path, extra)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+
+def _wasted(plt: Any, metrics: Sequence[dict[str, Any]], labels: Sequence[str],
+            path: Path) -> Path:
+    """Wasted GPU time by cause, a stacked bar per planner, in a unit that suits it."""
+    values = {c: np.array([float(m["wasted_gpu_h"][c]) for m in metrics]) for c, _n, _h in CAUSES}
+    top = max(float(sum(values.values()).max()) if len(metrics) else 0.0, 0.0)
+    scale, unit = ((1.0, "GPU-hours") if top >= 1 else (60.0, "GPU-minutes") if top >= 1 / 60
+                   else (3600.0, "GPU-seconds"))
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 1.0 * len(metrics) + 3)), 4))
     bottom = np.zeros(len(metrics))
-    for cause in ("lost", "restore", "flush"):
-        vals = np.array([m["wasted_gpu_h"][cause] for m in metrics])
-        ax.bar(labels, vals, bottom=bottom, label=cause)
-        bottom += vals
-    ax.set_ylabel("wasted GPU-hours")
-    ax.legend()
+    for k, (cause, name, hatch) in enumerate(CAUSES):
+        ax.bar(labels, values[cause] * scale, bottom=bottom, label=name, hatch=hatch,
+               color=PALETTE[k], edgecolor="white", linewidth=0.5)
+        bottom += values[cause] * scale
+    for x, total in enumerate(bottom):
+        ax.annotate(f"{total:.3g}", (x, total), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 2), textcoords="offset points")
+    ax.set_ylabel(f"wasted {unit}")
+    ax.set_ylim(0, (float(bottom.max()) * 1.15 if top > 0 else 1.0))
+    ax.set_title("Wasted GPU time by cause" + ("" if top > 0 else ": none in any run"),
+                 fontsize=10, loc="left")
+    plt.setp(ax.get_xticklabels(), rotation=20 if len(metrics) > 4 else 0, ha="right"
+             if len(metrics) > 4 else "center")
+    legend = _legend_right(fig, ax)
     fig.tight_layout()
-    p = out / "wasted_by_cause.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(p)
+    return _save(fig, path, [legend])
+
+
+def _wait_cdf(plt: Any, results: Sequence[SimResult], labels: Sequence[str],
+              path: Path) -> Path:
+    """The queueing-delay CDF of each tier, a panel each, each with its legend."""
+    from matplotlib.ticker import FuncFormatter
 
     tiers = sorted({j["tier"] for r in results for j in r.jobs})
-    fig, axes = plt.subplots(1, max(1, len(tiers)), figsize=(4 * max(1, len(tiers)), 3.5),
+    n = max(1, len(tiers))
+    # one row per tier, its legend on its right (however many planners there are)
+    fig, axes = plt.subplots(n, 1, figsize=(9, max(3.2, 0.25 * len(labels) + 1.2) * n),
                              squeeze=False)
-    for ax, tier in zip(axes[0], tiers):
-        for res, lab in zip(results, labels):
+    extra = []
+    for ax, tier in zip(axes[:, 0], tiers, strict=False):
+        series = []
+        for res in results:
             w = np.sort([j["wait_s"] / 60.0 for j in res.jobs if j["tier"] == tier])
-            if w.size:
-                ax.plot(np.maximum(w, 1e-2), np.arange(1, w.size + 1) / w.size, label=lab, lw=1)
-        ax.set_xscale("log")
-        ax.set_title(f"tier {tier}")
+            # the ECDF from 0, as a step function: starts at the shortest delay
+            series.append((np.concatenate([[0.0], w]),
+                           np.concatenate([[0.0], np.arange(1, w.size + 1) / max(1, w.size)])))
+        for k, ((x, y), name) in enumerate(zip(series, _labels(series, labels), strict=True)):
+            ax.plot(x, y, drawstyle="steps-post", label=name, **_style(k, len(x)))
+        jobs = len(series[0][0]) - 1 if series else 0
+        longest = max((float(x.max()) for x, _y in series if x.size), default=0.0)
+        if longest > 10:  # (0 min stays on the axis; logarithmic beyond 1 min)
+            ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_xlim(left=-0.2)
+        else:
+            ax.set_xlim(left=-0.02 * max(longest, 1.0))  # (a line at 0 min: off the axis)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_ylim(0, 1.03)
+        ax.set_title(f"Queueing delay, tier {tier} ({jobs} job{'s' if jobs != 1 else ''})",
+                     fontsize=10, loc="left")
         ax.set_xlabel("queueing delay (min)")
-        ax.set_ylabel("fraction of jobs")
-    axes[0][0].legend(fontsize=8)
+        ax.set_ylabel("fraction of the tier's jobs")
+        ax.grid(True, which="major", color="0.9", lw=0.6)
+        extra.append(_legend_right(fig, ax))
     fig.tight_layout()
-    p = out / "wait_cdf.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(p)
-    return files
+    return _save(fig, path, extra)
