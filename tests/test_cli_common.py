@@ -78,6 +78,18 @@ def test_the_common_options_are_the_same_in_every_help_and_in_the_readme(
         assert option in first and " ".join(said.split()[:4]) in " ".join(first.split())
 
 
+def test_every_help_says_the_same_exit_statuses_in_plain_text(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # slurm --help said "Exit status: 0 ok, 1 a Slurm command failed" from its
+    # docstring, and RST ``double backticks`` showed as they are
+    for path in [(), *_paths(cli.build_parser())]:
+        with pytest.raises(SystemExit):
+            cli.main([*path, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert text.count("exit status:") == 1 and cli.EPILOG in text, path
+        assert "0 ok" not in text and "`" not in text, path
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_quiet_silences_warnings_not_errors(where: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,6 +133,12 @@ def test_slurm_quiet_drops_notes_and_warnings(tmp_path: Path,
     assert cli.main([*args, "--quiet"]) == 0
     quiet = capsys.readouterr()
     assert quiet.err == "" and json.loads(quiet.out) == json.loads(loud.out)
+    # apply: a plan older than max_plan_age_s, with --force, is a warning (logged too)
+    apply = ["slurm", "apply", _slurm_plan(tmp_path), "--dry-run", "--force"]
+    assert cli.main(apply) == 0
+    assert "older than max_plan_age_s" in capsys.readouterr().err
+    assert cli.main([*apply, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_log_format_json_gives_one_object_per_record(capsys: pytest.CaptureFixture[str]) -> None:

@@ -86,6 +86,8 @@ def test_a_seed_out_of_range_is_bad_input(capsys: pytest.CaptureFixture[str]) ->
     assert cli.main(["plan", str(EXAMPLE), "--seed", "-1"]) == 2
     with pytest.raises(ValueError, match="seed: must be a seed from 0"):
         plan(load_snapshot(EXAMPLE), seed=2**31)
+    assert cli.main(["generate", "--nodes", "4", "--seed", "-3"]) == 2
+    assert "--seed: must be a seed from 0 to 2,147,483,647, got -3" in _err(capsys)
     for command in (["simulate", "--planner", "greedy"], ["compare", "--planners", "greedy"]):
         assert cli.main([*command, "--cluster", str(ROOT / "tests/data/sim/cluster-1node.json"),
                          "--trace", str(ROOT / "tests/data/sim/ping-pong.jsonl"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from models import InputError, load_snapshot
+from models import MAX_SEED, InputError, load_snapshot, range_problems
 from planner.commands._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     check_output(args.out, "--out")
+    bad = range_problems(seeds=[("--seed", args.seed)])
+    if bad:
+        raise InputError(bad)
     if args.nodes > MAX_NODES:
         raise InputError([(f"--nodes: at most {MAX_NODES:,} (about 1.6 million GPUs), got "
                           f"{args.nodes:,}")])
@@ -119,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drain-share", type=_share, default=0.02, help="share of drain nodes (0.02)")
     p.add_argument("--down-share", type=_share, default=0.01, help="share of down nodes (0.01)")
     p.add_argument("--now", default=DEFAULT_NOW, help=f"snapshot time ({DEFAULT_NOW})")
-    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    p.add_argument("--seed", type=int, default=0, help=f"random seed, 0 to {MAX_SEED:,} (0)")
     p.add_argument("--out", help="write to FILE instead of stdout")
     add_json_format(p, "the snapshot")
     p.set_defaults(func=run)
