@@ -3,7 +3,8 @@
 A generated cluster (``planner.generate``: 8-GPU nodes, 90% of GPUs held, the
 default tier and NVLink mix, seed 0; 12,500 nodes and 5,000 pending jobs by
 default) is planned with the default policy, whose rolling eviction budget (R15)
-allows ``max(4, floor(0.05 x running jobs))`` evictions per hour, none of them
+allows ``max(min_evictions, floor(max_fraction x running jobs))`` evictions per
+hour (and, where ``max_gpu_fraction`` is set, that share of the GPUs), none of them
 spent yet (no ``recent_evictions``), and, for comparison, with ``"thrash": null``.
 Reported per run: wall time, evictions in all, those of exempt tiers' placements
 (tier 1) and the others, the budget B, whether the plan is within it, the GPUs
@@ -41,7 +42,7 @@ def one(data: dict, time_limit: float, label: str) -> dict:
     tiers = {j.id: j.tier for j in snap.jobs}
     th = snap.policy.thrash
     exempt = [e for e in p.evictions
-              if th is not None and any(tiers[j] in th.exempt_tiers for j in e.preemptors)]
+              if th is not None and th.exempt_by(tiers[j] for j in e.preemptors)]
     problem = build_problem(snap)
     tb = problem.thrash
     out = {

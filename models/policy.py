@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
@@ -162,6 +163,11 @@ class Thrash(_Record):
     max_fraction: float = Field(0.03, ge=0, le=1, strict=True)
     min_evictions: int = Field(4, ge=0, le=MAX_COUNT, strict=True)
     exempt_tiers: list[Annotated[int, Strict()]] = Field(default_factory=lambda: [1])
+    # an extension of the contract (docs/format.md): "any" is the contract's reading (a
+    # victim is exempt when one of its preemptors is of an exempt tier), "all" asks it
+    # of every preemptor, so that an exempt job cannot carry jobs of other tiers onto
+    # the rest of its victim's GPUs past the budget (docs/simulation.md)
+    exempt_if: Literal["any", "all"] = "all"
     # an extension of the contract (docs/format.md): the GPUs those evictions free,
     # at most this share of the GPUs on up and drain nodes per window (null: no limit)
     max_gpu_fraction: float | None = Field(None, ge=0, le=1, strict=True)
@@ -175,6 +181,19 @@ class Thrash(_Record):
         if self.max_gpu_fraction is None:
             return None
         return math.floor(self.max_gpu_fraction * gpus + 1e-9)
+
+    def exempt_by(self, tiers: Iterable[int]) -> bool:
+        """Is a victim whose preemptors are of these tiers exempt (``exempt_if``)?"""
+        return exempt_by(tiers, self.exempt_tiers, self.exempt_if == "all")
+
+
+def exempt_by(tiers: Iterable[int], exempt_tiers: Iterable[int], every: bool) -> bool:
+    """R15: a victim whose preemptors are of ``tiers`` is exempt when one of them
+    (``every`` False, the contract's reading) or each of them is of an exempt tier."""
+    ts, ex = set(tiers), set(exempt_tiers)
+    if not ts:
+        return False
+    return ts <= ex if every else not ts.isdisjoint(ex)
 
 
 DEFAULT_TIERS: dict[int, dict[str, Any]] = {

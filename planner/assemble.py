@@ -106,14 +106,16 @@ def objective_of(problem: Problem, d: Decision) -> Objective:
                      eviction_cost_gpu_s=round(cost, 6), evictions=len(d.victims))
 
 
-def exempt_victims(problem: Problem, pre: dict[str, list[str]]) -> set[str]:
-    """R15: the victims with a preemptor of an exempt tier (``pre``: victim -> its
-    preemptors, as :func:`preemptors_of` gives them)."""
+def exempt_victims(problem: Problem, pre: dict[str, list[str]] | dict[str, set[str]]
+                   ) -> set[str]:
+    """R15: the exempt victims (``pre``: victim -> its preemptors, as
+    :func:`preemptors_of` gives them): those with a preemptor of an exempt tier, or
+    with ``thrash.exempt_if: all`` those whose preemptors all are."""
     tb = problem.thrash
     if tb is None or not tb.exempt_tiers:
         return set()
-    tiers, pending = tb.exempt_tiers, problem.pending
-    return {v for v, js in pre.items() if any(pending[j].job.tier in tiers for j in js)}
+    pending = problem.pending
+    return {v for v, js in pre.items() if tb.exempt_by(pending[j].job.tier for j in js)}
 
 
 def clean(problem: Problem, d: Decision) -> Decision:
@@ -139,12 +141,13 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
     drop placements of tiers that are not exempt, least valuable first (the
     objective's order reversed: lowest tier, fewest GPUs, lowest priority), each
     only while it uses a victim that is not exempt, until R15 holds. Exempt victims
-    stay exempt throughout (their exempt preemptors are never dropped), so one
-    pass in that order is enough; at worst every victim left is exempt."""
+    stay exempt throughout (their exempt preemptors are never dropped; with
+    ``exempt_if: all`` a victim becomes exempt when its last other preemptor goes),
+    so one pass in that order is enough; at worst every victim left is exempt."""
     tb = problem.thrash
     assert tb is not None
     pending = problem.pending
-    exempt = exempt_victims(problem, {v: list(js) for v, js in pre.items()})
+    exempt = exempt_victims(problem, pre)
     uses: dict[str, set[str]] = {}
     for v, js in pre.items():
         for j in js:
@@ -162,6 +165,8 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
             pre[v].discard(j)
             if not pre[v]:
                 d.victims.discard(v)
+            elif v not in exempt and tb.exempt_by(pending[u].job.tier for u in pre[v]):
+                exempt.add(v)
 
 
 def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo) -> Plan:

@@ -33,6 +33,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -155,10 +156,14 @@ class CpsatModel:
         self.island_demand: dict[tuple[int, int], dict[frozenset, list]] = defaultdict(
             lambda: defaultdict(list))
         self.gpu_demand: dict[tuple[int, int], list] = defaultdict(list)
+        # (node, GPU) -> the demand of classes that may not take an exempt victim's GPUs
+        # (R15 with thrash.exempt_if: all)
+        self.gpu_other: dict[tuple[int, int], list] = defaultdict(list)
         self.items: list[tuple[str, list, list[int], int, int]] = []  # objective items
         self.caps: list[tuple[cp_model.IntVar, list[str], list[int], int]] = []  # storm caps
         # R15: victim -> "exempt" literal, and the literal "within what the window has left"
         self.exempt: dict[str, cp_model.IntVar] = {}
+        self._exempt_demand: dict[int, tuple[list, list[int]]] = {}  # see _exempt_vars
         self.within: cp_model.IntVar | None = None
         self._build()
 
@@ -183,6 +188,7 @@ class CpsatModel:
         for c in self.classes:
             self._class_vars(c)
             self._check_time()
+        self._exempt_vars()
         self._capacity()
         self._check_time()
         self._gpu_capacity()
@@ -286,7 +292,7 @@ class CpsatModel:
                     v = m.new_int_var(0, ub, f"y[{c.key[0]},{ni},{ii}]")
                     c.shards.setdefault(ni, []).append((ii, v))
                     terms.append(v)
-                    self.island_demand[(ni, ii)][c.rights].append((c.gpn, v))
+                    self.island_demand[(ni, ii)][self._demand_rights(c)].append((c.gpn, v))
                     if VICTIM_CUTS:
                         self._victim_cuts(ni, c, rm & isl, ub, v)
             else:  # topology "any": GPUs of a shard may come from several islands
@@ -296,7 +302,7 @@ class CpsatModel:
                     q = m.new_int_var(0, min(isl.bit_count(), c.gpn * cap_shards), f"q[{ni},{ii}]")
                     q_terms.append(q)
                     c.shards.setdefault(ni, []).append((ii, q))
-                    self.island_demand[(ni, ii)][c.rights].append((1, q))
+                    self.island_demand[(ni, ii)][self._demand_rights(c)].append((1, q))
                 m.add(_wsum([*q_terms, x], [1] * len(q_terms) + [-c.gpn]) == 0)
                 c.node_total[ni] = [x]
                 c.hintable.append(x)
@@ -369,6 +375,8 @@ class CpsatModel:
                 for g in range(info.node.gpus):
                     if pat >> g & 1:
                         self.gpu_demand[(ni, g)].append(v)
+                        if not self._exempt_only(c):
+                            self.gpu_other[(ni, g)].append(v)
             return
         x = m.new_int_var(0, min(avail.bit_count() // c.gpn, len(c.jobs)), f"x[{ni}]")
         us = []
@@ -378,6 +386,8 @@ class CpsatModel:
                 us.append(u)
                 c.shards.setdefault(ni, []).append((("gpu", g), u))
                 self.gpu_demand[(ni, g)].append(u)
+                if not self._exempt_only(c):
+                    self.gpu_other[(ni, g)].append(u)
         m.add(_wsum([*us, x], [1] * len(us) + [-c.gpn]) == 0)
         c.hintable.append(x)
         terms.append(x)
@@ -386,38 +396,60 @@ class CpsatModel:
         """Each GPU of a GPU-level node serves at most one shard, and only if it is
         free or its holder is evicted (the holder's tier is in the user's rights by
         construction of the candidate sets)."""
+        split = self.p.thrash is not None and self.p.thrash.exempt_all
         for (ni, g), vs in sorted(self.gpu_demand.items()):
             owner = self.p.owner.get((ni, g))
             if owner is None:
                 self.m.add(_sum(vs) <= 1)
             elif owner in self.evict:
                 self.m.add(_wsum([*vs, self.evict[owner]], [1] * len(vs) + [-1]) <= 0)
+                x = self.exempt.get(owner)
+                others = self.gpu_other.get((ni, g))
+                if split and x is not None and others:  # R15, exempt_if: all
+                    self.m.add(_wsum([*others, self.evict[owner], x],
+                                     [1] * len(others) + [-1, 1]) <= 0)
             else:
                 self.m.add(_sum(vs) == 0)
 
     def _capacity(self) -> None:
         """Per island: Hall's condition between demand by rights set and supply."""
         p = self.p
+        split = p.thrash is not None and p.thrash.exempt_all
         for (ni, ii), by_rights in sorted(self.island_demand.items()):
             info = p.nodes[ni]
             isl = info.islands[ii]
             free = (info.free & isl).bit_count()
-            supply: dict[int, list] = defaultdict(list)  # tier -> [(gpus, e)]
+            supply: dict[Any, list] = defaultdict(list)  # tier -> [(gpus, e)]
             for vid in self._victims_on.get(ni, ()):
                 e = self.evict.get(vid)
                 g = (self._vmask[(vid, ni)] & isl).bit_count()
-                if e is not None and g:
-                    supply[p.running[vid].job.tier].append((g, e))
-            rights_sets = sorted(by_rights, key=lambda r: sorted(r))
+                if e is None or not g:
+                    continue
+                t = p.running[vid].job.tier
+                x = self.exempt.get(vid) if split else None
+                if x is None:
+                    supply[t].append((g, e))
+                else:  # R15, exempt_if: all: g (e - x) for everyone, g x for exempt shards
+                    supply[t] += [(g, e), (-g, x)]
+                    supply[("exempt", t)].append((g, x))
+            rights_sets = sorted(by_rights, key=lambda r: sorted(map(repr, r)))
             for r in range(1, len(rights_sets) + 1):
                 for subset in itertools.combinations(rights_sets, r):
                     vs = [v for rs in subset for _w, v in by_rights[rs]]
                     cs = [w for rs in subset for w, _v in by_rights[rs]]
-                    for t in sorted(set().union(*subset)):
+                    for t in sorted(set().union(*subset), key=repr):
                         for g, e in supply.get(t, ()):
                             vs.append(e)
                             cs.append(-g)
                     self.m.add(_wsum(vs, cs) <= free)
+
+    def _demand_rights(self, c: _Class) -> frozenset:
+        """The supplies class c's shards draw on in the capacity rows: the tiers it may
+        preempt, and under ``exempt_if: all`` for an exempt class also the exempt
+        victims' GPUs of those tiers (``("exempt", t)``)."""
+        if not self._exempt_only(c):
+            return c.rights
+        return c.rights | frozenset(("exempt", t) for t in c.rights)
 
     def _beneficiary(self) -> None:
         """R7: every victim has a placed job that may take its GPUs on one of its nodes."""
@@ -464,20 +496,22 @@ class CpsatModel:
             self.m.add(_wsum([e for _, e in es], [self.p.running[v].job.total_gpus for v, _ in es])
                        <= limit)
 
-    def _thrash_budget(self) -> None:
-        """R15: ``X <= max(E, B - H)`` (X victims, E of them exempt): either within what
-        the window has left (``within``), or every victim exempt. A victim's exempt
-        literal needs a shard of a class of an exempt tier, with the right to take its
-        GPUs, on one of its nodes, and on each node at most one exempt victim (wholly
-        there) per GPU such shards take; extraction then gives those shards the
-        exempt victims' GPUs (_pick), and ``clean`` drops what still breaks R15.
-        With the GPU limit of the extension (``thrash.max_gpu_fraction``) the victims'
-        GPUs are bounded the same way."""
+    def _thrash_binds(self) -> bool:
+        """Could R15 refuse some choice of this model's victims (else it is left out)?"""
         tb = self.p.thrash
-        sizes = {vid: self.p.running[vid].job.total_gpus for vid in self.evict}
-        gpus_left = tb.gpus_left if tb is not None else math.inf
-        gpu_binds = sum(sizes.values()) > gpus_left
-        if tb is None or (len(self.evict) <= tb.left and not gpu_binds):
+        if tb is None:
+            return False
+        gpus = sum(self.p.running[vid].job.total_gpus for vid in self.evict)
+        return len(self.evict) > tb.left or gpus > tb.gpus_left
+
+    def _exempt_vars(self) -> None:
+        """R15's exempt literals (before the capacity rows, which split an exempt
+        victim's GPUs off from classes of other tiers under ``exempt_if: all``). A
+        victim's literal needs a shard of a class of an exempt tier, with the right to
+        take its GPUs, on one of its nodes; on each node at most one exempt victim
+        (wholly there) per GPU such shards take (rows in _thrash_budget)."""
+        tb = self.p.thrash
+        if tb is None or not self._thrash_binds():
             return
         m = self.m
         users: dict[str, list] = defaultdict(list)  # victim -> shard counts that exempt it
@@ -493,7 +527,7 @@ class CpsatModel:
                 for vid in self._victims_on.get(ni, ()):
                     if vid in self.evict and self.p.running[vid].job.tier in c.rights:
                         users[vid].extend(vs)
-        alone: dict[int, list] = defaultdict(list)  # node -> exempt literals of its victims
+        self._exempt_demand = demand
         for vid, e in self.evict.items():
             if not users[vid]:
                 continue
@@ -501,11 +535,32 @@ class CpsatModel:
             self.exempt[vid] = x
             m.add_implication(x, e)
             m.add(_wsum([*users[vid], x], [1] * len(users[vid]) + [-1]) >= 0)
+
+    def _exempt_only(self, c: _Class) -> bool:
+        """Under ``exempt_if: all``, may shards of class c take exempt victims' GPUs?"""
+        return self.p.thrash is not None and self.p.thrash.exempt_all and self.p.exempt(c.tier)
+
+    def _thrash_budget(self) -> None:
+        """R15: ``X <= max(E, B - H)`` (X victims, E of them exempt): either within what
+        the window has left (``within``), or every victim exempt (literals from
+        _exempt_vars); extraction then gives exempt classes the exempt victims' GPUs
+        (_pick), and ``clean`` drops what still breaks R15. With the GPU limit of the
+        extension (``thrash.max_gpu_fraction``) the victims' GPUs are bounded the
+        same way."""
+        tb = self.p.thrash
+        if tb is None or not self._thrash_binds():
+            return
+        m = self.m
+        sizes = {vid: self.p.running[vid].job.total_gpus for vid in self.evict}
+        gpus_left = tb.gpus_left
+        gpu_binds = sum(sizes.values()) > gpus_left
+        alone: dict[int, list] = defaultdict(list)  # node -> exempt literals of its victims
+        for vid, x in self.exempt.items():
             nodes = {ni for ni, _m in self.p.running[vid].parts}
             if len(nodes) == 1:
                 alone[next(iter(nodes))].append(x)
         for ni, xs in alone.items():
-            vs, cs = demand.get(ni, ([], []))
+            vs, cs = self._exempt_demand.get(ni, ([], []))
             m.add(_wsum([*vs, *xs], [*(-c for c in cs), *([1] * len(xs))]) <= 0)
         es, xs = list(self.evict.values()), list(self.exempt.values())
         left = tb.left
@@ -729,6 +784,7 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
     d = Decision(victims={v for v, e in model.evict.items() if solver.value(e)})
     # R15: the victims the solution counts as exempt go to shards of exempt classes first
     exempt = frozenset(v for v, x in model.exempt.items() if solver.value(x))
+    split = p.thrash is not None and p.thrash.exempt_all
     # which jobs of each class, and their shards per node/island
     freed: dict[int, dict[str, int]] = defaultdict(dict)
     for v in d.victims:
@@ -757,9 +813,11 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
         # most rights first, preferring freed GPUs, so free GPUs remain for the others
         for rights, ci, key, val in sorted(demands[ni], key=lambda t: (-len(t[0]), t[1], repr(t[2]))):
             c = model.classes[ci]
+            # R15 with exempt_if: all: only exempt classes take exempt victims' GPUs
+            avoid = exempt if split and not p.exempt(c.tier) else frozenset()
             if isinstance(key, tuple):  # GPU level: the GPUs are given
                 gm = key[1] if key[0] == "pat" else 1 << key[1]
-                if _take_pool(free, freed, p, ni, rights, gm) != gm:
+                if _take_pool(free, freed, p, ni, rights, gm, avoid) != gm:
                     return None
                 _consume(free, freed, ni, gm)
                 if key[0] == "pat":
@@ -772,7 +830,7 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
             chunks = [c.gpn] * val if c.single_island else [n_gpus]
             prefer = exempt if p.exempt(c.tier) else frozenset()
             for size in chunks:
-                mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer)
+                mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer, avoid)
                 if mask is None:
                     return None
                 _consume(free, freed, ni, mask)
@@ -820,10 +878,10 @@ def _deal(d: Decision, jobs: list[str], shards: list[tuple[int, int]]) -> None:
 
 
 def _take_pool(free: dict[int, int], freed: dict[int, dict[str, int]], p: Problem, ni: int,
-               rights: frozenset[int], within: int) -> int:
+               rights: frozenset[int], within: int, avoid: frozenset[str] = frozenset()) -> int:
     m = free.get(ni, 0)
     for v, fm in freed.get(ni, {}).items():
-        if p.running[v].job.tier in rights:
+        if p.running[v].job.tier in rights and v not in avoid:
             m |= fm
     return m & within
 
@@ -831,15 +889,18 @@ def _take_pool(free: dict[int, int], freed: dict[int, dict[str, int]], p: Proble
 def _pick(free: dict[int, int], freed: dict[int, dict[str, int]], p: Problem, ni: int,
           rights: frozenset[int], isl: int, size: int,
           shared: dict[int, int] | None = None,
-          prefer: frozenset[str] = frozenset()) -> int | None:
+          prefer: frozenset[str] = frozenset(),
+          avoid: frozenset[str] = frozenset()) -> int | None:
     """``size`` GPUs of island ``isl`` for a shard with these rights: GPUs freed by
     victims it may use (those in ``prefer`` first, then those that the fewest other
-    shards could use), then free GPUs (usable by everyone) last."""
+    shards could use; never those in ``avoid``), then free GPUs (usable by everyone)
+    last."""
     mask = 0
     got = 0
     shared = shared or {}
     usable = [(v not in prefer, shared.get(p.running[v].job.tier, 0), v, fm)
-              for v, fm in freed.get(ni, {}).items() if p.running[v].job.tier in rights]
+              for v, fm in freed.get(ni, {}).items()
+              if p.running[v].job.tier in rights and v not in avoid]
     pools = [fm for _x, _n, _v, fm in sorted(usable)]
     pools.append(free.get(ni, 0))
     for pool in pools:

@@ -271,8 +271,7 @@ class _Ejector:
         vs: set[str] = set()
         if add:
             self.use.link(j, parts, self.st.victims)
-            if self.p.exempt(self.p.pending[j].job.tier):  # R15: they are exempt
-                self.st.exempt |= self.use.uses.get(j, set())
+            self._exempt_again(self.use.uses.get(j, set()))
         else:
             vs = self.use.unlink(j)
         for ni, _m in parts:
@@ -297,13 +296,14 @@ class _Ejector:
         return ("left", k, parts, drop)
 
     def _exempt_again(self, vs: set[str]) -> None:
-        """R15: victims that stay after a job left are exempt only while a job of an
-        exempt tier still uses them."""
-        if self.p.thrash is None:
+        """R15: whether victims whose users changed are exempt (by their users' tiers)."""
+        tb = self.p.thrash
+        if tb is None:
             return
         for v in vs:
-            if not any(self.p.exempt(self.p.pending[j].job.tier)
-                       for j in self.use.users.get(v, ())):
+            if tb.exempt_by(self.p.pending[j].job.tier for j in self.use.users.get(v, ())):
+                self.st.exempt.add(v)
+            else:
                 self.st.exempt.discard(v)
 
     def _place(self, info: PendingInfo) -> tuple | None:

@@ -206,12 +206,18 @@ class GreedyPlanner:
 
     # -- availability ---------------------------------------------------------------
     def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
+        """The GPUs of node ni the job may take: free ones, and those freed this tick
+        by victims of tiers it may preempt (with ``thrash.exempt_if: all``, not those
+        of exempt victims when its own tier is not exempt: R15)."""
         m = st.free.get(ni, 0)
         freed = st.freed.get(ni)
         if freed:
             running, rights = self.p.running, info.rights
+            tb = self.p.thrash
+            keep_off = (st.exempt if tb is not None and tb.exempt_all
+                        and info.job.tier not in tb.exempt_tiers else ())
             for vid, fm in freed.items():
-                if running[vid].job.tier in rights:
+                if running[vid].job.tier in rights and vid not in keep_off:
                     m |= fm
         return m
 
@@ -272,7 +278,7 @@ class GreedyPlanner:
         among those the storm limit and the budgets still allow."""
         # the options' weights depend on the tier's contested tiers (spare variant)
         key = (ni, info.rights, self.contested.get(info.job.tier, frozenset()),
-               info.job.gpus_per_node, info.need_nvlink)
+               info.job.gpus_per_node, info.need_nvlink, self.p.exempt(info.job.tier))
         hit = self._cache.get(key)
         if hit is None or hit[0] != st.version.get(ni, 0):
             hit = (st.version.get(ni, 0), self._options(st, info, ni, base))

@@ -7,6 +7,7 @@ Everything here is solver-free and deterministic (ids in canonical order).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -14,6 +15,7 @@ from functools import lru_cache
 import networkx as nx
 
 from models import Job, Node, Policy, Snapshot, Storage
+from models.policy import exempt_by
 from models.rules import (
     cascade_guarded,
     cooldown_until,
@@ -142,6 +144,9 @@ class ThrashBudget:
     oldest: datetime | None = None
     gpu_limit: int | None = None  # the extension thrash.max_gpu_fraction: GPUs per window
     recent_gpus: int = 0  # GPUs of the recent evictions counted in the window
+    # the extension thrash.exempt_if: "all" (True) asks every preemptor of an exempt
+    # victim to be of an exempt tier, "any" (False, the contract's reading) one of them
+    exempt_all: bool = False
 
     @property
     def left(self) -> int:
@@ -151,6 +156,10 @@ class ThrashBudget:
     def gpus_left(self) -> float:
         """GPUs the window has left (inf without a GPU limit)."""
         return math.inf if self.gpu_limit is None else self.gpu_limit - self.recent_gpus
+
+    def exempt_by(self, tiers: Iterable[int]) -> bool:
+        """Is a victim whose preemptors are of these tiers exempt?"""
+        return exempt_by(tiers, self.exempt_tiers, self.exempt_all)
 
     def allows(self, victims: int, exempt: int, gpus: int = 0) -> bool:
         """``N <= max(0, B - H - E)`` with N = victims - exempt (and, with a GPU
@@ -325,7 +334,7 @@ def thrash_budget(snap: Snapshot, running: int) -> ThrashBudget | None:
     live = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
     return ThrashBudget(th.limit(running), len(counted), frozenset(th.exempt_tiers),
                         float(th.window_s), running, oldest, th.gpu_limit(live),
-                        sum(e.gpus or 0 for e in counted))
+                        sum(e.gpus or 0 for e in counted), th.exempt_if == "all")
 
 
 def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:

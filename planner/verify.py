@@ -537,8 +537,7 @@ class _Checker:
         start = self.now - timedelta(seconds=th.window_s)
         recent = sum(1 for e in self.snap.recent_evictions if start <= e.at < self.now)
         exempt = [vid for vid in self.victims
-                  if any(self.jobs[u].tier in th.exempt_tiers
-                         for u in self._users_of(self.jobs[vid]))]
+                  if th.exempt_by(self.jobs[u].tier for u in self._users_of(self.jobs[vid]))]
         others = len(self.victims) - len(exempt)
         allowed = max(0, limit - recent - len(exempt))
         live = {n.id for n in self.snap.nodes if n.state in ("up", "drain")}
@@ -558,8 +557,10 @@ class _Checker:
                                       f"{_num(th.window_s)} s and {exempt_gpus} freed by exempt "
                                       f"victims in this plan leave {gpus_allowed}")
         if others > allowed:
-            self.add("R15", None, f"{others} evictions not exempt (by jobs of tiers outside "
-                                  f"exempt_tiers={th.exempt_tiers}) exceed the rolling budget: "
+            how = "any" if th.exempt_if == "any" else "every"
+            self.add("R15", None, f"{others} evictions not exempt (not {how} preemptor of a "
+                                  f"tier in exempt_tiers={th.exempt_tiers}) exceed the rolling "
+                                  "budget: "
                                   f"B={limit} (max(min_evictions={th.min_evictions}, "
                                   f"floor({_num(th.max_fraction)} x {running} running jobs))), "
                                   f"{recent} in the last {_num(th.window_s)} s and {len(exempt)} "

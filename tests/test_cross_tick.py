@@ -121,6 +121,50 @@ def test_exempt_evictions_are_never_refused_even_with_the_window_full(planner: s
     assert p["deferred"][0]["until"] == "2026-11-30T08:10:00Z"
 
 
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_an_exempt_job_does_not_carry_other_tiers_past_the_budget(planner: str) -> None:
+    # Two running jobs: B = 4, and 4 evictions in the window leave 0. Tier-1 job a
+    # (1 GPU) and tier-2 job b (7 GPUs) are pending; nothing is free. a evicts the
+    # cheapest holder r0 (800 GPU-s), exempt. With the default exempt_if "all" the 7
+    # GPUs a leaves on n0 are not b's: had b taken them, r0 would have a tier-2
+    # preemptor and count against the empty window, so b waits (THRASH_BUDGET) and
+    # takes them as free GPUs at a later tick. With the contract's reading ("any")
+    # one tier-1 preemptor exempts r0 whoever else uses it: a and b share n0.
+    nodes, jobs = holders(2)
+    data = snap(nodes, jobs + [pend("a", 1, 1, submitted_at=OLD),
+                               pend("b", 2, 7, submitted_at=OLD)])
+    data["recent_evictions"] = [{"job": f"x{k}", "at": f"2026-11-30T07:{10 + k}:00Z"}
+                                for k in range(4)]
+    p = solve(data, planner)
+    assert evicted(p) == ["r0"]
+    assert p["evictions"][0]["preemptors"] == ["a"]
+    assert reasons(p) == {"b": "THRASH_BUDGET"}
+    assert p["objective"]["admitted_gpus"] == {"1": 1, "2": 0, "3": 0}
+    data["policy"] = {"thrash": {"exempt_if": "any"}}
+    p = solve(data, planner)
+    assert evicted(p) == ["r0"]
+    assert p["evictions"][0]["preemptors"] == ["a", "b"]
+    assert p["objective"]["admitted_gpus"] == {"1": 1, "2": 7, "3": 0}
+
+
+def test_the_verifier_counts_a_shared_victim_as_exempt_only_as_exempt_if_says() -> None:
+    # The "any" plan of the story above (r0 taken by a and b) checked under "all":
+    # r0 is not exempt, so 1 eviction exceeds the 0 the window leaves: R15.
+    nodes, jobs = holders(2)
+    data = snap(nodes, jobs + [pend("a", 1, 1, submitted_at=OLD),
+                               pend("b", 2, 7, submitted_at=OLD)],
+                policy={"thrash": {"exempt_if": "any"}})
+    data["recent_evictions"] = [{"job": f"x{k}", "at": f"2026-11-30T07:{10 + k}:00Z"}
+                                for k in range(4)]
+    p = plan(data, planner="cpsat", deterministic=True, time_limit_s=5.0)
+    assert rules_broken(data, p) == set()
+    data["policy"] = {}
+    broken = [v for v in verify(load_snapshot(data), p) if v.rule == "R15"]
+    assert len(broken) == 1
+    assert "1 evictions not exempt (not every preemptor of a tier in exempt_tiers=[1])" \
+        in str(broken[0])
+
+
 def test_the_budget_grows_with_the_running_jobs_and_can_be_switched_off() -> None:
     # 100 one-GPU tier-3 jobs on 13 nodes (12 full, 4 on the 13th): with max_fraction
     # 0.05, B = max(4, floor(0.05 x 100)) = 5. Ten pending one-GPU tier-2 jobs need one

@@ -215,6 +215,8 @@ def _cross_tick(rng: np.random.Generator, data: dict[str, Any]) -> None:
         tiers.setdefault(pick(["1", "3"]), {})["preempt_after_s"] = 300
     if rng.random() < 0.2:
         policy["spare_ending_within_s"] = pick([0, 1200])
+    if rng.random() < 0.3 and policy.get("thrash", {}) is not None:  # (drawn last)
+        policy["thrash"] = {**policy.get("thrash", {}), "exempt_if": "any"}
 
 
 def _plan_json(p: Any) -> dict[str, Any]:
@@ -494,8 +496,12 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
     def leaf(chosen: list[tuple[Any, list[tuple[str, int]]]]) -> tuple[float, ...] | None:
         victims = {holder[g].id: holder[g] for _j, gs in chosen for g in gs if g in holder}
         if budgets and th is not None:
-            exempt = {holder[g].id for j, gs in chosen for g in gs
-                      if g in holder and j.tier in th.exempt_tiers}
+            users: dict[str, set[int]] = {}  # victim -> the tiers of the jobs on its GPUs
+            for j, gs in chosen:
+                for g in gs:
+                    if g in holder:
+                        users.setdefault(holder[g].id, set()).add(j.tier)
+            exempt = {v for v, ts in users.items() if th.exempt_by(ts)}
             if len(victims) - len(exempt) > max(0, limit - recent - len(exempt)):
                 return None
             ex_gpus = sum(victims[v].total_gpus for v in exempt)
