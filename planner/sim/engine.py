@@ -603,9 +603,13 @@ class Simulator:
     # ------------------------------------------------------------ main loop
 
     def _sample(self, now: float, evictions: int, placed: int) -> None:
+        # GPUs held: a placed job from its start (before that its GPUs are still its
+        # victims'), a victim until it exits
         alloc = 0
         for idx in self.running:
-            alloc += self.jobs[idx].gpus
+            j = self.jobs[idx]
+            if j.seg_start <= now:
+                alloc += j.gpus
         for idx in self.stopping:
             alloc += self.jobs[idx].gpus
         s = self.samples

@@ -275,9 +275,7 @@ def _over_time(plt: Any, results: Sequence[SimResult], labels: Sequence[str],
         held.axhline(100.0, color="0.5", lw=0.8, linestyle=":")
     held.set_ylim(0, max(5.0, top * 1.08))
     held.set_ylabel("GPUs held (% of the cluster)")
-    held.set_title("GPUs held" + ("; above 100%: a victim in its grace and the job placed on "
-                                  "its GPUs both hold them" if top > 100 else ""),
-                   fontsize=9, loc="left")
+    held.set_title("GPUs held", fontsize=9, loc="left")
     legend = _legend_right(fig, held)
     series = [(x / per, y) for x, y in (_hourly_sum(r, "evictions") for r in results)]
     for k, ((x, y), name) in enumerate(zip(series, _labels(series, labels), strict=True)):
