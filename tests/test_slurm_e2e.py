@@ -161,6 +161,8 @@ class Scenario:
     tier1: str
     dry: dict[str, Any] = field(default_factory=dict)
     tick: dict[str, Any] = field(default_factory=dict)
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    snapshot_err: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +180,9 @@ def scenario(cluster: LocalSlurm) -> Scenario:
         "storage": [{"id": "nfs", "write_gb_per_s": 10}],
         "nodes": [{"match": "gpu[1-4]", "nvlink": "nvswitch", "block": "rack-1"}],
         "sidecar_dir": str(sidecars),
+        # the tier-3 jobs' script traps SIGTERM; the others are not said to (the
+        # default: signal null, priced as losing their work since start)
+        "job_defaults_by_partition": {"tier3": {"checkpoint": {"signal": "SIGTERM"}}},
         "state_file": str(work / "state.json"),
         "policy": {
             "tiers": {"2": {"min_runtime_s": 3600}, "3": {"min_runtime_s": 0}},
@@ -215,7 +220,8 @@ def ticked(scenario: Scenario) -> Scenario:
     c = scenario.cluster
     before = observable(squeue_jobs(c))
     snap_file = scenario.plans / "snapshot.json"
-    cli(c, "snapshot", "--config", str(scenario.config), "--out", str(snap_file))
+    snap = cli(c, "snapshot", "--config", str(scenario.config), "--out", str(snap_file))
+    scenario.snapshot, scenario.snapshot_err = json.loads(snap_file.read_text()), snap.stderr
     from models import load_snapshot
     from planner import plan
 
@@ -262,6 +268,23 @@ def test_dry_run_changes_nothing(ticked: Scenario) -> None:
     for out in (dry["apply_out"], dry["run_out"]):
         assert "ReqNodeList=" in out and "scancel --signal=TERM --batch" in out
         assert "scontrol requeuehold" in out and "StartTime=now+" in out
+
+
+def test_checkpoint_signal_comes_from_the_partition_default(ticked: Scenario) -> None:
+    # No comment names a signal. Partition tier3's default says SIGTERM (its job
+    # script traps it); the tier-2 job keeps the default, signal null, and is named in
+    # the warning (the tier-1 job is pending: it has no work to lose).
+    jobs = {j["id"]: j for j in ticked.snapshot["jobs"]}
+    assert {jid: jobs[jid]["checkpoint"]["signal"] for jid in ticked.fillers} == \
+        dict.fromkeys(ticked.fillers, "SIGTERM")
+    assert jobs[ticked.immune]["checkpoint"]["signal"] is None
+    assert ("warning: 1 running job(s) say nothing about a checkpoint signal (no signal in "
+            "their comment or sidecar, no job_defaults signal for their partition, QOS or "
+            "account): priced as losing their work since start, signal null "
+            f"({ticked.immune})") in ticked.snapshot_err
+    # the four victims (4 GPUs, 1 GB to nfs at 10 GB/s, restore 10 s, a trap):
+    # 4 x 4 x (0 + 10 + 1 / 10) = 161.6 GPU-s
+    assert ticked.dry["plan"].objective.eviction_cost_gpu_s == pytest.approx(161.6)
 
 
 def test_one_tick_preempts_for_the_tier1_job(ticked: Scenario) -> None:

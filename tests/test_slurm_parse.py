@@ -75,6 +75,14 @@ def jobs_by_id(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {j["id"]: j for j in snap["jobs"]}
 
 
+def unsaid(*job_ids: str) -> str:
+    """The warning naming the running jobs priced without a checkpoint signal."""
+    return (f"{len(job_ids)} running job(s) say nothing about a checkpoint signal (no signal "
+            "in their comment or sidecar, no job_defaults signal for their partition, QOS or "
+            "account): priced as losing their work since start, signal null "
+            f"({', '.join(job_ids)})")
+
+
 def parse_iso_now(epoch: float) -> str:
     from planner.slurm.parse import iso
 
@@ -199,8 +207,11 @@ def test_2205_snapshot_from_real_output() -> None:
     assert jobs["27"]["placement"] == [{"node": "gpu2", "gpus": list(range(8))},
                                        {"node": "gpu3", "gpus": list(range(8))}]
     assert jobs["20"]["started_at"] == "2026-11-29T09:34:23Z"
-    assert jobs["25"]["checkpoint"] == {"size_gb": 50.0, "signal": "SIGTERM", "barrier_s": 0,
+    # the comment "size_gb=50 restore_s=600" says no signal: no known trap (signal null),
+    # so an eviction loses the work since start; the five running jobs say none
+    assert jobs["25"]["checkpoint"] == {"size_gb": 50.0, "signal": None, "barrier_s": 0,
                                         "cleanup_s": 0, "restore_s": 600.0}
+    assert unsaid("19", "20", "25", "26", "27") in res.warnings
     # pending: only 29 (JSON comment); 30 held, 31 dependency, 21-24 in BeginTime
     # (and pinned to user-required nodes), 18 cancelled
     assert {k for k, j in jobs.items() if j["state"] == "pending"} == {"29"}
@@ -348,11 +359,131 @@ def test_sidecar_overrides_comment(tmp_path: Path) -> None:
     assert jobs["102"]["checkpoint"]["size_gb"] == 21
     assert "last_at" not in jobs["102"]["checkpoint"]
     assert any("103.json: unreadable" in n for n in res.notes)
-    assert jobs["103"]["checkpoint"]["signal"] == "SIGTERM"
+    # 103: no comment, its sidecar unreadable: the default, no known trap
+    assert jobs["103"]["checkpoint"]["signal"] is None
+    # 101's sidecar and 104's comment (signal=none) say; 102's sidecar and comment do not
+    assert unsaid("102", "103") in res.warnings
 
 
 def test_sidecar_reader_without_directory() -> None:
     assert sidecar_reader(None)("123") == ({}, [])
+
+
+# ------------------------------------------------------- checkpoint defaults
+
+def test_checkpoint_defaults_by_account_partition_and_qos() -> None:
+    # 23.11: 101 train/normal/llm (comment: every checkpoint field), 102 batch/low/vision
+    # (comment: size_gb=20 restore_s=120 last_at), 103 batch/low/no account (no
+    # comment), 104 batch/low/vision (comment: signal=none), 111 pending in
+    # "batch,train", account vision, no QOS. Field by field, later ones winning:
+    # job_defaults < account < partition < QOS < comment < sidecar.
+    layered = dict(CFG_2311,
+                   job_defaults={"checkpoint": {"restore_s": 30}},
+                   job_defaults_by_account={"vision": {"checkpoint": {"signal": "SIGUSR1",
+                                                                      "size_gb": 5}}},
+                   job_defaults_by_partition={"batch": {"checkpoint": {"signal": "SIGTERM",
+                                                                       "barrier_s": 7}}},
+                   job_defaults_by_qos={"low": {"checkpoint": {"cleanup_s": 3}}})
+    res = build_snapshot(load("23.11/squeue.json"), load("23.11/scontrol_nodes.json"),
+                         cfg_of(**layered), now=NOW_2311, read_sidecar=lambda j: ({}, []))
+    ck = {k: j["checkpoint"] for k, j in jobs_by_id(res.snapshot).items()}
+    assert ck["101"] == {"size_gb": 140.0, "signal": "SIGUSR1", "barrier_s": 20.0,
+                         "cleanup_s": 5.0, "restore_s": 900.0}  # its comment says all
+    # vision's SIGUSR1 and 5 GB, batch's SIGTERM (over vision's) and 7 s barrier, low's
+    # 3 s cleanup, then the comment's 20 GB and 120 s restore
+    assert ck["102"] == {"size_gb": 20.0, "signal": "SIGTERM", "barrier_s": 7.0,
+                         "cleanup_s": 3.0, "restore_s": 120.0,
+                         "last_at": "2026-11-29T09:20:00Z"}
+    assert ck["103"] == {"size_gb": 0.0, "signal": "SIGTERM", "barrier_s": 7.0,
+                         "cleanup_s": 3.0, "restore_s": 30.0}  # no account
+    assert ck["104"]["signal"] is None and ck["104"]["size_gb"] == 5.0  # comment: none
+    # pending in two partitions: the first with an override (batch); no QOS
+    assert ck["111"] == {"size_gb": 5.0, "signal": "SIGTERM", "barrier_s": 7.0,
+                         "cleanup_s": 0.0, "restore_s": 30.0}
+    assert not [w for w in res.warnings if "checkpoint signal" in w]  # every job says
+    # `signal: null` for QOS low takes batch's trap away again; a configured null is a
+    # statement too: no warning
+    cfg = cfg_of(**dict(layered, job_defaults_by_qos={"low": {"checkpoint": {"signal": None}}}))
+    res = build_snapshot(load("23.11/squeue.json"), load("23.11/scontrol_nodes.json"), cfg,
+                         now=NOW_2311, read_sidecar=lambda j: ({}, []))
+    ck = {k: j["checkpoint"] for k, j in jobs_by_id(res.snapshot).items()}
+    assert (ck["102"]["signal"], ck["103"]["signal"], ck["111"]["signal"]) == \
+        (None, None, "SIGTERM")
+    assert not [w for w in res.warnings if "checkpoint signal" in w]
+    # a null number is refused (only the signal can be null), so is an unknown field
+    with pytest.raises(ConfigError, match="size_gb: must be a number >= 0, not null"):
+        cfg_of(job_defaults_by_partition={"batch": {"checkpoint": {"size_gb": None}}})
+    with pytest.raises(ConfigError, match="job_defaults_by_qos.low.topology"):
+        cfg_of(job_defaults_by_qos={"low": {"topology": "any"}})
+
+
+def _full_cluster(*running: tuple[int, str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """22.05 squeue and sinfo with 8-GPU tier-3 jobs ``(id, node, comment)`` that fill
+    their nodes, started 2 h before NOW_2205, and pending tier-1 job 42 asking for 8
+    GPUs on one node; only the nodes of `running` are listed."""
+    real = load("22.05/squeue.json")
+    run_tpl = next(j for j in real["jobs"] if j["job_id"] == 25)
+    pend = copy.deepcopy(next(j for j in real["jobs"] if j["job_id"] == 29))
+    jobs = []
+    for jid, node, comment in running:
+        j = copy.deepcopy(run_tpl)
+        j.update(job_id=jid, nodes=node, batch_host=node, required_nodes=node,
+                 comment=comment, start_time=NOW_2205 - 7200, submit_time=NOW_2205 - 7300,
+                 gres_detail=["gpu:8(IDX:0-7)"], tres_per_node="gres:gpu:8")
+        j["job_resources"]["nodes"] = node
+        j["job_resources"]["allocated_nodes"][0]["nodename"] = node
+        jobs.append(j)
+    pend.update(job_id=42, partition="tier1", comment="")
+    squeue = dict(real, jobs=[*jobs, pend])
+    nodes = load("22.05/sinfo.json")
+    names = {node for _, node, _ in running}
+    nodes["nodes"] = [dict(n, gres_used="gpu:8(IDX:0-7)", state="allocated")
+                      for n in nodes["nodes"] if n["name"] in names]
+    return squeue, nodes
+
+
+def test_an_unannotated_job_is_priced_as_losing_its_work_since_start() -> None:
+    # Job 40 on gpu1: 8 GPUs, started 2 h ago, no comment, no sidecar. With no known
+    # trap (signal null) evicting it loses its work since start (docs/format.md section
+    # 5, objective item 4: cost = gpus x (lost_s + restore_s + solo_flush_s), lost_s =
+    # now - started_at, solo_flush_s 0 without a signal):
+    #   8 x (7200 + 0 + 0) = 57,600 GPU-s.
+    # Job 41 on gpu2 traps SIGTERM and says its checkpoint: 80 GB to nfs at 10 GB/s,
+    # restore 600 s:  8 x (0 + 600 + 80 / 10) = 8 x 608 = 4,864 GPU-s.
+    # Tier-1 job 42 needs one whole node: the planner evicts 41, the cheaper.
+    a, b = (40, "gpu1", ""), (41, "gpu2", "signal=TERM size_gb=80 restore_s=600")
+    squeue, nodes = _full_cluster(a, b)
+    res = build_snapshot(squeue, nodes, cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    jobs = jobs_by_id(res.snapshot)
+    assert jobs["40"]["checkpoint"] == {"size_gb": 0.0, "signal": None, "barrier_s": 0.0,
+                                        "cleanup_s": 0.0, "restore_s": 0.0}
+    assert jobs["40"]["started_at"] == "2026-11-29T07:34:47Z"  # NOW_2205 - 2 h
+    assert res.warnings == [unsaid("40")]  # 41 says SIGTERM in its comment
+    p = _plan(res.snapshot)
+    assert [(e.job, e.cost_gpu_s) for e in p.evictions] == [("41", 4864.0)]
+    assert [(pl.job, pl.placement[0].node) for pl in p.placements] == [("42", "gpu2")]
+    # 40 alone: it is the only way in, at its full price
+    squeue, nodes = _full_cluster(a)
+    res = build_snapshot(squeue, nodes, cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    p = _plan(res.snapshot)
+    assert [(e.job, e.cost_gpu_s) for e in p.evictions] == [("40", 57600.0)]
+    assert p.objective.eviction_cost_gpu_s == 57600.0
+    # the old default restated (every job traps SIGTERM, saves 0 GB at once): 40 is
+    # priced 8 x (0 + 0 + 0) = 0 and evicted in place of 41, with no warning
+    squeue, nodes = _full_cluster(a, b)
+    trusting = cfg_of(**CFG_2205, job_defaults={"checkpoint": {"signal": "SIGTERM"}})
+    res = build_snapshot(squeue, nodes, trusting, now=NOW_2205, read_sidecar=lambda j: ({}, []))
+    assert res.warnings == []
+    p = _plan(res.snapshot)
+    assert [(e.job, e.cost_gpu_s) for e in p.evictions] == [("40", 0.0)]
+    # ... and the same for partition tier3 only (the override of docs/slurm.md)
+    by_part = cfg_of(**CFG_2205,
+                     job_defaults_by_partition={"tier3": {"checkpoint": {"signal": "SIGTERM"}}})
+    res = build_snapshot(squeue, nodes, by_part, now=NOW_2205, read_sidecar=lambda j: ({}, []))
+    assert jobs_by_id(res.snapshot)["40"]["checkpoint"]["signal"] == "SIGTERM"
+    assert res.warnings == []
 
 
 # ------------------------------------------------------------------ config
@@ -514,6 +645,21 @@ PLAN: dict[str, Any] = {
 }
 
 
+def _plan_document(now: str | None = None) -> dict[str, Any]:
+    """PLAN as a complete plan document (what `slurm apply` reads), made for `now`
+    (default: PLAN's 1970 time)."""
+    plan = dict(copy.deepcopy(PLAN),
+                objective={"admitted_gpus": {"1": 4}, "priority_value": 0,
+                           "eviction_cost_gpu_s": 0, "evictions": 3},
+                storm=[], warnings=[],
+                solver={"engine": "cp-sat", "status": "OPTIMAL", "wall_s": 0.1, "gap": 0.0})
+    for ev in plan["evictions"]:
+        ev.update(flush_s=0.0, cost_gpu_s=0.0)
+    if now is not None:
+        plan["now"] = now
+    return plan
+
+
 def test_apply_pins_first_then_signals_all_victims_at_once() -> None:
     fake = FakeSlurm({"21": 2.0, "22": float("inf"), "23": float("inf")})
     state = AdapterState()
@@ -665,20 +811,13 @@ def test_cli_snapshot_from_files(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_cli_apply_dry_run_and_bad_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.slurm.commands import main
-
-    plan = dict(copy.deepcopy(PLAN),
-                objective={"admitted_gpus": {"1": 4}, "priority_value": 0,
-                           "eviction_cost_gpu_s": 0, "evictions": 3},
-                storm=[], warnings=[],
-                solver={"engine": "cp-sat", "status": "OPTIMAL", "wall_s": 0.1, "gap": 0.0})
-    for ev in plan["evictions"]:
-        ev.update(flush_s=0.0, cost_gpu_s=0.0)
-    # PLAN's now is 1970 (the fake clock); against the real clock that plan is now
-    # refused as stale (test_cli_apply_refuses_a_stale_plan), so this one is fresh
     import time
 
-    plan["now"] = parse_iso_now(time.time())
+    from planner.slurm.commands import main
+
+    # PLAN's now is 1970 (the fake clock); against the real clock that plan is now
+    # refused as stale (test_cli_apply_refuses_a_stale_plan), so this one is fresh
+    plan = _plan_document(parse_iso_now(time.time()))
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     assert main(["apply", str(tmp_path / "plan.json"), "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -879,10 +1018,12 @@ def test_unseen_gpus_are_occupied_by_index_where_the_node_gives_idx() -> None:
     jobs = jobs_by_id(res.snapshot)
     assert jobs["slurm-occupied@gpu1"]["placement"] == [{"node": "gpu1", "gpus": [0, 1, 2]}]
     assert jobs["slurm-occupied@gpu2"]["placement"] == [{"node": "gpu2", "gpus": [2]}]
-    assert [w.split(":")[0] for w in res.warnings] == ["slurm-occupied@gpu1",
-                                                       "slurm-occupied@gpu2"]
+    # (job 2's comment says signal=none; job 5 says nothing)
+    assert res.warnings[0] == unsaid("5")
+    assert [w.split(":")[0] for w in res.warnings[1:]] == ["slurm-occupied@gpu1",
+                                                           "slurm-occupied@gpu2"]
     assert "GPU(s) 0,1,2 of gpu1 are in use by the node's gres_used 'gpu:a100:8(IDX:0-7)' " \
-        "but held by no job in the snapshot" in res.warnings[0]
+        "but held by no job in the snapshot" in res.warnings[1]
     from models import load_snapshot
     load_snapshot(res.snapshot)
     # the full squeue agrees with the nodes: no synthetic job, no warning
@@ -890,7 +1031,7 @@ def test_unseen_gpus_are_occupied_by_index_where_the_node_gives_idx() -> None:
                           cfg_of(**TYPED), now=NOW_2205_TYPED,
                           read_sidecar=lambda j: ({}, []))
     assert not [j for j in full.snapshot["jobs"] if j["id"].startswith("slurm-occupied@")]
-    assert full.warnings == []
+    assert full.warnings == [unsaid("1", "3", "5")]
 
 
 def test_node_and_job_views_that_disagree_are_warnings() -> None:
@@ -901,12 +1042,14 @@ def test_node_and_job_views_that_disagree_are_warnings() -> None:
     res = build_snapshot(typed_q, _nodes_with(typed_n, gpu2="gpu:a100:6(IDX:0-1,3-6)"), cfg,
                          now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
     assert jobs_by_id(res.snapshot)["3"]["placement"] == [{"node": "gpu2", "gpus": [2]}]
-    assert res.warnings == [("job 3: holds GPU(s) 2 of gpu2 by its gres_detail, but the node's "
+    assert res.warnings == [unsaid("1", "3", "5"),
+                            ("job 3: holds GPU(s) 2 of gpu2 by its gres_detail, but the node's "
                             "gres_used 'gpu:a100:6(IDX:0-1,3-6)' says they are free; kept as held")]
     # a count that disagrees with its own index list: the indices count (0-7 = 8)
     res = build_snapshot(typed_q, _nodes_with(typed_n, gpu1="gpu:a100:7(IDX:0-7)"), cfg,
                          now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
-    assert res.warnings == [("node gpu1: gres_used 'gpu:a100:7(IDX:0-7)' counts 7 GPU(s) in use "
+    assert res.warnings == [unsaid("1", "3", "5"),
+                            ("node gpu1: gres_used 'gpu:a100:7(IDX:0-7)' counts 7 GPU(s) in use "
                             "but lists 8 indices; the indices count")]
     # an index beyond the node's GPUs (8 on an 8-GPU node, 0..7) is ignored
     res = build_snapshot(typed_q, _nodes_with(typed_n, gpu1="gpu:a100:9(IDX:0-8)"), cfg,
@@ -1012,7 +1155,8 @@ def test_completing_jobs_explain_the_gpus_they_still_hold() -> None:
     res = build_snapshot(load("23.11/squeue.json"), load("23.11/scontrol_nodes.json"),
                          cfg_of(**CFG_2311), now=NOW_2311, read_sidecar=lambda j: ({}, []))
     assert not [j for j in res.snapshot["jobs"] if j["id"].startswith("slurm-occupied@")]
-    assert res.warnings == []
+    # (101 and 104 name a signal in their comment, 102 and 103 do not)
+    assert res.warnings == [unsaid("102", "103")]
 
 
 def test_tick_puts_the_snapshot_warnings_into_the_plan(tmp_path: Path) -> None:
@@ -1087,7 +1231,8 @@ def test_mig_and_pcie_nodes_from_real_slurmrestd_output() -> None:
     mig_job = jobs["7800005"]  # --gres=gpu:1g.10gb:2
     assert (mig_job["gpu_type"], mig_job["topology"], mig_job["gpus_per_node"]) == \
         ("MIG-1g.10gb", "any", 2)
-    assert res.warnings == [w for w in res.warnings if w.startswith("slurm-occupied@")]
+    assert res.warnings[0] == unsaid("7800001", "7800002", "7800003", "7800004")
+    assert res.warnings[1:] == [w for w in res.warnings if w.startswith("slurm-occupied@")]
     p = _plan(res.snapshot)
     where = {pl.job: pl.placement for pl in p.placements}
     # the MIG job goes to MIG slices that are free (not 0 of n0161, 4 of n0163,
@@ -1398,14 +1543,7 @@ def test_cli_apply_refuses_a_stale_plan(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     from planner.slurm.commands import main
 
-    plan = dict(copy.deepcopy(PLAN),
-                objective={"admitted_gpus": {"1": 4}, "priority_value": 0,
-                           "eviction_cost_gpu_s": 0, "evictions": 3},
-                storm=[], warnings=[],
-                solver={"engine": "cp-sat", "status": "OPTIMAL", "wall_s": 0.1, "gap": 0.0})
-    for ev in plan["evictions"]:
-        ev.update(flush_s=0.0, cost_gpu_s=0.0)
-    (tmp_path / "plan.json").write_text(json.dumps(plan))  # made in 1970
+    (tmp_path / "plan.json").write_text(json.dumps(_plan_document()))  # made in 1970
     assert main(["apply", str(tmp_path / "plan.json"), "--dry-run"]) == 2
     captured = capsys.readouterr()
     assert "older than max_plan_age_s 60 s" in captured.err and "scancel" not in captured.out
@@ -1413,6 +1551,47 @@ def test_cli_apply_refuses_a_stale_plan(tmp_path: Path,
     captured = capsys.readouterr()
     assert "scancel --signal=TERM --batch 21" in captured.out
     assert "; applied anyway (--force)" in captured.err
+
+
+def test_cli_apply_prints_each_warning_once(tmp_path: Path) -> None:
+    # `slurm apply --force` of PLAN, made in 1970: one warning about its age. Without
+    # --dry-run the victims are re-checked, and a fake squeue says all three (21, 22,
+    # 23) run on gpu4, none of the nodes the plan frees for 27 (gpu2, gpu3): three
+    # warnings more, nobody signalled. Each is printed once on stderr (the adapter's
+    # logger printed each a second time). A process of its own, so that the log goes
+    # to stderr as it does for a user (under pytest it goes to pytest's handler).
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake-slurm"  # every Slurm command: exit 0, squeue answers
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *--jobs=*) "
+                    "printf '21|RUNNING|gpu4\\n22|RUNNING|gpu4\\n23|RUNNING|gpu4\\n';; esac\n"
+                    "exit 0\n")
+    fake.chmod(0o755)
+    (tmp_path / "c.json").write_text(json.dumps({
+        "commands": {c: str(fake) for c in ("squeue", "sinfo", "scontrol", "scancel")},
+        "state_file": str(tmp_path / "state.json")}))
+    (tmp_path / "plan.json").write_text(json.dumps(_plan_document()))
+
+    def apply(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "planner.slurm", "apply", str(tmp_path / "plan.json"),
+             "--force", "--config", str(tmp_path / "c.json"), *extra],
+            capture_output=True, text=True, timeout=120, check=False,
+            cwd=Path(__file__).resolve().parent.parent)
+
+    dry = apply("--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stderr.count("the plan is ") == 1
+    assert dry.stderr.count("; applied anyway (--force)") == 1
+    real = apply()
+    assert real.returncode == 0, real.stderr
+    assert real.stderr.count("the plan is ") == 1
+    for jid in ("21", "22", "23"):
+        assert real.stderr.count(f"victim {jid}") == 1, real.stderr
+        assert (f"warning: victim {jid}: now runs on gpu4, none of the nodes the plan frees "
+                "for its preemptors (gpu2,gpu3): it moved; not evicted") in real.stderr
+    assert "scancel" not in real.stderr and "requeuehold" not in real.stderr
 
 
 def test_apply_skips_a_victim_that_moved() -> None:

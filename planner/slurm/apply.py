@@ -348,6 +348,9 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
     than ``cfg.plan_age_limit_s()`` raises :class:`StalePlan` unless `force` (then
     it is a warning of the report); `fresh` (a plan ``slurm run`` just made) skips
     the age check.
+
+    The report's ``warnings`` are not logged here: the caller prints each one once
+    (``slurm apply`` on stderr, ``slurm run`` in its log).
     """
     data = _plan_dict(plan)
     report = ApplyReport(dry_run=dry_run)
@@ -355,9 +358,8 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
         stale = plan_age_problem(data, cfg, clock())
         if stale and not force:
             raise StalePlan([stale], "plan")
-        if stale:
+        if stale:  # (printed by the caller with the report's other warnings)
             report.warnings.append(f"{stale}; applied anyway (--force)")
-            log.warning("slurm: %s; applied anyway (--force)", stale)
     run = _Executor(cfg, report, runner, echo)
     state = state if state is not None else AdapterState()
 
@@ -452,7 +454,6 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
             v.outcome.skipped = why
             v.outcome.note = f"{why}; left alone"
             report.warnings.append(f"victim {v.job}: {why}; not evicted")
-            log.warning("slurm: victim %s %s; not evicted", v.job, why)
             continue
         if nodes_now is None:
             report.warnings.append(f"victim {v.job}: squeue did not say where it runs; "

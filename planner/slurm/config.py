@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 CONFIG_ENV = "PREEMPT_PLANNER_SLURM_CONFIG"
 """Environment variable naming the config file when ``--config`` is not given."""
@@ -70,18 +78,43 @@ class NodeRule(_Strict):
     state: Literal["up", "drain", "down"] | None = None
 
 
-class CheckpointDefaults(_Strict):
-    """Checkpoint values of a job whose comment and sidecar are silent."""
+CHECKPOINT_BASE: dict[str, Any] = {
+    "size_gb": 0.0, "signal": None, "barrier_s": 0.0, "cleanup_s": 0.0, "restore_s": 0.0}
+"""The checkpoint of a job that nothing describes: no known trap (``signal`` null),
+so an eviction is priced as losing its work since start (contract objective item 4)."""
 
-    size_gb: float = Field(default=0, ge=0)
-    signal: str | None = "SIGTERM"
-    barrier_s: float = Field(default=0, ge=0)
-    cleanup_s: float = Field(default=0, ge=0)
-    restore_s: float = Field(default=0, ge=0)
+
+class CheckpointDefaults(_Strict):
+    """Checkpoint fields of a job whose comment and sidecar do not give them. Only
+    the fields written in the config count (over :data:`CHECKPOINT_BASE`): an
+    override for a partition, QOS or account changes those and keeps the others."""
+
+    size_gb: float | None = Field(default=None, ge=0)
+    signal: str | None = None
+    barrier_s: float | None = Field(default=None, ge=0)
+    cleanup_s: float | None = Field(default=None, ge=0)
+    restore_s: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _numbers(self) -> CheckpointDefaults:
+        for f in ("size_gb", "barrier_s", "cleanup_s", "restore_s"):
+            if f in self.model_fields_set and getattr(self, f) is None:
+                raise ValueError(f"{f}: must be a number >= 0, not null")
+        return self
+
+    def given(self) -> dict[str, Any]:
+        """The fields written in the config (``signal: null`` included)."""
+        return {f: getattr(self, f) for f in CHECKPOINT_BASE if f in self.model_fields_set}
 
 
 class JobDefaults(_Strict):
     topology: Literal["nvlink", "any"] = "nvlink"
+    checkpoint: CheckpointDefaults = Field(default_factory=CheckpointDefaults)
+
+
+class JobDefaultsOverride(_Strict):
+    """``job_defaults`` for the jobs of one partition, QOS or account."""
+
     checkpoint: CheckpointDefaults = Field(default_factory=CheckpointDefaults)
 
 
@@ -116,7 +149,14 @@ class SlurmConfig(_Strict):
     policy_file: Path | None = None
     gpu_types: dict[str, str] = Field(
         default_factory=dict, description="Slurm GRES type -> contract gpu_type")
+    # checkpoint defaults of jobs whose comment and sidecar are silent: signal null
+    # (no known trap), so an eviction loses the work since start; overrides per
+    # account, then partition, then QOS (the order of `tiers`, the most specific
+    # last), then the comment and the sidecar win, field by field
     job_defaults: JobDefaults = Field(default_factory=JobDefaults)
+    job_defaults_by_account: dict[str, JobDefaultsOverride] = Field(default_factory=dict)
+    job_defaults_by_partition: dict[str, JobDefaultsOverride] = Field(default_factory=dict)
+    job_defaults_by_qos: dict[str, JobDefaultsOverride] = Field(default_factory=dict)
     sidecar_dir: Path | None = None
     state_file: Path | None = None
     plan_dir: Path | None = None
@@ -143,6 +183,37 @@ class SlurmConfig(_Strict):
     def plan_age_limit_s(self) -> float:
         """The oldest plan `slurm apply` carries out without ``--force``."""
         return self.max_plan_age_s if self.max_plan_age_s is not None else 2 * self.interval_s
+
+    def _checkpoint_layers(self, partitions: Sequence[str], qos: str | None,
+                           account: str | None) -> list[CheckpointDefaults]:
+        """``job_defaults`` and the overrides that apply to a job, later ones winning:
+        its account's, its partition's (the first of several that has one), its QOS's."""
+        part = next((self.job_defaults_by_partition[p] for p in partitions
+                     if p in self.job_defaults_by_partition), None)
+        layers = [self.job_defaults.checkpoint]
+        for o in (self.job_defaults_by_account.get(account or ""), part,
+                  self.job_defaults_by_qos.get(qos or "")):
+            if o is not None:
+                layers.append(o.checkpoint)
+        return layers
+
+    def checkpoint_defaults(self, partitions: Sequence[str], qos: str | None,
+                            account: str | None) -> dict[str, Any]:
+        """The checkpoint a job starts from before its comment and sidecar:
+        :data:`CHECKPOINT_BASE` (``signal`` null: no known trap), then
+        ``job_defaults``, the account's, partition's and QOS's overrides, field by
+        field."""
+        out = dict(CHECKPOINT_BASE)
+        for layer in self._checkpoint_layers(partitions, qos, account):
+            out.update(layer.given())
+        return out
+
+    def signal_configured(self, partitions: Sequence[str], qos: str | None,
+                          account: str | None) -> bool:
+        """Whether the config states a checkpoint signal for such a job (null counts:
+        it is a statement too), rather than leaving the safe default."""
+        return any("signal" in layer.model_fields_set
+                   for layer in self._checkpoint_layers(partitions, qos, account))
 
     def policy_dict(self) -> dict[str, Any]:
         """The contract policy: ``policy`` merged over the ``policy_file``."""

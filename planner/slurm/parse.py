@@ -887,6 +887,7 @@ class _Ctx:
     # GPUs of listed jobs that are not in the snapshot: node -> {index: job}
     completing: dict[str, dict[int, str]] = field(default_factory=dict)
     left_out: dict[str, list[str]] = field(default_factory=dict)  # node -> running jobs
+    unsaid_signal: list[str] = field(default_factory=list)  # priced with signal null
 
 
 def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: SlurmConfig,
@@ -914,6 +915,7 @@ def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: S
         except SHAPE_ERRORS as exc:
             raise _shape_error("squeue --json", f"jobs[{i}] (job {jid}): ", exc) from None
     _tier_warnings(ctx)
+    _signal_warning(ctx)
     try:
         _cross_check(ctx, nodes, slurm_nodes)
     except SHAPE_ERRORS as exc:
@@ -953,6 +955,17 @@ def _tier_warnings(ctx: _Ctx) -> None:
         ctx.warnings.append(
             f"tier mapping: {len(t.unmapped_pending)} pending GPU job(s) match no tier and are "
             f"left to Slurm (never placed by the planner): {_short_list(t.unmapped_pending)}")
+
+
+def _signal_warning(ctx: _Ctx) -> None:
+    """One warning naming the managed running jobs that no comment, sidecar or
+    configured default gives a checkpoint signal (as the Kubernetes adapter's)."""
+    if ctx.unsaid_signal:
+        ctx.warnings.append(
+            f"{len(ctx.unsaid_signal)} running job(s) say nothing about a checkpoint signal "
+            "(no signal in their comment or sidecar, no job_defaults signal for their "
+            "partition, QOS or account): priced as losing their work since start, signal "
+            f"null ({_short_list(ctx.unsaid_signal)})")
 
 
 def _add_job(raw: Mapping[str, Any], jid: str, ctx: _Ctx) -> None:
@@ -1005,16 +1018,24 @@ def _allocated_gpus(raw: Mapping[str, Any]) -> list[tuple[str, list[int]]]:
     return out
 
 
-def _checkpoint(raw: Mapping[str, Any], jid: str, ctx: _Ctx, started: float | None
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(checkpoint, extra job fields): defaults < comment < sidecar."""
+def _checkpoint(raw: Mapping[str, Any], jid: str, ctx: _Ctx, started: float | None,
+                managed_running: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(checkpoint, extra job fields): defaults (``signal`` null unless the config
+    says otherwise for the job's account, partition or QOS) < comment < sidecar. A
+    managed running job that none of them gives a signal is remembered for the
+    warning (:func:`_signal_warning`)."""
     cfg, now, notes = ctx.cfg, ctx.now, ctx.notes
     comment, problems = parse_comment(raw.get("comment"))
     side, side_problems = ctx.read_sidecar(jid)
     notes.extend(f"job {jid}: {p}" for p in problems + side_problems)
-    ckpt: dict[str, Any] = cfg.job_defaults.checkpoint.model_dump()
+    where = ([p for p in str(raw.get("partition") or "").split(",") if p],
+             raw.get("qos") or None, raw.get("account") or None)
+    ckpt: dict[str, Any] = cfg.checkpoint_defaults(*where)
     for source in (comment, side):
         ckpt.update({k: v for k, v in source.items() if k in CHECKPOINT_KEYS})
+    if managed_running and "signal" not in comment and "signal" not in side \
+            and not cfg.signal_configured(*where):
+        ctx.unsaid_signal.append(jid)
     last_at = ckpt.pop("last_at", None)
     if last_at is not None and (started is None or last_at >= started):
         ckpt["last_at"] = iso(min(last_at, now))
@@ -1088,7 +1109,7 @@ def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, ctx: _Ctx
     started = parse_time(raw.get("start_time"))
     started = min(started, now) if started is not None else now
     effective_tier = tier if tier is not None else cfg.tiers.unmanaged
-    ckpt, extra = _checkpoint(raw, jid, ctx, started)
+    ckpt, extra = _checkpoint(raw, jid, ctx, started, managed_running=tier is not None)
     base = _common(raw, jid, effective_tier, ctx)
     base.update(extra)
     base.update({"state": "running", "started_at": iso(started), "checkpoint": ckpt})
