@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in res["median"].items():
         print(f"median {k}: {v}")
     if args.out:
+        from bench_planner import machine
+
+        res = {"machine": machine(), "command": " ".join(["python", *sys.argv]), **res}
         args.out.write_text(json.dumps(res, indent=1) + "\n")
     return 0
 

@@ -150,7 +150,7 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": machine(), "date": time.strftime(
-            "%Y-%m-%d"), "args": vars(args),
+            "%Y-%m-%d"), "command": " ".join(["python", *sys.argv]), "args": vars(args),
                                               "summary": summary, "clusters": rows}, indent=1))
 
 

@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"proof with the planner's hints: {res['planner_s']:.3f} s; "
           f"floor with the optimum as hint: {res['floor_s']:.3f} s")
     if args.out:
+        from bench_planner import machine
+
+        res = {"machine": machine(), "command": " ".join(["python", *sys.argv]), **res}
         args.out.write_text(json.dumps(res, indent=1) + "\n")
     return 0
 

@@ -10,7 +10,7 @@ Reported per run: wall time, evictions in all, those of exempt tiers' placements
 (tier 1) and the others, the budget B, whether the plan is within it, the GPUs
 admitted per tier and the verifier's verdict.
 
-    python benchmarks/bench_thrash_tick.py --out benchmarks/results-thrash-tick.json
+    python benchmarks/bench_thrash_tick.py --out benchmarks/results/bench_thrash_tick.json
     python benchmarks/bench_thrash_tick.py --nodes 1024 --pending 500   # quick look
 """
 

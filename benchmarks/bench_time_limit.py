@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['median_wall_s']:.3f} | {r['max_wall_s']:.3f} | {over} | {st} |")
     text = "\n".join(md) + "\n"
     if args.out:
-        Path(args.out).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1,
+        Path(args.out).write_text(json.dumps({"machine": machine(),
+                                             "command": " ".join(["python", *sys.argv]),
+                                             "rows": rows}, indent=1,
                                              default=str) + "\n")
     if args.md_out:
         Path(args.md_out).write_text(text)

@@ -71,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        from bench_planner import machine
+
+        result = {"machine": machine(), "command": " ".join(["python", *sys.argv]), **summary}
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     if wall > args.max_wall:
         print(f"FAIL: {wall:.0f} s > {args.max_wall:.0f} s", file=sys.stderr)
         return 1
