@@ -27,8 +27,7 @@ import pytest
 import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md")
-                                    if p.name != "benchmarks-history.md")]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARK = re.compile(r"<!-- example: (runs|output)(?:, exit (\d))? -->\n```\w*\n(.*?)```", re.DOTALL)
 
 
@@ -138,9 +137,7 @@ def test_the_documented_commands_parse() -> None:
 
     parser = cli.build_parser()
     seen = 0
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        if path.name == "benchmarks-history.md":
-            continue
+    for path in DOCS:
         for block in _blocks(path, "(?:sh|bash|)"):
             text = block.replace("\\\n", " ")
             lines = [part.strip() for raw in text.splitlines() for part in raw.split("&&")]
