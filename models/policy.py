@@ -169,18 +169,23 @@ class Thrash(_Record):
     # the rest of its victim's GPUs past the budget (docs/simulation.md)
     exempt_if: Literal["any", "all"] = "all"
     # an extension of the contract (docs/format.md): the GPUs those evictions free,
-    # at most this share of the GPUs on up and drain nodes per window (null: no limit)
-    max_gpu_fraction: float | None = Field(None, ge=0, le=1, strict=True)
+    # at most this share of the GPUs on up and drain nodes per window, and never less
+    # than min_gpus (null: no limit). With the count alone, a planner that maximises
+    # admitted GPUs spends each eviction on the largest victim it can use
+    # (docs/simulation.md, "The default policy")
+    max_gpu_fraction: float | None = Field(0.03, ge=0, le=1, strict=True)
+    min_gpus: int = Field(32, ge=0, le=MAX_COUNT, strict=True)
 
     def limit(self, running: int) -> int:
         """``B``: the evictions the window allows with ``running`` running jobs."""
         return max(self.min_evictions, math.floor(self.max_fraction * running + 1e-9))
 
     def gpu_limit(self, gpus: int) -> int | None:
-        """The GPUs evictions may free per window, of ``gpus`` on up and drain nodes."""
+        """The GPUs evictions may free per window, of ``gpus`` on up and drain nodes:
+        ``max(min_gpus, floor(max_gpu_fraction x gpus))`` (None without a limit)."""
         if self.max_gpu_fraction is None:
             return None
-        return math.floor(self.max_gpu_fraction * gpus + 1e-9)
+        return max(self.min_gpus, math.floor(self.max_gpu_fraction * gpus + 1e-9))
 
     def exempt_by(self, tiers: Iterable[int]) -> bool:
         """Is a victim whose preemptors are of these tiers exempt (``exempt_if``)?"""

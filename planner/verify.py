@@ -550,10 +550,12 @@ class _Checker:
             other_gpus = sum(gpus.values()) - exempt_gpus
             gpus_allowed = max(0, gpu_limit - recent_gpus - exempt_gpus)
             if other_gpus > gpus_allowed:
+                live_gpus = sum(self.nodes[n].gpus for n in live)
                 self.add("R15", None, f"evictions not exempt free {other_gpus} GPUs, over the "
                                       f"rolling GPU budget: {gpu_limit} "
-                                      f"(floor({_num(th.max_gpu_fraction or 0)} x GPUs on "
-                                      f"up/drain nodes)), {recent_gpus} in the last "
+                                      f"(max(min_gpus={th.min_gpus}, "
+                                      f"floor({_num(th.max_gpu_fraction or 0)} x {live_gpus} "
+                                      f"GPUs on up/drain nodes))), {recent_gpus} in the last "
                                       f"{_num(th.window_s)} s and {exempt_gpus} freed by exempt "
                                       f"victims in this plan leave {gpus_allowed}")
         if others > allowed:

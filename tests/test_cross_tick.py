@@ -286,8 +286,11 @@ def test_the_verifier_rejects_plans_that_break_r15_r16_or_r17() -> None:
     free = plan(snap(nodes, burst, policy={"thrash": None}), deterministic=True)
     assert len(free.evictions) == 6
     assert rules_broken(data, free) == {"R15"}
-    msg = next(str(v) for v in verify(load_snapshot(data), free))
+    msg = " | ".join(str(v) for v in verify(load_snapshot(data), free))
     assert "6 evictions not exempt" in msg and "leave 4" in msg
+    # and the GPU budget: 6 x 8 = 48 GPUs over max(32, floor(0.03 x 48)) = 32
+    assert ("free 48 GPUs, over the rolling GPU budget: 32 (max(min_gpus=32, "
+            "floor(0.03 x 48 GPUs on up/drain nodes)))") in msg
 
     young = jobs[:1] + [pend("young", 2, 8, submitted_at="2026-11-30T07:55:00Z")]
     eager = plan(snap(nodes[:1], young, policy={"tiers": {"2": {"preempt_after_s": 0}}}),
@@ -327,10 +330,13 @@ def test_bad_section_9_input_names_the_field() -> None:
 def test_the_defaults_of_section_9() -> None:
     pol = load_snapshot(snap([], [])).policy
     assert pol.thrash is not None
-    # max_fraction 0.03 rather than the contract's starting point 0.05 (measured,
-    # docs/simulation.md)
+    # max_fraction 0.03 rather than the contract's starting point 0.05, and the
+    # extensions exempt_if "all" and a GPU budget of 3% (at least 32 GPUs): measured,
+    # docs/simulation.md
     assert (pol.thrash.window_s, pol.thrash.max_fraction, pol.thrash.min_evictions,
-            pol.thrash.exempt_tiers, pol.thrash.max_gpu_fraction) == (3600, 0.03, 4, [1], None)
+            pol.thrash.exempt_tiers, pol.thrash.exempt_if, pol.thrash.max_gpu_fraction,
+            pol.thrash.min_gpus) == (3600, 0.03, 4, [1], "all", 0.03, 32)
+    assert pol.thrash.gpu_limit(1024) == 32 and pol.thrash.gpu_limit(100_000) == 3000
     assert [pol.tiers[t].preempt_after_s for t in (1, 2, 3)] == [0, 600, 0]
     assert pol.spare_ending_within_s == 600
     merged = load_snapshot(snap([], [], policy={"thrash": {"window_s": 600},
@@ -343,14 +349,15 @@ def test_the_defaults_of_section_9() -> None:
 @pytest.mark.parametrize("planner", PLANNERS)
 def test_the_rolling_gpu_budget_counts_the_gpus_of_the_evictions(planner: str) -> None:
     # The extension thrash.max_gpu_fraction: 6 nodes of 8 GPUs (48 on up nodes), a
-    # fraction of 0.5 allows floor(0.5 x 48) = 24 GPUs per hour, 8 already freed in
+    # fraction of 0.5 allows floor(0.5 x 48) = 24 GPUs per hour (min_gpus 0: no
+    # floor; the default floor of 32 would allow 32), 8 already freed in
     # the window (one recent eviction of 8 GPUs): 16 left, two whole nodes. The count
     # budget (B = 4, H = 1) would allow three. Three tier-2 jobs of 8 GPUs: two are
     # placed (r0, r1: 800 + 1,600 GPU-s), the third waits, THRASH_BUDGET, with the
     # GPUs in the detail. A recent eviction without "gpus" counts as 0 GPUs.
     nodes, jobs = holders(6)
     jobs += [pend(f"p{k}", 2, 8, submitted_at=OLD, priority=k) for k in range(3)]
-    data = snap(nodes, jobs, policy={"thrash": {"max_gpu_fraction": 0.5}})
+    data = snap(nodes, jobs, policy={"thrash": {"max_gpu_fraction": 0.5, "min_gpus": 0}})
     data["recent_evictions"] = [{"job": "x", "at": "2026-11-30T07:30:00Z", "gpus": 8}]
     p = solve(data, planner)
     assert evicted(p) == ["r0", "r1"] and reasons(p) == {"p0": "THRASH_BUDGET"}

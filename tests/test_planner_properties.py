@@ -209,7 +209,8 @@ def _cross_tick(rng: np.random.Generator, data: dict[str, Any]) -> None:
         policy["thrash"] = pick([None, {"min_evictions": 1}, {"min_evictions": 2},
                                  {"exempt_tiers": []}, {"exempt_tiers": [1, 2]},
                                  {"window_s": 600, "min_evictions": 3},
-                                 {"max_gpu_fraction": 0.3}, {"max_gpu_fraction": 0.5}])
+                                 {"max_gpu_fraction": 0.3, "min_gpus": 0},
+                                 {"max_gpu_fraction": 0.5, "min_gpus": 0}])
     if rng.random() < 0.2:
         tiers = policy.setdefault("tiers", {})
         tiers.setdefault(pick(["1", "3"]), {})["preempt_after_s"] = 300
@@ -491,7 +492,8 @@ def enumerate_best(data: dict[str, Any], *, only: set[str] | None = None, empty:
         recent = len(window)
         live = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
         gpu_limit = (None if th.max_gpu_fraction is None
-                     else int(th.max_gpu_fraction * live + 1e-9) - sum(e.gpus or 0 for e in window))
+                     else max(th.min_gpus, int(th.max_gpu_fraction * live + 1e-9))
+                     - sum(e.gpus or 0 for e in window))
 
     def leaf(chosen: list[tuple[Any, list[tuple[str, int]]]]) -> tuple[float, ...] | None:
         victims = {holder[g].id: holder[g] for _j, gs in chosen for g in gs if g in holder}
