@@ -62,12 +62,10 @@ MIN_SOLVE_S = 0.05  # least solver time worth building the model for
 MAX_WORKERS = 256  # CP-SAT workers at most, whatever the caller asks for
 LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole model is skipped
 # least solve time, per (job, candidate node) pair, for which the whole model is built
-# rather than neighbourhoods (planner/lns.py); shorter solves of the whole model rarely
-# beat LNS (benchmark machine, docs/benchmarks-history.md). A pruned model (more than
-# EXACT_PAIRS pairs) competes on admissions: 2.4 s at 1,024 nodes / 500 jobs, counted
-# as EXACT_PAIRS pairs. An exact model pays only near its proof: LNS plans were
-# cheaper at 128 nodes / 50 jobs with 0.3 s and at 256 / 100 with 1-1.5 s, the whole
-# model's at 0.5 s and 2 s (it then often proves the optimum)
+# rather than neighbourhoods (planner/lns.py): a shorter solve of the whole model
+# rarely beats LNS. An exact model pays only near its proof; a pruned model (more than
+# EXACT_PAIRS pairs) competes on admissions and is counted as EXACT_PAIRS pairs.
+# Calibrated on the benchmark machine (docs/benchmarks.md)
 FULL_SOLVE_PER_PAIR_S = 4e-5
 FULL_SOLVE_EXACT_PER_PAIR_S = 9e-5
 # time kept for the last polishing pass (moves to cheaper victims, planner/repack.py),
@@ -78,13 +76,13 @@ CHEAPER_TIMES = 4.0
 # the squeaky-wheel re-run of the greedy plan runs on clusters of more usable nodes
 # than this many LNS neighbourhoods (planner/lns.py), when one greedy run takes at
 # most this share of the time left to improve the plan (at 3,072-4,096 nodes and 5 s
-# that decides run by run; measured in docs/planner.md, section 2)
+# that decides run by run; docs/planner.md, section 2)
 SQUEAKY_NEIGHBOURHOODS = 4
 SQUEAKY_SHARE = 1 / 3
 # the k8s and slurm baselines' plans are candidates when an eviction budget bound, each
 # when the time left holds this many greedy runs (one costs 0.5-1.7 greedy runs at
-# 512-1,024 nodes on the benchmark machine); the k8s one runs first and also keeps half
-# a run for the plain greedy plan that always runs after it
+# 512-1,024 nodes on the benchmark machine); the k8s one runs right after the first
+# greedy plan, the slurm one last
 BASELINE_RUN = 1.5
 # settings of the greedy variant that takes the more important jobs of a tier first
 PRIORITY_FIRST = {"spare_lower": True, "order": "priority"}
@@ -100,7 +98,7 @@ EXTRA_SHARE = 0.15
 BASELINE_NAMES = {"k8s": "Kubernetes-style", "slurm": "Slurm-style"}
 # ejection moves (planner/eject.py) on the plan to return: this share of the time left
 # for LNS is kept for them (they also get what LNS leaves), and in deterministic mode
-# they stop after EJECT_TRIES tried moves (measured in docs/planner.md, section 2b)
+# they stop after EJECT_TRIES tried moves (docs/planner.md, section 2b)
 EJECT_SHARE = 0.1
 EJECT_TRIES = 1000
 # ... and at least this share of the time left until the last polishing pass must end
@@ -766,9 +764,9 @@ def _solver(time_limit_s: float, deterministic: bool, workers: int, seed: int,
         if 2 <= workers <= 4:
             # with few workers the default portfolio has no LP-heavy worker; max_lp
             # (full linearization) proves the 256-node benchmark optimal about twice
-            # as fast at the same plan quality (docs/benchmarks-history.md)
+            # as fast at the same plan quality
             prm.subsolvers.extend(["max_lp", "default_lp"])
-    # presolve is the trap on 2 cores (see docs/benchmarks-history.md): keep it light, and on
+    # full presolve takes much of a short budget on 2 cores: keep it light, and on
     # big models with a short budget skip it so that the search starts from the hint
     prm.cp_model_probing_level = 0
     prm.symmetry_level = 0
@@ -1011,10 +1009,9 @@ def eject_deadline(now: float, end: float, late: float) -> float:
     """When ejection moves called at ``now`` stop: at ``end``, which leaves the last
     polishing pass (moves to cheaper victims) CHEAPER_TIMES x the first passes' time
     before ``late``, but never before EJECT_LEAST_SHARE of the time left until
-    ``late``. Admitted GPUs rank before the cost that pass saves: at 4,096 nodes and
-    5 s, in slow phases of the machine, the first passes took 0.17 s instead of
-    0.09 s, the pass kept 0.68 s and ejection got 0.06-0.12 s, admitting 0-1 jobs
-    instead of 8 (docs/planner.md, section 2b)."""
+    ``late``. Admitted GPUs rank before the cost that pass saves: when the first
+    passes are slow (a busy machine), that pass's share must not leave ejection
+    almost nothing (docs/planner.md, section 2b)."""
     return max(end, now + EJECT_LEAST_SHARE * (late - now))
 
 
@@ -1226,9 +1223,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
             return False
         missing = short() or 0.0
         if lns_rounds and missing <= 0:
-            # LNS will not run: keeping a round's time for it skipped the baselines on
-            # a 50-node soak cluster at 0.2 s, whose plan then evicted 59,517 GPU-s
-            # where the Slurm-style one admitted the same GPUs for 35,581
+            # LNS will not run: a round's time kept for it would go unused, and the
+            # optional candidates would not run
+            # (test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budget)
             return missing + cost <= 0
         return left - cost >= (ROUND_S if lns_rounds else 2 * MIN_SOLVE_S)
 
@@ -1244,8 +1241,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     full_solve = _full_solve_s(n_pairs)
     if not lns_rounds:
         # one neighbourhood: LNS has nothing to re-solve but this whole model, so any
-        # time worth a solve goes to it (a 64-node soak snapshot at 0.3 s returned the
-        # greedy plan at 0.03 s before, 4 tier-2 GPUs behind the baselines' plan)
+        # time worth a solve goes to it, rather than return the greedy plan with most
+        # of the budget unused
         full_solve = 0.0
 
     def short() -> float | None:
@@ -1261,11 +1258,9 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # budget than the greedy variants, which take the cheapest victims first. The
         # Kubernetes-style one, more often the better of the two, comes before the
         # other variants whenever the time left holds it (not also the plain greedy
-        # plan below, which runs anyway and takes about 0.4 greedy runs: with that
-        # margin a 1,024-node cluster with a count budget at 0.5 s left it to the
-        # second lane, which had no time for it either, and trailed its plan by 104
-        # tier-2 GPUs, docs/benchmarks-history.md, session 15); the Slurm-style one
-        # comes last
+        # plan below, which runs anyway: reserving room for both leaves it, near the
+        # floor, to the second lane, which may have no time for it either); the
+        # Slurm-style one comes last
         offer(baseline("k8s"))
     storm_variants: list[dict] = []  # the storm-priced variants, when they run
     if spare.storm_rejected and room(1.5):
@@ -1314,8 +1309,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # squeaky wheel: each variant once more, best plan first, with the jobs it
         # deferred first in their tier (each tier still goes before the next). On a
         # cluster this big an LNS round sees a small part of it, and re-runs that leave
-        # LNS most of its time often admit more (1,024 and 2,048 nodes:
-        # docs/benchmarks-history.md)
+        # LNS most of its time often admit more (docs/planner.md, section 2)
         ran.sort(key=lambda r: score(r[1]), reverse=True)
         for kw, d in ran:
             left = time_limit_s - reserve - (time.perf_counter() - t0)  # to improve the plan
@@ -1332,8 +1326,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         if "slurm" not in in_lane and room(BASELINE_RUN):
             offer(baseline("slurm"))  # (see above)
     else:
-        # without a binding budget the baselines' plans are rarely better (on 2% of
-        # random soak snapshots, greedy plans only), but cheap where the time is long
+        # without a binding budget the baselines' plans are seldom better than the
+        # greedy variants', but cheap where the time is long
         # next to a greedy run: optional candidates like the priority-first variant
         for name in ("k8s", "slurm"):
             if name not in in_lane and affordable(BASELINE_RUN):

@@ -114,9 +114,8 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: fl
         # the quick moves for every job first (placed at once, or by a storm relief),
         # single-node jobs before gangs: their tries are cheap (one node's options,
         # memoised per shape) and most quick moves are theirs, while a gang's try
-        # searches every candidate node (at 4,096 nodes the gangs' tries took 0.35 s
-        # before the first single-node job's; docs/planner.md 2b). Then the moves of
-        # one placed job
+        # searches every candidate node (a short deadline would otherwise go to the
+        # gangs' tries; docs/planner.md, section 2b). Then the moves of one placed job
         n = sum(ej.admit(i, deadline, move=False)
                 for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         n += sum(ej.admit(i, deadline) for i in todo if i.job.id not in ej.placements)
@@ -163,10 +162,10 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
     undone. Unlike repacking (planner/repack.py), which refills exactly the GPUs
     the job held and keeps the victims, they may go anywhere and evict what they
     may: the tier's GPUs stay the same and item 3 grows, so the plan ranks higher
-    whatever the cost (item 4). On the 256-node benchmark cluster an LNS round
-    placed an 8-node gang of priority 11 whose 64 GPUs eight single-node jobs of
-    priority 13-79 could use, one of them only on an H200 node that another job
-    held: no exact refill (section 2a). Starts only when ``deadline`` leaves the
+    whatever the cost (item 4). For example, an LNS round can place an 8-node gang
+    of priority 11 whose 64 GPUs eight single-node jobs of priority 13-79 could use,
+    one of them only on an H200 node that another job holds: no exact refill
+    (section 2a). Starts only when ``deadline`` leaves the
     time to set up the search (``SETUP_S_PER_RUNNING`` per running job), and stops
     at it or after ``tries`` tried swaps and moves (deterministic)."""
     if deadline is not None and (time.perf_counter() + SETUP_S_PER_RUNNING

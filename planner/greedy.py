@@ -670,8 +670,7 @@ class GreedyPlanner:
         (the lowest left out: :meth:`_together` tried it), :meth:`_together` on the
         options whose tightest cap is at least t; the cheapest n found. Only a
         rescue: where :meth:`_together` finds nodes, the cheaper nodes found here
-        would spend storm budget that the jobs after the gang need (the A/B test
-        in docs/benchmarks-history.md, session 15)."""
+        would spend storm budget that the jobs after the gang need."""
         if len(options) <= n:
             return None
         tight = [self._tightest_cap(o[3]) for o in options]

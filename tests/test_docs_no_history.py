@@ -30,8 +30,6 @@ PATTERNS = {
 # (test_the_exclusions_are_still_needed says when).
 EXCLUDED = {
     "docs/simulation.md": "being rewritten",
-    "planner/cpsat.py": "comments cite docs/benchmarks-history.md and a session",
-    "planner/greedy.py": "a docstring cites docs/benchmarks-history.md, session 15",
 }
 
 
