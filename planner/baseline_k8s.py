@@ -52,14 +52,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from planner import topology as topo
-from planner.greedy import GreedyPlanner, _ClassHeap, _State
+from planner.greedy import GreedyPlanner, ShapeHeap, GreedyState
 from planner.problem import PendingInfo, Problem
 
 _TIER_SPAN = 4 * 10**9  # more than the range of in-tier priorities (+-10^9)
 _SHIFT = 2 * 10**9  # makes every pod's priority positive (upstream adds 2^31)
 
 
-def _ts(t: datetime | None) -> float:
+def time_key(t: datetime | None) -> float:
     """Epoch seconds, unset = later than anything."""
     return t.timestamp() if t is not None else math.inf
 
@@ -85,13 +85,13 @@ class PerNodeBaseline(GreedyPlanner):
         # a node's option depends only on the node's state and the job's shape:
         # kept per shape and node until the node changes (see _current)
         self._kept: dict[tuple, dict[int, tuple[int, NodeOption | None]]] = {}
-        self._queues: dict[tuple, _ClassHeap] = {}
+        self._queues: dict[tuple, ShapeHeap] = {}
 
     # -- hooks ----------------------------------------------------------------------
     def queue(self) -> list[PendingInfo]:
         """Pending jobs in scheduling order (jobs in backoff, R9, left out)."""
         def key(p: PendingInfo) -> tuple:
-            return (p.job.tier, -p.job.priority, _ts(p.job.submitted_at), p.job.id)
+            return (p.job.tier, -p.job.priority, time_key(p.job.submitted_at), p.job.id)
 
         return sorted((p for p in self.p.pending.values() if p.held_until is None), key=key)
 
@@ -106,20 +106,20 @@ class PerNodeBaseline(GreedyPlanner):
         raise NotImplementedError
 
     # -- options --------------------------------------------------------------------
-    def free_option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
+    def free_option(self, st: GreedyState, info: PendingInfo, ni: int) -> NodeOption | None:
         """The job's option on node ``ni`` without victims: the GPUs available to it
         (free, or freed this tick by victims of tiers it may preempt) if it fits."""
-        base = self._avail(st, info, ni)
-        if self._fits(ni, base, info):  # GPUs chosen only if this node is picked
+        base = self.available(st, info, ni)
+        if self.fits(ni, base, info):  # GPUs chosen only if this node is picked
             return NodeOption(ni, (), None, base.bit_count() - info.job.gpus_per_node, base)
         return None
 
-    def option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
+    def option(self, st: GreedyState, info: PendingInfo, ni: int) -> NodeOption | None:
         """The job's option on node ``ni``: available GPUs if it fits, else victims."""
         free = self.free_option(st, info, ni)
         if free is not None:
             return free
-        base = self._avail(st, info, ni)
+        base = self.available(st, info, ni)
         if not info.rights:
             return None
         cands = [v for v in self.by_node.get(ni, ())
@@ -141,10 +141,10 @@ class PerNodeBaseline(GreedyPlanner):
 
     def _option(self, info: PendingInfo, ni: int, avail: int,
                 victims: tuple[str, ...]) -> NodeOption:
-        mask = self._gpus(info, ni, avail)
+        mask = self.best_fit_gpus(info, ni, avail)
         return NodeOption(ni, victims, mask, avail.bit_count() - info.job.gpus_per_node, avail)
 
-    def _gpus(self, info: PendingInfo, ni: int, avail: int) -> int:
+    def best_fit_gpus(self, info: PendingInfo, ni: int, avail: int) -> int:
         """The GPUs ``topology.best_fit`` picks for one shard among ``avail``."""
         mask = topo.layout_best_fit(self.p.nodes[ni].layout, avail, info.job.gpus_per_node,
                                     info.need_nvlink)
@@ -152,18 +152,18 @@ class PerNodeBaseline(GreedyPlanner):
         return mask
 
     def _mask(self, info: PendingInfo, o: NodeOption) -> int:
-        return o.mask if o.mask is not None else self._gpus(info, o.ni, o.avail)
+        return o.mask if o.mask is not None else self.best_fit_gpus(info, o.ni, o.avail)
 
     def option_key(self, o: NodeOption) -> tuple:
         return (len(o.victims), self.victims_key(o.victims), o.leftover,
                 self.p.nodes[o.ni].node.id)
 
-    def _allowed(self, st: _State, new: list[str]) -> bool:
+    def limits_allow(self, st: GreedyState, new: list[str]) -> bool:
         """The storm limit (R11/R12) and the budgets (R13) hold with ``new`` added."""
-        return not new or (self._storm_ok(st, new) and self._budget_ok(st, new))
+        return not new or self.within_limits(st, new)
 
     # -- the options of a job shape ---------------------------------------------------
-    def _current(self, st: _State, info: PendingInfo, ni: int,
+    def _current(self, st: GreedyState, info: PendingInfo, ni: int,
                  kept: dict[int, tuple[int, NodeOption | None]]) -> NodeOption | None:
         """:meth:`option`, kept until node ni changes (its version in the state)."""
         ver = st.version.get(ni, 0)
@@ -177,14 +177,14 @@ class PerNodeBaseline(GreedyPlanner):
         """What a node's option depends on besides the node: the job's shape and rights."""
         return (info.job.gpus_per_node, info.need_nvlink, info.rights)
 
-    def _ranked(self, st: _State, info: PendingInfo) -> list[NodeOption]:
+    def _ranked(self, st: GreedyState, info: PendingInfo) -> list[NodeOption]:
         """Every candidate node's option, best first (``option_key``)."""
         kept = self._kept.setdefault(self._shape(info), {})
         out = [o for ni in info.candidates if (o := self._current(st, info, ni, kept)) is not None]
         out.sort(key=self.option_key)
         return out
 
-    def _best_allowed(self, st: _State, info: PendingInfo) -> NodeOption | None:
+    def _best_allowed(self, st: GreedyState, info: PendingInfo) -> NodeOption | None:
         """The first option of :meth:`_ranked` that the storm limit and the budgets
         allow, from a lazy heap per job shape: only nodes changed since the shape's
         last job are scored again (from the state's change log). An option they do
@@ -197,7 +197,7 @@ class PerNodeBaseline(GreedyPlanner):
         qkey = (*shape, id(info.candidates), self.placing_exempt)
         q = self._queues.get(qkey)
         if q is None:
-            q = self._queues[qkey] = _ClassHeap(
+            q = self._queues[qkey] = ShapeHeap(
                 members=frozenset(info.candidates))
             todo: list[int] = info.candidates
         else:
@@ -209,31 +209,31 @@ class PerNodeBaseline(GreedyPlanner):
                 heapq.heappush(q.heap, (self.option_key(o), st.version.get(ni, 0), o))
         while q.heap:
             _key, ver, o = q.heap[0]
-            if ver == st.version.get(o.ni, 0) and self._allowed(st, list(o.victims)):
+            if ver == st.version.get(o.ni, 0) and self.limits_allow(st, list(o.victims)):
                 return o  # stays: placing the job changes the node, which makes it stale
             heapq.heappop(q.heap)
         return None
 
     # -- placing one job ------------------------------------------------------------
-    def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
+    def place(self, st: GreedyState, info: PendingInfo) -> list[tuple[int, int]] | None:
         self.placing(info)
         if info.job.nodes == 1:
             o = self._best_allowed(st, info)
             if o is None:
                 return None
-            self._evict(st, list(o.victims))
-            return [(o.ni, self._commit(st, o.ni, self._mask(info, o)))]
+            self.evict(st, list(o.victims))
+            return [(o.ni, self.commit(st, o.ni, self._mask(info, o)))]
         options = self._ranked(st, info)
         groups: dict[tuple, list[NodeOption]] = {}
         for o in options:
-            groups.setdefault(self._group_key(info, o.ni), []).append(o)
+            groups.setdefault(self.group_key(info, o.ni), []).append(o)
         best: tuple[tuple, list[NodeOption], list[str]] | None = None
         for gkey in sorted(groups, key=str):
             chosen: list[NodeOption] = []
             new: list[str] = []
             for o in groups[gkey]:
                 extra = [v for v in o.victims if v not in new]
-                if self._allowed(st, new + extra):
+                if self.limits_allow(st, new + extra):
                     chosen.append(o)
                     new += extra
                     if len(chosen) == info.job.nodes:
@@ -246,11 +246,11 @@ class PerNodeBaseline(GreedyPlanner):
         if best is None:
             return None
         _score, chosen, new = best
-        self._evict(st, new)
-        return [(o.ni, self._commit(st, o.ni, self._mask(info, o))) for o in chosen]
+        self.evict(st, new)
+        return [(o.ni, self.commit(st, o.ni, self._mask(info, o))) for o in chosen]
 
-    def _commit(self, st: _State, ni: int, mask: int) -> int:
-        self._use(st, ni, mask)  # also marks the node changed for the kept options
+    def commit(self, st: GreedyState, ni: int, mask: int) -> int:
+        self.occupy(st, ni, mask)  # also marks the node changed for the kept options
         return mask
 
 
@@ -269,7 +269,7 @@ class K8sPlanner(PerNodeBaseline):
         key = self._importance.get(v)
         if key is None:
             job = self.p.running[v].job
-            key = self._importance[v] = (job.tier, -job.priority, _ts(job.started_at), v)
+            key = self._importance[v] = (job.tier, -job.priority, time_key(job.started_at), v)
         return key
 
     def victims_on_node(self, info: PendingInfo, ni: int, base: int,
@@ -277,11 +277,11 @@ class K8sPlanner(PerNodeBaseline):
         avail = base
         for v in cands:
             avail |= masks[v]
-        if not self._fits(ni, avail, info):
+        if not self.fits(ni, avail, info):
             return None
         victims = []
         for v in sorted(cands, key=self.importance):  # reprieve, most important first
-            if self._fits(ni, avail & ~masks[v], info):
+            if self.fits(ni, avail & ~masks[v], info):
                 avail &= ~masks[v]
             else:
                 victims.append(v)
@@ -310,6 +310,6 @@ class K8sPlanner(PerNodeBaseline):
             return (0, (), 0, 0, 0, o.leftover, node)
         top = self.victims_key(o.victims)
         best = [v for v in o.victims if self.victims_key((v,)) == top]
-        earliest = min(_ts(self.p.running[v].job.started_at) for v in best)
+        earliest = min(time_key(self.p.running[v].job.started_at) for v in best)
         return (1, top, sum(self._scalar(v) for v in o.victims), len(o.victims), -earliest,
                 o.leftover, node)

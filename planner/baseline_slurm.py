@@ -67,8 +67,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from planner.baseline_k8s import NodeOption, PerNodeBaseline, _ts
-from planner.greedy import _State
+from planner.baseline_k8s import NodeOption, PerNodeBaseline, time_key
+from planner.greedy import GreedyState
 from planner.problem import PendingInfo, Problem
 
 _MAX_NODES = 0xFFFF  # the plugins cap the node count they add to the key at 16 bits
@@ -111,30 +111,30 @@ class SlurmPlanner(PerNodeBaseline):
         self.order = sorted((v for v, info in problem.running.items() if info.evictable),
                             key=self.preempt_key)
         self._usable: dict[int, frozenset[int]] = {}
-        self._by_rights: dict[tuple, tuple[_State, list[tuple[str, tuple[int, ...]]]]] = {}
+        self._by_rights: dict[tuple, tuple[GreedyState, list[tuple[str, tuple[int, ...]]]]] = {}
         self._stale: dict[tuple, int] = {}  # entries of _by_rights seen to be no candidates
-        self._alone: dict[tuple[str, bool], tuple[_State, int, bool]] = {}
+        self._alone: dict[tuple[str, bool], tuple[GreedyState, int, bool]] = {}
         self._base_avail: dict[int, int] = {}  # see _base
 
     def preempt_key(self, v: str) -> tuple:
         """The preempt plugin's sort key (smaller is preempted first), then
         submission order and id for equal keys."""
         job = self.p.running[v].job
-        ties = (_ts(job.submitted_at), v)
+        ties = (time_key(job.submitted_at), v)
         if self.youngest_first:
             started = job.started_at.timestamp() if job.started_at is not None else -math.inf
             return (-started, *ties)
         return (-job.tier, min(job.nodes, _MAX_NODES), *ties)
 
     # -- PerNodeBaseline hooks: only options without victims go through them ---------
-    def option(self, st: _State, info: PendingInfo, ni: int) -> NodeOption | None:
+    def option(self, st: GreedyState, info: PendingInfo, ni: int) -> NodeOption | None:
         return self.free_option(st, info, ni)
 
     def victims_key(self, victims: tuple[str, ...]) -> tuple:
         return ()
 
     # -- placing one job ------------------------------------------------------------
-    def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
+    def place(self, st: GreedyState, info: PendingInfo) -> list[tuple[int, int]] | None:
         parts = super().place(st, info)  # without preempting (also calls placing())
         if parts is not None or not info.rights:
             return parts
@@ -147,15 +147,15 @@ class SlurmPlanner(PerNodeBaseline):
             if found is None:
                 return None
             parts, victims = found
-            if self._allowed(st, victims):
-                self._evict(st, victims)
-                return [(ni, self._commit(st, ni, mask)) for ni, mask in parts]
+            if self.limits_allow(st, victims):
+                self.evict(st, victims)
+                return [(ni, self.commit(st, ni, mask)) for ni, mask in parts]
             # together they break a limit Slurm does not know: skip their nodes
             usable = usable - {ni for ni, mask in parts
                                if any(self.vmask.get((v, ni), 0) & mask for v in victims)}
         return None
 
-    def _run_now(self, st: _State, info: PendingInfo, usable: frozenset[int]
+    def _run_now(self, st: GreedyState, info: PendingInfo, usable: frozenset[int]
                  ) -> tuple[list[tuple[int, int]], list[str]] | None:
         """cons_tres's search with preemption: (the job's nodes and GPUs, its victims),
         or None if it does not fit even with every candidate removed."""
@@ -193,7 +193,7 @@ class SlurmPlanner(PerNodeBaseline):
                    if any(self.vmask.get((v, ni), 0) & mask for ni, mask in parts)]
         return parts, victims
 
-    def _ordered(self, st: _State, info: PendingInfo, usable: frozenset[int] | None
+    def _ordered(self, st: GreedyState, info: PendingInfo, usable: frozenset[int] | None
                  ) -> tuple[tuple, list[tuple[str, tuple[int, ...]]]]:
         """The global order restricted to the tiers the job may preempt, with each
         job's nodes; with ``usable`` (all the job's candidate nodes) also to the jobs
@@ -221,7 +221,7 @@ class SlurmPlanner(PerNodeBaseline):
         self._stale[key] = 0
         return key, got
 
-    def _alone_ok(self, st: _State, v: str) -> bool:
+    def _alone_ok(self, st: GreedyState, v: str) -> bool:
         """Would evicting ``v`` alone, with this tick's victims, keep R11-R13 and R15?
         Kept until the victims change; a refusal is final (loads and counts only
         grow while a plan is built)."""
@@ -229,11 +229,11 @@ class SlurmPlanner(PerNodeBaseline):
         hit = self._alone.get(key)
         if hit is not None and hit[0] is st and (not hit[2] or hit[1] == st.epoch):
             return hit[2]
-        ok = self._allowed(st, [v])
+        ok = self.limits_allow(st, [v])
         self._alone[key] = (st, st.epoch, ok)
         return ok
 
-    def _start(self, st: _State, info: PendingInfo, usable: frozenset[int]
+    def _start(self, st: GreedyState, info: PendingInfo, usable: frozenset[int]
                ) -> dict[tuple, set[int]]:
         """For a gang, the nodes where a shard fits before any candidate is removed,
         per group (and the GPUs available on every usable node, in ``base``)."""
@@ -241,19 +241,19 @@ class SlurmPlanner(PerNodeBaseline):
         gpn = info.job.gpus_per_node
         for ni in usable:
             a = self._base(st, info, ni)
-            if a.bit_count() >= gpn and self._fits(ni, a, info):
-                fitting.setdefault(self._group_key(info, ni), set()).add(ni)
+            if a.bit_count() >= gpn and self.fits(ni, a, info):
+                fitting.setdefault(self.group_key(info, ni), set()).add(ni)
         return fitting
 
-    def _base(self, st: _State, info: PendingInfo, ni: int) -> int:
+    def _base(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
         """The GPUs available to the job on node ni before any candidate is removed
         (kept for the passes of one search)."""
         a = self._base_avail.get(ni)
         if a is None:
-            a = self._base_avail[ni] = self._avail(st, info, ni)
+            a = self._base_avail[ni] = self.available(st, info, ni)
         return a
 
-    def _simulate(self, st: _State, info: PendingInfo, usable: frozenset[int],
+    def _simulate(self, st: GreedyState, info: PendingInfo, usable: frozenset[int],
                   cands: _Candidates, start: dict[tuple, set[int]] | None
                   ) -> tuple[int, list[tuple[int, int]]] | None:
         """Remove the candidates in list order until the job fits: (the index of the
@@ -272,15 +272,15 @@ class SlurmPlanner(PerNodeBaseline):
                     continue
                 a = avail.get(ni)
                 a = avail[ni] = (self._base(st, info, ni) if a is None else a) | m
-                if a.bit_count() >= gpn and self._fits(ni, a, info):  # (count first: fast)
+                if a.bit_count() >= gpn and self.fits(ni, a, info):  # (count first: fast)
                     new.append(ni)
             if new and fitting is None:
                 ni = min(new, key=lambda n: self._fit_key(info, n, avail[n]))
-                return i, [(ni, self._gpus(info, ni, avail[ni]))]
+                return i, [(ni, self.best_fit_gpus(info, ni, avail[ni]))]
             if new and fitting is not None:
                 groups = set()
                 for ni in new:
-                    g = self._group_key(info, ni)
+                    g = self.group_key(info, ni)
                     fitting.setdefault(g, set()).add(ni)
                     groups.add(g)
                 full = sorted((g for g in groups if len(fitting[g]) >= need), key=str)
@@ -288,7 +288,7 @@ class SlurmPlanner(PerNodeBaseline):
                     def key(n: int) -> tuple:
                         return self._fit_key(info, n, avail.get(n, self._base(st, info, n)))
                     nodes = sorted(sorted(fitting[full[0]], key=key)[:need])
-                    return i, [(ni, self._gpus(info, ni, avail.get(ni, self._base(st, info, ni))))
+                    return i, [(ni, self.best_fit_gpus(info, ni, avail.get(ni, self._base(st, info, ni))))
                                for ni in nodes]
             i += 1
         return None

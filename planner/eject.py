@@ -283,7 +283,7 @@ class _Ejector:
     def _out(self, j: str, parts: list[tuple[int, int]], drop: list[str]) -> None:
         """Give back a job's GPUs and un-evict ``drop`` (victims no one else uses)."""
         for x, (ni, m) in enumerate(parts):
-            self.g._release(self.st, ni, m, drop if x == 0 else [])
+            self.g.release(self.st, ni, m, drop if x == 0 else [])
 
     def _leave(self, k: str) -> tuple:
         """Take placed job k out, with the victims only it used; an undo record."""
@@ -324,9 +324,9 @@ class _Ejector:
                 self._out(j, parts, self.use.unused(victims))
             else:  # back in, with its victims
                 self.g.placing(self.p.pending[j])
-                self.g._evict(self.st, victims)
+                self.g.evict(self.st, victims)
                 for ni, m in parts:
-                    self.g._use(self.st, ni, m)
+                    self.g.occupy(self.st, ni, m)
                 self.placements[j] = parts
                 self._link(j, parts, True)
 
@@ -353,14 +353,14 @@ class _Ejector:
             here = self.on.get(ni)
             if not (here or whole):
                 continue
-            avail = g._avail(self.st, info, ni)
+            avail = g.available(self.st, info, ni)
             layout = self.p.nodes[ni].layout
             for k in here or ():
                 if k not in found and topo.layout_fits(layout, avail | self._held(k, ni),
                                                        gpn, need):
                     found[k] = ni
             if whole:
-                group = g._group_key(info, ni)
+                group = g.group_key(info, ni)
                 for v in g.allowed_victims(self.st, info, ni):
                     avail |= g.vmask[(v, ni)]
                 if topo.layout_fits(layout, avail, gpn, need):
@@ -434,7 +434,7 @@ class _Ejector:
         """Placed job k, which blocks the job on node ni, leaves and the job is placed:
         the undo records, or None (undone) when the job still finds no place."""
         ops = [self._leave(k)]
-        if info.job.nodes == 1 and self.g._node_option(self.st, info, ni) is None:
+        if info.job.nodes == 1 and self.g.node_option(self.st, info, ni) is None:
             self._undo(ops)  # (a quick test: not even where k was)
             return None
         placed = self._place(info)
@@ -511,12 +511,12 @@ class _Ejector:
         g, st, p = self.g, self.st, self.p
         groups: dict[tuple, list[int]] = {}
         for ni in info.candidates:
-            groups.setdefault(g._group_key(info, ni), []).append(ni)
+            groups.setdefault(g.group_key(info, ni), []).append(ni)
         best = None
         for key, nis in groups.items():
             fit, movers = 0, set()
             for ni in nis:
-                avail = g._avail(st, info, ni)
+                avail = g.available(st, info, ni)
                 for k in self.on.get(ni, ()):
                     movers.add(k)
                     avail |= self._held(k, ni)
@@ -598,7 +598,7 @@ class _Ejector:
         g.placing(info)
         need: set[str] = set()
         for ni, m in parts:
-            avail = g._avail(st, info, ni)
+            avail = g.available(st, info, ni)
             rest = m & ~avail
             while rest:
                 low = rest & -rest
@@ -609,11 +609,11 @@ class _Ejector:
                     return False
                 need.add(v)
         new = sorted(need)
-        if new and not (g._storm_ok(st, new) and g._budget_ok(st, new)):
+        if new and not g.within_limits(st, new):
             return False
-        g._evict(st, new)
+        g.evict(st, new)
         for ni, m in parts:
-            g._use(st, ni, m)
+            g.occupy(st, ni, m)
         self.placements[info.job.id] = parts
         self._link(info.job.id, parts, True)
         return True

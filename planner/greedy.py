@@ -34,7 +34,14 @@ from planner.problem import PendingInfo, Problem
 
 
 @dataclass
-class _State:
+class GreedyState:
+    """A plan being built or changed, as the greedy search sees it: which GPUs are
+    still free, whose GPUs this tick's victims leave, the storm loads and the
+    evictions the limits count. Changed only through :class:`GreedyPlanner`'s
+    methods (:meth:`~GreedyPlanner.evict`, :meth:`~GreedyPlanner.occupy`,
+    :meth:`~GreedyPlanner.take_gpus`, :meth:`~GreedyPlanner.release`), which keep
+    the change counters that the planner's memos depend on; read freely."""
+
     free: dict[int, int]  # node idx -> free GPUs not yet used
     freed: dict[int, dict[str, int]] = field(default_factory=dict)  # node -> victim -> mask
     victims: set[str] = field(default_factory=set)
@@ -48,7 +55,7 @@ class _State:
 
 
 @dataclass
-class _ClassHeap:
+class ShapeHeap:
     """Best option per candidate node for one job shape, as a lazy heap: entries
     whose node changed since (version) are skipped; changed nodes are re-scored
     from the state's change log before each query."""
@@ -58,7 +65,7 @@ class _ClassHeap:
     members: frozenset[int] = frozenset()
     # nodes scored "cannot host" because a limit refused their options: they come
     # back when the node changes (the log), or when the limits they face are looser
-    # than then (after _release): their _relief_storages -> their _limits then ->
+    # than then (after release): their _relief_storages -> their _limits then ->
     # nodes; reliefs: the planner's count of falls then (none since: nothing to check)
     dropped: dict[tuple, dict[tuple, list[int]]] = field(default_factory=dict)
     reliefs: int = 0
@@ -131,7 +138,22 @@ class VictimUse:
 
 
 class GreedyPlanner:
-    """Greedy minimum-cost placement, one job at a time."""
+    """Greedy minimum-cost placement, one job at a time.
+
+    :meth:`solve` builds a plan. The ejection moves, the polishing passes and the
+    baselines search and change plans through the public methods below, on a
+    :class:`GreedyState`; each change keeps the state's change counters, so the
+    planner's memoised options stay right:
+
+    - reading: :meth:`available` (the GPUs a job may take on a node), :meth:`fits`,
+      :meth:`allowed_victims`, :meth:`node_option`, :meth:`group_key`,
+      :meth:`victims_order`, and the limits :meth:`storm_ok` (R11/R12),
+      :meth:`budgets_ok` (R13, R15) and :meth:`within_limits` (both);
+    - changing: :meth:`state_of` (the state a finished plan leaves),
+      :meth:`placing` (the job whose victims come next, R15), :meth:`place` (the
+      greedy search for one job), :meth:`evict`, :meth:`occupy`,
+      :meth:`take_gpus`, :meth:`release` and :meth:`ban`.
+    """
 
     name = "greedy"
 
@@ -191,21 +213,21 @@ class GreedyPlanner:
         self._cache: dict[tuple, tuple[int, list]] = {}
         self._rank: dict[str, tuple] = {}  # victim -> its place in victims_order
         self._grouped: dict[tuple, dict[int, tuple]] = {}  # see _grouped_option
-        # loads fall only in _release (re-placing a finished plan's jobs): it counts the
+        # loads fall only in release (re-placing a finished plan's jobs): it counts the
         # times each storage target's load fell, and any victim left when an eviction
         # budget is set; a memo entry of _grouped_option is kept while those of the
         # node's victims' storage targets stay as they were
         self._relief: dict[str | None, int] = {}
-        self._reliefs = 0  # their sum (see _ClassHeap)
+        self._reliefs = 0  # their sum (see ShapeHeap)
         self._limits_memo: dict[tuple, tuple] = {}  # see _limits
         self._node_storages: dict[int, tuple] = {}
-        self._heaps: dict[tuple, _ClassHeap] = {}
+        self._heaps: dict[tuple, ShapeHeap] = {}
         # the snapshot's state, shared by every job shape (see _first_bounds)
         self._free_fits: dict[tuple[int, bool], dict[int, bool]] = {}
         self._least_weight: dict[tuple, dict[int, float]] = {}
 
     # -- availability ---------------------------------------------------------------
-    def _avail(self, st: _State, info: PendingInfo, ni: int) -> int:
+    def available(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
         """The GPUs of node ni the job may take: free ones, and those freed this tick
         by victims of tiers it may preempt (with ``thrash.exempt_if: all``, not those
         of exempt victims when its own tier is not exempt: R15)."""
@@ -221,12 +243,16 @@ class GreedyPlanner:
                     m |= fm
         return m
 
-    def _fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
+    def fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
+        """Does one shard of the job fit on GPUs ``avail`` of node ni (R3: connected
+        when it needs NVLink)?"""
         return topo.layout_fits(self.p.nodes[ni].layout, avail, info.job.gpus_per_node,
                                 info.need_nvlink)
 
-    def _storm_ok(self, st: _State, new: list[str]) -> bool:
-        """R11/R12: every flushing victim's need stays <= max_s under the new loads."""
+    def storm_ok(self, st: GreedyState, new: list[str]) -> bool:
+        """R11/R12: every flushing victim's need stays <= max_s under the new loads
+        with victims ``new`` added. A refusal sets ``storm_rejected`` and adds the
+        storage targets to ``full_storages``."""
         loads: dict[str, float] = {}
         caps: dict[str, float] = {}
         for v in new:
@@ -242,12 +268,21 @@ class GreedyPlanner:
             self.full_storages |= full
         return not full
 
+    def within_limits(self, st: GreedyState, new: list[str]) -> bool:
+        """Do the storm limit (R11/R12) and the eviction budgets (R13, R15) hold with
+        victims ``new`` added to the state's? (A refusal is counted, see
+        :meth:`storm_ok`.)"""
+        return self.storm_ok(st, new) and self.budgets_ok(st, new)
+
     def placing(self, info: PendingInfo) -> None:
         """The job whose options are searched and whose victims are evicted next
         (R15: its tier says whether they are exempt)."""
         self.placing_exempt = self.p.exempt(info.job.tier)
 
-    def _budget_ok(self, st: _State, new: list[str]) -> bool:
+    def budgets_ok(self, st: GreedyState, new: list[str]) -> bool:
+        """R13 and R15: do the eviction budgets of the tick (count, GPU fraction) and
+        the rolling budget (unless every victim is exempt) hold with victims ``new``
+        added? A refusal sets ``budget_rejected``."""
         pol = self.p.policy
         tb = self.p.thrash
         if tb is not None and new and not (self.placing_exempt
@@ -272,7 +307,7 @@ class GreedyPlanner:
                 return False
         return True
 
-    def _eviction_option(self, st: _State, info: PendingInfo, ni: int,
+    def _eviction_option(self, st: GreedyState, info: PendingInfo, ni: int,
                          base: int) -> tuple[float, list[str]] | None:
         """Cheapest victims on node ni (of tiers the job may preempt) that make it fit,
         among those the storm limit and the budgets still allow."""
@@ -284,7 +319,7 @@ class GreedyPlanner:
             hit = (st.version.get(ni, 0), self._options(st, info, ni, base))
             self._cache[key] = hit
         for cost, _n, vs in hit[1]:
-            if self._storm_ok(st, vs) and self._budget_ok(st, vs):
+            if self.within_limits(st, vs):
                 return cost, vs
         return None
 
@@ -314,14 +349,14 @@ class GreedyPlanner:
             w += self.storm_price * vi.flush_gb
         return w
 
-    def allowed_victims(self, st: _State, info: PendingInfo, ni: int) -> list[str]:
+    def allowed_victims(self, st: GreedyState, info: PendingInfo, ni: int) -> list[str]:
         """Node ni's running jobs that the job may still evict: evictable, not yet
         evicted, of a tier it may preempt, not banned (cheapest first)."""
         return [v for v in self.by_node.get(ni, ())
                 if v not in st.victims and self.p.running[v].job.tier in info.rights
                 and v not in self.banned]
 
-    def _options(self, st: _State, info: PendingInfo, ni: int,
+    def _options(self, st: GreedyState, info: PendingInfo, ni: int,
                  base: int) -> list[tuple[float, int, list[str]]]:
         cands = self.allowed_victims(st, info, ni)
         if not cands:
@@ -330,7 +365,7 @@ class GreedyPlanner:
         total = base
         for v in cands:
             total |= masks[v]
-        if not self._fits(ni, total, info):
+        if not self.fits(ni, total, info):
             return []
         contested = self.contested.get(info.job.tier, frozenset())
 
@@ -341,20 +376,20 @@ class GreedyPlanner:
             cands.sort(key=lambda v: (weight(v), v))
         options: list[tuple[float, int, list[str]]] = []
         for v in cands:  # single victims
-            if self._fits(ni, base | masks[v], info):
+            if self.fits(ni, base | masks[v], info):
                 options.append((weight(v), 1, [v]))
         acc, chosen = base, []
         for v in cands:  # cheapest-first augmentation
             acc |= masks[v]
             chosen.append(v)
-            if self._fits(ni, acc, info):
+            if self.fits(ni, acc, info):
                 # drop victims that are not needed, most expensive first
                 for w in sorted(chosen, key=lambda w: -weight(w)):
                     rest = base
                     for x in chosen:
                         if x != w:
                             rest |= masks[x]
-                    if len(chosen) > 1 and self._fits(ni, rest, info):
+                    if len(chosen) > 1 and self.fits(ni, rest, info):
                         chosen.remove(w)
                 options.append((sum(weight(w) for w in chosen), len(chosen), list(chosen)))
                 break
@@ -362,7 +397,10 @@ class GreedyPlanner:
         return options
 
     # -- commit ---------------------------------------------------------------------
-    def _evict(self, st: _State, vs: list[str]) -> None:
+    def evict(self, st: GreedyState, vs: list[str]) -> None:
+        """Evict ``vs``: their GPUs become available to the jobs whose tiers may
+        preempt theirs, their flushes join the storm loads, and they count against
+        the budgets (exempt, R15, when the job being placed is; see :meth:`placing`)."""
         if vs:
             st.epoch += 1
         for v in vs:
@@ -381,8 +419,11 @@ class GreedyPlanner:
                 if self.p.nodes[ni].node.state == "up":
                     st.freed.setdefault(ni, {})[v] = m
 
-    def _take(self, st: _State, info: PendingInfo, ni: int) -> int:
-        avail = self._avail(st, info, ni)
+    def take_gpus(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
+        """Choose the GPUs of one shard of the job on node ni among those available to
+        it (inside one NVLink clique when possible, best fit), occupy them and return
+        their mask. The caller has checked that the shard fits."""
+        avail = self.available(st, info, ni)
         node = self.p.nodes[ni]
         gpn = info.job.gpus_per_node
         mask = None
@@ -394,17 +435,22 @@ class GreedyPlanner:
         if mask is None:
             mask = topo.layout_best_fit(node.layout, avail, gpn, info.need_nvlink)
         assert mask is not None
-        self._use(st, ni, mask)
+        self.occupy(st, ni, mask)
         return mask
 
-    def _group_key(self, info: PendingInfo, ni: int) -> tuple:
+    def group_key(self, info: PendingInfo, ni: int) -> tuple:
+        """The block or NVLink domain of node ni that a gang keeping one must stay in
+        (R2; ``models.rules.gang_group``)."""
         return gang_group(self.p.nodes[ni].node, info.job)
 
-    def _node_option(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
-        """(cost, victims count, leftover GPUs, node id, node idx, victims) or None."""
-        base = self._avail(st, info, ni)
+    def node_option(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+        """The job's best option on node ni in this state: (cost, victims count,
+        leftover GPUs, node id, node idx, victims), on available GPUs when it fits
+        there, else with the cheapest victims that make it fit within the limits;
+        None if there is none."""
+        base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
-        if self._fits(ni, base, info):
+        if self.fits(ni, base, info):
             w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
             return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
         if info.rights:
@@ -415,13 +461,13 @@ class GreedyPlanner:
                 return (opt[0], len(opt[1]), self.victims_order(opt[1]), node_id, ni, opt[1])
         return None
 
-    def _grouped_option(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
-        """:meth:`_node_option` for gangs that keep one block or NVLink domain, which
+    def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+        """:meth:`node_option` for gangs that keep one block or NVLink domain, which
         score every candidate node: kept per job shape and node until the node changes
         (in solve() storm loads and budgets only grow, so a node that could not host
         the shape still cannot; an option with victims is checked against them again).
         Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
-        only in :meth:`_release`; an entry lasts until those its node's victims flush
+        only in :meth:`release`; an entry lasts until those its node's victims flush
         to (or any, with an eviction budget) fall."""
         key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink)
         memo = self._grouped.setdefault(key, {})
@@ -431,10 +477,9 @@ class GreedyPlanner:
         hit = memo.get(ni)
         if hit is not None and hit[0] == ver:
             opt = hit[1]
-            if opt is None or not opt[5] or (self._storm_ok(st, opt[5])
-                                              and self._budget_ok(st, opt[5])):
+            if opt is None or not opt[5] or self.within_limits(st, opt[5]):
                 return opt
-        opt = self._node_option(st, info, ni)
+        opt = self.node_option(st, info, ni)
         memo[ni] = (ver, opt)
         return opt
 
@@ -452,7 +497,7 @@ class GreedyPlanner:
         """How often the loads that node ni's options depend on fell."""
         return tuple(self._relief.get(s, 0) for s in self._relief_storages(ni))
 
-    def _limits(self, st: _State, ss: tuple) -> tuple[float, ...]:
+    def _limits(self, st: GreedyState, ss: tuple) -> tuple[float, ...]:
         """What the options of a node whose _relief_storages are ``ss`` face: the
         evictions so far, and the load and the tightest cap of each of its storage
         targets (rounded: loads are summed again when they fall). Kept until the
@@ -476,14 +521,14 @@ class GreedyPlanner:
                 or any(now[i] < then[i] or now[i + 1] > then[i + 1]
                        for i in range(3, len(now), 2)))
 
-    def _bound(self, st: _State, info: PendingInfo, ni: int) -> tuple | None:
+    def _bound(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
         """A cheap lower bound on a node's option, as a heap entry that sorts before
         any exact option with the same cost (leftover -1, or () where victims are
         needed; victims None); None when the node cannot host the job even by evicting
         every allowed victim."""
-        base = self._avail(st, info, ni)
+        base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
-        if self._fits(ni, base, info):
+        if self.fits(ni, base, info):
             w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
             return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
         if not info.rights:
@@ -497,7 +542,7 @@ class GreedyPlanner:
             return None
         return (min(ws), 1, (), node_id, ni, st.version.get(ni, 0), None)
 
-    def _first_bounds(self, st: _State, info: PendingInfo) -> list[tuple]:
+    def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
         """``_bound`` for every candidate node of a job shape: nodes nothing has
         changed yet (version 0) are answered from tables of the snapshot's state
         shared by every shape, the others one by one."""
@@ -534,7 +579,7 @@ class GreedyPlanner:
                 out.append((least[ni], 1, (), nodes[ni].node.id, ni, 0, None))
         return out
 
-    def _best_nodes(self, st: _State, info: PendingInfo, m: int) -> list[tuple]:
+    def _best_nodes(self, st: GreedyState, info: PendingInfo, m: int) -> list[tuple]:
         """The m best node options for a job (distinct nodes), via the class heap.
 
         Nodes enter the heap with a lower bound and are scored exactly only when
@@ -545,7 +590,7 @@ class GreedyPlanner:
                id(info.candidates))
         ch = self._heaps.get(key)
         if ch is None:
-            ch = _ClassHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
+            ch = ShapeHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
             heapq.heapify(ch.heap)
             ch.pos = len(st.log)
             ch.reliefs = self._reliefs
@@ -570,11 +615,10 @@ class GreedyPlanner:
             ni = e[4]
             if ni in seen or e[5] != st.version.get(ni, 0):
                 continue  # stale: the node changed and was re-scored
-            if e[6] is None or (e[6] and not (self._storm_ok(st, e[6])
-                                                and self._budget_ok(st, e[6]))):
+            if e[6] is None or (e[6] and not self.within_limits(st, e[6])):
                 # a bound, or an option the limits no longer allow: score it now
                 refused = self.refusals
-                opt = self._node_option(st, info, ni)
+                opt = self.node_option(st, info, ni)
                 if opt is not None:
                     heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
                 elif self.refusals != refused:  # (a limit, not the node, said no)
@@ -588,7 +632,10 @@ class GreedyPlanner:
             heapq.heappush(ch.heap, e)
         return [(e[0], e[2], e[4], e[6]) for e in chosen]
 
-    def place(self, st: _State, info: PendingInfo) -> list[tuple[int, int]] | None:
+    def place(self, st: GreedyState, info: PendingInfo) -> list[tuple[int, int]] | None:
+        """Place one job by the greedy search: evict its victims, occupy its GPUs and
+        return its (node idx, GPU mask) parts; None (the state unchanged) when it
+        finds no place."""
         self.placing(info)
         job = info.job
         if not keeps_group(job):
@@ -612,7 +659,7 @@ class GreedyPlanner:
             options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
             groups: dict[tuple, list] = {}
             for o in options:
-                groups.setdefault(self._group_key(info, o[2]), []).append(o)
+                groups.setdefault(self.group_key(info, o[2]), []).append(o)
             # per group (block or NVLink domain) its cheapest nodes whose victims
             # together stay within the storm limit and the budgets; the cheapest
             # group, ties by key. A group's cheapest nodes regardless of the limits
@@ -641,10 +688,10 @@ class GreedyPlanner:
             for v in o[3]:
                 if v not in new:
                     new.append(v)
-        self._evict(st, new)
-        return [(o[2], self._take(st, info, o[2])) for o in chosen]
+        self.evict(st, new)
+        return [(o[2], self.take_gpus(st, info, o[2])) for o in chosen]
 
-    def _together(self, st: _State, options: list, n: int) -> list | None:
+    def _together(self, st: GreedyState, options: list, n: int) -> list | None:
         """The first ``n`` of a gang's node options (best first) whose victims
         together stay within the storm limit (R11/R12) and the budgets (R13), passing
         over those that would break them; None if fewer than n do. (Each option was
@@ -653,7 +700,7 @@ class GreedyPlanner:
         acc: list[str] = []
         for o in options:
             vs = [v for v in o[3] if v not in acc]
-            if vs and not (self._storm_ok(st, acc + vs) and self._budget_ok(st, acc + vs)):
+            if vs and not self.within_limits(st, acc + vs):
                 continue
             picked.append(o)
             acc += vs
@@ -661,7 +708,7 @@ class GreedyPlanner:
                 return picked
         return None
 
-    def _rescued(self, st: _State, options: list, n: int) -> list | None:
+    def _rescued(self, st: GreedyState, options: list, n: int) -> list | None:
         """A gang's last chance when :meth:`_together` found no nodes anywhere.
 
         A storage target's limit is the tightest cap of the victims flushing to it
@@ -702,7 +749,9 @@ class GreedyPlanner:
         return order
 
     def solve(self) -> Decision:
-        st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
+        """The greedy plan: every job of :meth:`queue` placed in turn where
+        :meth:`place` puts it."""
+        st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
         for info in self.queue():
             if not info.candidates:
@@ -715,21 +764,21 @@ class GreedyPlanner:
         return d
 
     # -- re-placing jobs of a finished plan -------------------------------------------
-    def state_of(self, d: Decision) -> _State:
+    def state_of(self, d: Decision) -> GreedyState:
         """The greedy state a decision leaves: GPUs not used, victims' GPUs not used,
         storm loads, tightest caps, evicted GPUs; every node it touches is marked
         changed, so that the heaps score it from this state."""
-        st = _State(free={n.idx: n.free for n in self.p.nodes if n.free})
+        st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         exempt = exempt_victims(self.p, preemptors_of(self.p, d))
         for flag in (True, False):  # R15: the victims of exempt jobs, then the others
             self.placing_exempt = flag
-            self._evict(st, sorted(v for v in d.victims if (v in exempt) == flag))
+            self.evict(st, sorted(v for v in d.victims if (v in exempt) == flag))
         for _j, parts in sorted(d.placements.items()):
             for ni, m in parts:
-                self._use(st, ni, m)
+                self.occupy(st, ni, m)
         return st
 
-    def ban(self, st: _State, vs: set[str]) -> None:
+    def ban(self, st: GreedyState, vs: set[str]) -> None:
         """No option may evict ``vs`` (an empty set lifts the ban); their nodes count
         as changed, so that they are scored again."""
         for v in self.banned ^ vs:
@@ -738,15 +787,16 @@ class GreedyPlanner:
                 st.log.append(ni)
         self.banned = set(vs)
 
-    def _use(self, st: _State, ni: int, mask: int) -> None:
-        """Mark GPUs ``mask`` of node ni as taken by a job."""
+    def occupy(self, st: GreedyState, ni: int, mask: int) -> None:
+        """Mark GPUs ``mask`` of node ni as taken by a job (the caller has checked
+        that they are available to it)."""
         st.free[ni] = st.free.get(ni, 0) & ~mask
         for vid in list(st.freed.get(ni, {})):
             st.freed[ni][vid] &= ~mask
         st.version[ni] = st.version.get(ni, 0) + 1
         st.log.append(ni)
 
-    def _release(self, st: _State, ni: int, mask: int, drop: list[str]) -> None:
+    def release(self, st: GreedyState, ni: int, mask: int, drop: list[str]) -> None:
         """Give back a job's GPUs ``mask`` on node ni and un-evict ``drop`` (victims
         no one else uses): their GPUs are theirs again, their flush load goes."""
         node = self.p.nodes[ni]
@@ -824,20 +874,19 @@ class GreedyPlanner:
             self.placing(info)
             old = placements[j]
             for k, (ni, m) in enumerate(old):  # out with the job and its own victims
-                self._release(st, ni, m, drop if k == 0 else [])
+                self.release(st, ni, m, drop if k == 0 else [])
             # the job's best distinct nodes now; a victim two of them share counts once
             best = self._best_nodes(st, info, info.job.nodes)
             new = sorted({v for _w, _left, _ni, vs in best for v in vs})
             if (len(best) < info.job.nodes
                     or sum(self.p.running[v].cost for v in new) >= saving - 1e-6
-                    or (len(best) > 1 and new and not (self._storm_ok(st, new)
-                                                      and self._budget_ok(st, new)))):
-                self._evict(st, drop)  # put the job and its victims back as they were
+                    or (len(best) > 1 and new and not self.within_limits(st, new))):
+                self.evict(st, drop)  # put the job and its victims back as they were
                 for ni, m in old:
-                    self._use(st, ni, m)
+                    self.occupy(st, ni, m)
                 continue
-            self._evict(st, new)
-            parts = sorted((ni, self._take(st, info, ni)) for _w, _left, ni, _vs in best)
+            self.evict(st, new)
+            parts = sorted((ni, self.take_gpus(st, info, ni)) for _w, _left, ni, _vs in best)
             use.unlink(j)
             use.link(j, parts, st.victims)
             placements[j] = parts

@@ -514,7 +514,7 @@ def _scanning(cls: type) -> type:
         def _best_allowed(self, st, info):
             fresh = [o for ni in info.candidates if (o := self.option(st, info, ni)) is not None]
             fresh.sort(key=self.option_key)
-            return next((o for o in fresh if self._allowed(st, list(o.victims))), None)
+            return next((o for o in fresh if self.limits_allow(st, list(o.victims))), None)
 
     return Scanning
 

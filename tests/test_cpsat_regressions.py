@@ -221,7 +221,7 @@ def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
     by every job shape; they must equal ``_bound`` node by node, for every variant
     (a shortcut that drifted from ``_bound`` would silently change greedy plans)."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, _State, job_order
+    from planner.greedy import GreedyPlanner, GreedyState, job_order
     from planner.problem import build_problem
 
     problem = build_problem(load_snapshot(generate(nodes=48, pending=30, seed=5,
@@ -229,7 +229,7 @@ def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
     shapes = 0
     for kw in ({}, {"spare_lower": True}, {"spare_lower": True, "storm_price": 1e4}):
         g = GreedyPlanner(problem, **kw)
-        st = _State(free={n.idx: n.free for n in problem.nodes if n.free})
+        st = GreedyState(free={n.idx: n.free for n in problem.nodes if n.free})
         order = job_order(problem)
         for k, info in enumerate(order):
             # compare in the state the greedy is in when it meets the job (some nodes
@@ -247,12 +247,12 @@ def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
 def test_grouped_gang_options_equal_fresh_node_options() -> None:
     """Gangs that keep one block score every candidate node; the greedy keeps those
     options per job shape and node until the node changes. Every kept option must
-    equal a fresh ``_node_option`` in the state the greedy is in when it meets the
+    equal a fresh ``node_option`` in the state the greedy is in when it meets the
     gang, for every variant, on a cluster where the storm limit binds hard (grace
     ``max_s`` 60 s, slow storage), so that kept options the limit no longer allows
     are caught."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, _State, job_order
+    from planner.greedy import GreedyPlanner, GreedyState, job_order
     from planner.problem import build_problem
 
     snap = generate(nodes=64, pending=60, seed=3, multinode_share=0.4)
@@ -263,12 +263,12 @@ def test_grouped_gang_options_equal_fresh_node_options() -> None:
     checked = rejected = 0
     for kw in ({}, {"spare_lower": True}, {"spare_lower": True, "storm_price": 1e4}):
         g = GreedyPlanner(problem, **kw)
-        st = _State(free={n.idx: n.free for n in problem.nodes if n.free})
+        st = GreedyState(free={n.idx: n.free for n in problem.nodes if n.free})
         for info in job_order(problem):
             if info.job.nodes > 1 and info.job.same_block:
                 for ni in info.candidates:
                     kept = g._grouped_option(st, info, ni)
-                    assert kept == g._node_option(st, info, ni), (info.job.id, ni)
+                    assert kept == g.node_option(st, info, ni), (info.job.id, ni)
                     checked += 1
             g.place(st, info)
         rejected += g.storm_rejected
@@ -322,7 +322,7 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     taken out again with its victims, the load falls to 0 and n3 and n4 can host
     B's shards again (evict v3, v4)."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, _State, job_order
+    from planner.greedy import GreedyPlanner, GreedyState, job_order
     from planner.problem import build_problem
 
     now = "2026-11-30T08:00:00Z"
@@ -336,7 +336,7 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
             "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
     problem = build_problem(load_snapshot(snap))
     g = GreedyPlanner(problem)
-    st = _State(free={})
+    st = GreedyState(free={})
     a, b = job_order(problem)
     assert g.place(st, a) == [(0, 0xFF), (1, 0xFF)]
     assert st.victims == {"v1", "v2"} and st.loads == {"s": 120.0}
@@ -344,13 +344,13 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     assert g._grouped[key][2][1][5] == ["v3"]  # kept from A's turn, node unchanged
     for ni in (2, 3):
         assert g._grouped_option(st, b, ni) is None
-        assert g._node_option(st, b, ni) is None
+        assert g.node_option(st, b, ni) is None
     assert g.place(st, b) is None
-    # loads fall only in _release (a finished plan's job taken out, as the polishing
+    # loads fall only in release (a finished plan's job taken out, as the polishing
     # and ejection passes do): A leaves and v1, v2 run again. n3 and n4 did not
     # change, but their kept "cannot host" entries must not outlive the fall
-    g._release(st, 0, 0xFF, ["v1", "v2"])
-    g._release(st, 1, 0xFF, [])
+    g.release(st, 0, 0xFF, ["v1", "v2"])
+    g.release(st, 1, 0xFF, [])
     assert st.loads == {"s": 0.0}
     for ni, v in ((2, "v3"), (3, "v4")):
         assert g._grouped_option(st, b, ni)[5] == [v]
@@ -371,7 +371,7 @@ def test_nodes_the_storm_limit_refused_come_back_when_the_load_falls() -> None:
     changed, so the heap must bring back the nodes the limit refused when a load
     falls; it did not, and C stayed out."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, _State
+    from planner.greedy import GreedyPlanner, GreedyState
     from planner.problem import build_problem
 
     nodes = [{"id": f"n{i}", "gpus": 8, "gpu_type": "H200" if i == 4 else "H100",
@@ -385,17 +385,17 @@ def test_nodes_the_storm_limit_refused_come_back_when_the_load_falls() -> None:
             "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
     problem = build_problem(load_snapshot(snap))
     g = GreedyPlanner(problem)
-    st = _State(free={})
+    st = GreedyState(free={})
     a, c, d = (problem.pending[j] for j in "ACD")
     assert g.place(st, d) == [(3, 0xFF)] and g.place(st, a) == [(0, 0xFF)]
     assert st.victims == {"v4", "v1"} and st.loads == {"s": 120.0}
     assert g.place(st, c) is None
-    g._release(st, 3, 0xFF, ["v4"])
+    g.release(st, 3, 0xFF, ["v4"])
     assert st.loads == {"s": 60.0}
     assert g.place(st, c) == [(1, 0xFF)] and st.victims == {"v1", "v2"}
     # a banned victim is no option (ejection's storm relief): C out again, with v2
     # and v3 banned it has no node; the ban lifted, n2 again
-    g._release(st, 1, 0xFF, ["v2"])
+    g.release(st, 1, 0xFF, ["v2"])
     g.ban(st, {"v2", "v3"})
     assert g.place(st, c) is None
     g.ban(st, set())
