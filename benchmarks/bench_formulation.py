@@ -38,8 +38,8 @@ from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from models import load_snapshot
-from planner.assemble import clean
-from planner.cpsat import CpsatModel, _solver
+from planner.model import CpsatModel, make_solver
+from planner.decision import clean
 from planner.generate import generate
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
@@ -60,7 +60,7 @@ def cost_phase_model(nodes: int, pending: int, seed: int) -> tuple[CpsatModel, i
         raise SystemExit(f"expected two phases, the model has {len(phases)}")
     expr, _w = model.phase_expr(phases[0])
     model.m.maximize(expr)
-    solver = _solver(60.0, False, 2, 0, len(model.m.proto.variables), presolve=False)
+    solver = make_solver(60.0, False, 2, 0, len(model.m.proto.variables), presolve=False)
     if solver.solve(model.m) != cp_model.OPTIMAL:
         raise SystemExit("the admission phase was not proven optimal in 60 s")
     for k in phases[0]:
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         model, n_vars = cost_phase_model(args.nodes, args.pending, args.seed)
         rec: dict[str, Any] = {"variables": n_vars,
                                "constraints": len(model.m.proto.constraints)}
-        solver = _solver(args.limit, False, 2, r, n_vars, presolve=True)
+        solver = make_solver(args.limit, False, 2, r, n_vars, presolve=True)
         t = time.perf_counter()
         st = solver.solve(model.m)
         rec["cpsat_s"] = round(time.perf_counter() - t, 3)

@@ -12,7 +12,7 @@ planner's model on this machine, by giving CP-SAT the answer:
    (a) from the hint the planner really has (the greedy plan for the first
    phase, the previous phase's optimum for the next), and (b) from the phase's
    own optimal solution as a complete hint (an oracle). Each is run with the
-   planner's parameters (``planner.cpsat._solver``, 2 workers) and with one
+   planner's parameters (``planner.model.make_solver``, 2 workers) and with one
    worker. After a phase, its items are fixed at their optimal values, as
    ``run_phases`` does.
 
@@ -47,8 +47,8 @@ from bench_formulation import GEN, instance_arguments
 from ortools.sat.python import cp_model
 
 from models import load_snapshot
-from planner.assemble import clean
-from planner.cpsat import ADMISSION_PRESOLVE, CpsatModel, _solver
+from planner.model import ADMISSION_PRESOLVE, CpsatModel, make_solver
+from planner.decision import clean
 from planner.generate import generate
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
@@ -57,7 +57,7 @@ from planner.repack import polish
 
 def _solve(model: CpsatModel, presolve: bool, workers: int, seed: int,
            limit: float) -> tuple[float, str, cp_model.CpSolver]:
-    solver = _solver(limit, False, workers, seed, len(model.m.proto.variables),
+    solver = make_solver(limit, False, workers, seed, len(model.m.proto.variables),
                      presolve=presolve)
     t = time.perf_counter()
     st = solver.solve(model.m)

@@ -62,7 +62,8 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
 def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None, *,
           time_limit_s: float, deterministic: bool, workers: int, planner: str,
           seed: int) -> Plan:
-    from planner.assemble import Decision, assemble
+    from planner.assemble import assemble
+    from planner.decision import Decision
     from planner.problem import build_problem
 
     if planner == "cpsat":  # import OR-Tools before the clock starts (once per process)
@@ -108,7 +109,7 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     if _valid(snap, exact(candidate)):
         return finish(candidate)
     if planner == "cpsat":  # the better greedy plan (CP-SAT's own fallback) comes next
-        from planner.assemble import clean, objective_of
+        from planner.decision import clean, objective_of
         from planner.greedy import GreedyPlanner
 
         best = max((clean(problem, GreedyPlanner(problem, spare_lower=s).solve())

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from planner import topology as topo
-from planner.greedy import GreedyPlanner, ShapeHeap, GreedyState
+from planner.greedy import GreedyPlanner, GreedyState, ShapeHeap
 from planner.problem import PendingInfo, Problem
 
 _TIER_SPAN = 4 * 10**9  # more than the range of in-tier priorities (+-10^9)

@@ -8,18 +8,17 @@ verified like any other); they differ only in how they choose.
 
 from __future__ import annotations
 
+from planner.baseline_k8s import K8sPlanner
+from planner.baseline_slurm import SlurmPlanner
 from planner.greedy import GreedyPlanner
 
 
-def get_baseline(name: str):
+def get_baseline(name: str) -> type[GreedyPlanner]:
+    """The planner class called ``name`` ("greedy", "k8s" or "slurm")."""
     if name == "greedy":
         return GreedyPlanner
     if name == "k8s":
-        from planner.baseline_k8s import K8sPlanner
-
         return K8sPlanner
     if name == "slurm":
-        from planner.baseline_slurm import SlurmPlanner
-
         return SlurmPlanner
     raise ValueError(f"unknown planner {name!r}")

@@ -66,7 +66,7 @@ import time
 
 from models.rules import keeps_group
 from planner import topology as topo
-from planner.assemble import Decision, clean, objective_of
+from planner.decision import Decision, clean, objective_of
 from planner.greedy import GreedyPlanner, VictimUse, job_order
 from planner.problem import PendingInfo, Problem
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from models import Deferred
 from models.rules import gang_group, keeps_group
-from planner.assemble import Decision, exempt_victims, preemptors_of
+from planner.decision import Decision, exempt_victims, preemptors_of
 from planner.problem import PendingInfo, Problem, fmt_duration
 
 
@@ -52,6 +52,11 @@ def _enough(problem: Problem, info: PendingInfo, hosts: Iterable[int]) -> bool:
 def _cache(problem: Problem) -> dict:
     """Per-problem memo: deferred jobs of one shape share their answers."""
     return problem.__dict__.setdefault("_explain_cache", {})
+
+
+def forget(problem: Problem) -> None:
+    """Drop the memo: some answers depend on the decision being explained."""
+    problem.__dict__.pop("_explain_cache", None)
 
 
 def _once(problem: Problem, key: tuple, compute: Callable[[], Any]) -> Any:

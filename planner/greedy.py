@@ -29,7 +29,7 @@ from typing import Any
 
 from models.rules import gang_group, keeps_group
 from planner import topology as topo
-from planner.assemble import Decision, clean, exempt_victims, preemptors_of
+from planner.decision import Decision, clean, exempt_victims, preemptors_of
 from planner.problem import PendingInfo, Problem
 
 

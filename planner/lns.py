@@ -31,7 +31,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from planner.assemble import Decision, clean, exempt_victims, objective_of, preemptors_of
+from planner.decision import Decision, clean, exempt_victims, objective_of, preemptors_of
+from planner.model import MIN_SOLVE_S, BuildTimeout, CpsatModel, run_phases
 from planner.problem import Problem
 
 NEIGHBOURHOOD_NODES = 128  # nodes re-solved per round
@@ -177,8 +178,6 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
     """Re-solve neighbourhoods (of at most ``size`` nodes) in turn until ``deadline``
     (a ``time.perf_counter()`` value) or a pass without improvement; returns the best
     plan found, never worse than ``d``."""
-    from planner.cpsat import MIN_SOLVE_S, BuildTimeout, CpsatModel, run_phases
-
     areas = neighbourhoods(problem, size)
     best, key = d, objective_of(problem, d).key()
     rounds = improved = 0

@@ -42,7 +42,8 @@ from collections import defaultdict
 
 from models.rules import gang_group, keeps_group
 from planner import topology as topo
-from planner.assemble import Decision
+from planner.decision import Decision
+from planner.greedy import GreedyPlanner
 from planner.problem import PendingInfo, Problem
 from planner.topology import mask_to_list as _bits
 
@@ -302,8 +303,6 @@ def cheaper_victims(problem: Problem, d: Decision, deadline: float | None = None
                     ) -> tuple[Decision, str]:
     """The third pass alone (it takes longest: 0.25 s at 4,096 nodes), and what
     changed, in words."""
-    from planner.greedy import GreedyPlanner
-
     if deadline is not None and time.perf_counter() > deadline:
         return d, ""
     d, n = GreedyPlanner(problem).cheaper_placements(d, deadline)

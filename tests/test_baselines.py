@@ -25,8 +25,8 @@ import pytest
 from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.assemble import assemble
-from planner.baselines import get_baseline
 from planner.baseline_slurm import SlurmPlanner
+from planner.baselines import get_baseline
 from planner.generate import generate
 from planner.problem import build_problem
 from planner.verify import verify

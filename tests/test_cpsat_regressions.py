@@ -14,7 +14,7 @@ from planner.verify import verify
 def _greedy_objectives(data: dict[str, Any]) -> tuple[Any, Any]:
     """Objectives of the plain and the spare_lower greedy plans of a snapshot."""
     from models import load_snapshot
-    from planner.assemble import clean, objective_of
+    from planner.decision import clean, objective_of
     from planner.greedy import GreedyPlanner
     from planner.problem import build_problem
 
@@ -107,8 +107,8 @@ def test_storm_priced_greedy_keeps_storm_budget_for_a_second_job() -> None:
     # Optimal: all three jobs (20 tier-1 GPUs) for 800 + 880 + 60 = 1,740 GPU-s; fs
     # flushes 90 GB in 90 s (grace 2 x 90 = 180), fs2 500 GB in 5 s (grace min 60).
     from models import load_snapshot
-    from planner.assemble import clean, objective_of
     from planner.cpsat import STORM_PRICE
+    from planner.decision import clean, objective_of
     from planner.greedy import GreedyPlanner
     from planner.problem import build_problem
 
@@ -195,7 +195,7 @@ def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     # valid. A 1 ms budget is below any floor, so this does not depend on the
     # machine's speed.
     from models import load_snapshot
-    from planner.assemble import clean, objective_of
+    from planner.decision import clean, objective_of
     from planner.greedy import GreedyPlanner
     from planner.problem import build_problem
     from planner.repack import polish
@@ -461,8 +461,7 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     import json
     from pathlib import Path
 
-    import planner.lns
-    from planner import cpsat
+    from planner import cpsat, lns
 
     def no_model(*_a: Any, **_k: Any) -> Any:
         raise cpsat.BuildTimeout
@@ -470,8 +469,8 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
     monkeypatch.setattr(cpsat, "EXTRA_SHARE", 0.0)
     monkeypatch.setattr(cpsat, "CpsatModel", no_model)
-    monkeypatch.setattr(planner.lns, "improve",
-                        lambda problem, d, deadline, **k: planner.lns.LnsResult(d, 0, 0))
+    monkeypatch.setattr(cpsat, "improve",
+                        lambda problem, d, deadline, **k: lns.LnsResult(d, 0, 0))
     monkeypatch.setattr(cpsat, "eject", lambda problem, d, *a, **k: (d, 0))
     monkeypatch.setattr(cpsat, "upgrade", lambda problem, d, *a, **k: (d, 0))
     p = plan(data, time_limit_s=1.0)
@@ -522,27 +521,27 @@ def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
     # variable): too little, so the admission phase gets all 0.1 s less its overhead,
     # and the cost phase is skipped. With 10 s, the admission phase gets 6 s less it.
     from models import load_snapshot
-    from planner import cpsat
-    from planner.assemble import clean
+    from planner import model as cpsat_model
+    from planner.decision import clean
     from planner.greedy import GreedyPlanner
     from planner.problem import build_problem
 
     problem = build_problem(load_snapshot(generate(nodes=32, pending=12, seed=3)))
     hint = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
     limits: list[float] = []
-    real = cpsat._solver
+    real = cpsat_model.make_solver
 
     def spy(time_limit_s: float, *a: Any, **k: Any) -> Any:
         limits.append(time_limit_s)
         return real(time_limit_s, *a, **k)
 
-    monkeypatch.setattr(cpsat, "_solver", spy)
+    monkeypatch.setattr(cpsat_model, "make_solver", spy)
     for remaining, first in ((0.1, 0.1), (10.0, 6.0)):
-        model = cpsat.CpsatModel(problem)
+        model = cpsat_model.CpsatModel(problem)
         assert len(model.phases()) == 2
         overhead = 0.02 + 4e-6 * len(model.m.proto.variables)
         limits.clear()
-        cpsat.run_phases(model, hint, remaining, deterministic=False, workers=1, seed=0)
+        cpsat_model.run_phases(model, hint, remaining, deterministic=False, workers=1, seed=0)
         assert limits[0] == pytest.approx(first - overhead)
 
 
@@ -561,8 +560,8 @@ def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(
     # takes a and J2 evicts w2: 16 tier-1 GPUs, the optimum (L waits; w2 alone,
     # 1,040 GPU-s, the only eviction; fs flushes 300 GB in 30 s).
     from models import load_snapshot
-    from planner.assemble import clean, objective_of
     from planner.cpsat import STORM_PRICE
+    from planner.decision import clean, objective_of
     from planner.greedy import GreedyPlanner
     from planner.problem import build_problem
 

@@ -19,7 +19,8 @@ from snapshot_parts import whole_node_holder as holder
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import Decision, assemble, clean, objective_of
+from planner.assemble import assemble
+from planner.decision import Decision, clean, objective_of
 from planner.eject import _Ejector, eject, upgrade
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem

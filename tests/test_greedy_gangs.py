@@ -31,7 +31,8 @@ from typing import Any
 from snapshot_parts import whole_node_holder as holder
 
 from models import SolverInfo, load_snapshot
-from planner.assemble import assemble, clean, objective_of
+from planner.assemble import assemble
+from planner.decision import clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
 from planner.verify import verify

@@ -18,7 +18,8 @@ import pytest
 import planner.cpsat as cpsat_mod
 from models import load_snapshot
 from planner import plan
-from planner.assemble import Decision, assemble, objective_of
+from planner.assemble import assemble
+from planner.decision import Decision, objective_of
 from planner.generate import generate
 from planner.greedy import GreedyPlanner
 from planner.lns import improve, neighbourhoods, sub_problem
@@ -188,7 +189,7 @@ def test_plan_improves_the_greedy_plan_when_the_whole_model_does_not_fit(
     snap = load_snapshot(data)
     assert verify(snap, p) == []
     problem = build_problem(snap)
-    from planner.assemble import clean
+    from planner.decision import clean
 
     spare = objective_of(problem, clean(problem, GreedyPlanner(problem, spare_lower=True).solve()))
     assert p.solver.status == "LNS" and p.status == "feasible"

@@ -565,7 +565,8 @@ def enumerated_plan(data: dict[str, Any], chosen: Chosen) -> Any:
     """The enumerated placements as a contract plan (through the shared assembly), so
     that the verifier can vouch for the enumeration itself."""
     from models import SolverInfo
-    from planner.assemble import Decision, assemble
+    from planner.assemble import assemble
+    from planner.decision import Decision
     from planner.problem import build_problem
 
     problem = build_problem(load_snapshot(data))

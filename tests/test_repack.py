@@ -19,7 +19,8 @@ from typing import Any
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import Decision, assemble, clean, objective_of
+from planner.assemble import assemble
+from planner.decision import Decision, clean, objective_of
 from planner.greedy import GreedyPlanner
 from planner.problem import build_problem
 from planner.repack import relocate, repack

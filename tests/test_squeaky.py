@@ -13,7 +13,8 @@ import pytest
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import assemble, clean, objective_of
+from planner.assemble import assemble
+from planner.decision import clean, objective_of
 from planner.greedy import GreedyPlanner, squeaky_wheel
 from planner.problem import build_problem
 from planner.verify import verify

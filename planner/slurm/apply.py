@@ -44,7 +44,8 @@ from typing import Any
 from models import InputError
 from planner.slurm.config import SlurmConfig
 from planner.slurm.hostlist import HostlistError, expand
-from planner.slurm.parse import iso, normalize_signal, parse_time
+from planner.slurm.parse import normalize_signal
+from planner.slurm.scalars import iso, parse_time
 from planner.slurm.state import AdapterState
 
 log = logging.getLogger("planner.slurm")

@@ -44,7 +44,6 @@ import re
 import signal as _signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -54,77 +53,8 @@ from models.policy import MAX_GB, MAX_PRIORITY, MAX_SECONDS
 from planner.gpu_models import model_layout
 from planner.slurm.config import SlurmConfig
 from planner.slurm.hostlist import HostlistError, expand
+from planner.slurm.scalars import as_int, iso, num, parse_time, states_of
 from planner.slurm.state import AdapterState
-
-# ----------------------------------------------------------------- scalars
-
-
-def num(value: Any) -> float | None:
-    """A Slurm number in either shape; None when unset or infinite.
-
-    >>> num(5), num({"set": True, "infinite": False, "number": 5}), num({"set": False})
-    (5, 5, None)
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite", False):
-            return None
-        value = value.get("number")
-        if value is None or isinstance(value, bool):
-            return None
-    if isinstance(value, int | float):
-        return value
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def as_int(value: Any, default: int = 0) -> int:
-    n = num(value)
-    return default if n is None else int(n)
-
-
-def states_of(value: Any) -> list[str]:
-    """Job or node state flags, upper case (``"mixed"`` and ``["MIXED"]`` alike)."""
-    if value is None:
-        return []
-    items = [value] if isinstance(value, str) else list(value)
-    out = []
-    for item in items:
-        for part in str(item).replace("+", " ").split():
-            part = re.sub(r"[^A-Za-z_]", "", part).upper()
-            if part:
-                out.append(part)
-    return out
-
-
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> float | None:
-    """Epoch seconds from a number, a Slurm number object or an ISO-8601 string."""
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None
-        try:
-            dt = datetime.fromisoformat(text)
-        except ValueError:
-            try:
-                return float(text)
-            except ValueError:
-                return None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=UTC)
-        return dt.timestamp()
-    n = num(value)
-    return None if n is None or n <= 0 else float(n)
-
 
 # -------------------------------------------------------------------- GRES
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from planner.slurm.apply import ApplyReport, Runner, apply_plan, subprocess_runner
 from planner.slurm.config import SlurmConfig
-from planner.slurm.parse import ParseResult, build_snapshot, iso
+from planner.slurm.parse import ParseResult, build_snapshot
+from planner.slurm.scalars import iso
 from planner.slurm.state import AdapterState
 from planner.trap import atomic_write
 

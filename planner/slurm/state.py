@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner.slurm.scalars import parse_time
+
 EVICTIONS_KEPT_S = 86400.0  # a day: longer than any sensible thrash.window_s
 
 
@@ -77,8 +79,6 @@ class AdapterState:
                          ) -> list[dict[str, Any]]:
         """The evictions of the last ``keep_s`` seconds before ``now`` (epoch), oldest
         first; older ones are forgotten."""
-        from planner.slurm.parse import parse_time
-
         kept = [e for e in self.evictions
                 if (t := parse_time(e["at"])) is not None and now - keep_s <= t]
         self.evictions = kept
