@@ -38,11 +38,11 @@ from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from models import load_snapshot
-from planner.model import CpsatModel, make_solver
-from planner.decision import clean
-from planner.generate import generate
-from planner.greedy import GreedyPlanner
-from planner.problem import build_problem
+from planner.core.decision import clean
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
+from planner.sim.generate import generate
+from planner.solver.model import CpsatModel, make_solver
 
 GEN: dict[str, Any] = {"gpus_per_node": 8, "occupancy": 0.9, "immune_share": 0.25,
                        "multinode_share": 0.1}

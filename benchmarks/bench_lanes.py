@@ -1,10 +1,10 @@
-"""Benchmark: what the second lane (planner/lanes.py) changes in the plans.
+"""Benchmark: what the second lane (planner/solver/lanes.py) changes in the plans.
 
 Random generated clusters of 768-2,048 nodes (seeded), where the whole CP-SAT
 model does not fit in the budget (1 s up to 1,024 nodes, 2 s above), some with a
 tight ``grace.max_s`` so that the storage I/O-storm limit binds. Each cluster is
 planned ``--runs`` times with the second lane and as many times without it
-(``planner.lanes.ENABLED``), alternating which goes first, and the plans are
+(``planner.solver.lanes.ENABLED``), alternating which goes first, and the plans are
 compared lexicographically (``objective_of(...).key()``): per pair of runs, and
 best and worst of the runs. Plans on 2 cores vary from run to run (the machine's
 speed decides how far each step gets), so the report also counts the clusters
@@ -38,8 +38,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from models import load_snapshot
-from planner import lanes, plan
-from planner.generate import generate
+from planner import plan
+from planner.sim.generate import generate
+from planner.solver import lanes
 
 err = Console(stderr=True)
 
@@ -118,7 +119,7 @@ def main() -> None:
             rows.append({**sp, "with_lane": on, "without": off})
             bar.advance(task)
             bar.refresh()  # (no refresh thread, which would keep the lane off)
-            bar.refresh()  # (no refresh thread: see planner/lanes.py)
+            bar.refresh()  # (no refresh thread: see planner/solver/lanes.py)
     lanes.ENABLED = True
     pairs = {"better": 0, "worse": 0, "same": 0}
     best = dict(pairs)

@@ -55,8 +55,8 @@ if str(REPO) not in sys.path:  # run as a script from a checkout
 
 from models import load_snapshot
 from planner import plan
-from planner.generate import generate
-from planner.verify import objective_of, verify
+from planner.checks.verify import objective_of, verify
+from planner.sim.generate import generate
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 BASELINES = ("greedy", "k8s", "slurm")
@@ -263,8 +263,8 @@ def compare(cp_runs: list[dict[str, Any]], cp_sum: dict[str, Any],
 
 def bound_run(snap_dict: dict[str, Any], limit: float, workers: int, seed: int,
               short_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    from planner.cpsat import solve_cpsat
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
+    from planner.solver.cpsat import solve_cpsat
 
     snap = load_snapshot(snap_dict)
     t0 = time.perf_counter()
@@ -306,14 +306,14 @@ def bound_run(snap_dict: dict[str, Any], limit: float, workers: int, seed: int,
 # (label, module, attribute): stages of a CP-SAT plan, timed by wrappers (exclusive
 # wall time: a stage called inside another is subtracted from the outer one)
 STAGES = [
-    ("build_problem", "planner.problem", "build_problem"),
-    ("greedy hint (GreedyPlanner.solve)", "planner.greedy", "GreedyPlanner.solve"),
-    ("model build (CpsatModel)", "planner.cpsat", "CpsatModel.__init__"),
+    ("build_problem", "planner.core.problem", "build_problem"),
+    ("greedy hint (GreedyPlanner.solve)", "planner.heuristics.greedy", "GreedyPlanner.solve"),
+    ("model build (CpsatModel)", "planner.solver.model", "CpsatModel.__init__"),
     ("hint (add_hint calls)", "ortools.sat.python.cp_model", "CpModel.add_hint"),
     ("CP-SAT solve (presolve + search)", "ortools.sat.python.cp_model", "CpSolver.solve"),
-    ("extract solution", "planner.cpsat", "_extract"),
-    ("assemble plan (incl. deferred explanations)", "planner.assemble", "assemble"),
-    ("verify (inside plan)", "planner.verify", "verify"),
+    ("extract solution", "planner.solver.model", "_extract"),
+    ("assemble plan (incl. deferred explanations)", "planner.checks.assemble", "assemble"),
+    ("verify (inside plan)", "planner.checks.verify", "verify"),
 ]
 
 
@@ -438,8 +438,8 @@ def profile_run(snap_dict: dict[str, Any], time_limit: float, workers: int,
     """Three extra CP-SAT plans: one with stage timers, one under cProfile (hot spots;
     its Python times are inflated by the profiler), one as build_problem +
     solve_cpsat(log=True) with the CP-SAT log captured (presolve and search)."""
-    from planner.cpsat import solve_cpsat
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
+    from planner.solver.cpsat import solve_cpsat
 
     out: dict[str, Any] = {}
     snap = load_snapshot(snap_dict)
@@ -719,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
                     prog.update(task, description=f"{nodes} nodes: {name} run {k + 1}/{runs}", refresh=True)
                     rr.append(run_once(snap_dict, name, tl, args.workers, args.seed))
                     prog.advance(task)
-                    prog.refresh()  # (no refresh thread: see planner/lanes.py)
+                    prog.refresh()  # (no refresh thread: see planner/solver/lanes.py)
                 inst["results"][name] = rr
                 inst["summary"][name] = summarise(rr)
             if "cpsat" in inst["summary"]:
@@ -732,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
                 inst["bound"] = bound_run(snap_dict, args.bound_limit, args.workers, args.seed,
                                           inst["results"]["cpsat"])
                 prog.advance(task)
-                prog.refresh()  # (no refresh thread: see planner/lanes.py)
+                prog.refresh()  # (no refresh thread: see planner/solver/lanes.py)
             if args.prove and nodes == args.prove_size:
                 pr = []
                 for k in range(args.prove_runs):
@@ -741,14 +741,14 @@ def main(argv: list[str] | None = None) -> int:
                     pr.append(run_once(snap_dict, "cpsat", args.prove_limit, args.workers,
                                        args.seed + k))
                     prog.advance(task)
-                    prog.refresh()  # (no refresh thread: see planner/lanes.py)
+                    prog.refresh()  # (no refresh thread: see planner/solver/lanes.py)
                 inst["prove"] = {"time_limit_s": args.prove_limit, "runs": pr,
                                  "summary": summarise(pr)}
             if args.profile:
                 prog.update(task, description=f"{nodes} nodes: profile", refresh=True)
                 inst["profile"] = profile_run(snap_dict, tl, args.workers, args.seed)
                 prog.advance(task)
-                prog.refresh()  # (no refresh thread: see planner/lanes.py)
+                prog.refresh()  # (no refresh thread: see planner/solver/lanes.py)
             res["instances"].append(inst)
             Path(args.out).write_text(json.dumps(res, indent=1, default=str))  # partial
         prog.update(task, description="done", refresh=True)

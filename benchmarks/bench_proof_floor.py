@@ -5,14 +5,14 @@ optimal within 0.3 s. This script measures a floor under that time for the
 planner's model on this machine, by giving CP-SAT the answer:
 
 1. The time before any solve, as ``plan()`` spends it (garbage collector
-   paused): problem build, the greedy hint (polished, planner/repack.py), and
+   paused): problem build, the greedy hint (polished, planner/heuristics/repack.py), and
    the model build (median of the runs).
 2. For each lexicographic phase of the model, in order: a reference solve
    (long limit) finds the phase's optimum; then the phase is solved again
    (a) from the hint the planner really has (the greedy plan for the first
    phase, the previous phase's optimum for the next), and (b) from the phase's
    own optimal solution as a complete hint (an oracle). Each is run with the
-   planner's parameters (``planner.model.make_solver``, 2 workers) and with one
+   planner's parameters (``planner.solver.model.make_solver``, 2 workers) and with one
    worker. After a phase, its items are fixed at their optimal values, as
    ``run_phases`` does.
 
@@ -47,12 +47,12 @@ from bench_formulation import GEN, instance_arguments
 from ortools.sat.python import cp_model
 
 from models import load_snapshot
-from planner.model import ADMISSION_PRESOLVE, CpsatModel, make_solver
-from planner.decision import clean
-from planner.generate import generate
-from planner.greedy import GreedyPlanner
-from planner.problem import build_problem
-from planner.repack import polish
+from planner.core.decision import clean
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
+from planner.heuristics.repack import polish
+from planner.sim.generate import generate
+from planner.solver.model import ADMISSION_PRESOLVE, CpsatModel, make_solver
 
 
 def _solve(model: CpsatModel, presolve: bool, workers: int, seed: int,

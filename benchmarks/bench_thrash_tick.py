@@ -1,6 +1,6 @@
 """Benchmark: one big tick with the default policy stays within the rolling eviction budget.
 
-A generated cluster (``planner.generate``: 8-GPU nodes, 90% of GPUs held, the
+A generated cluster (``planner.sim.generate``: 8-GPU nodes, 90% of GPUs held, the
 default tier and NVLink mix, seed 0; 12,500 nodes and 5,000 pending jobs by
 default) is planned with the default policy, whose rolling eviction budget (R15)
 allows ``max(min_evictions, floor(max_fraction x running jobs))`` evictions per
@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 def one(data: dict, time_limit: float, label: str) -> dict:
     from models import load_snapshot
     from planner import plan
-    from planner.problem import build_problem
-    from planner.verify import verify
+    from planner.checks.verify import verify
+    from planner.core.problem import build_problem
 
     snap = load_snapshot(data)
     t0 = time.perf_counter()
@@ -63,7 +63,7 @@ def one(data: dict, time_limit: float, label: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from planner.generate import generate
+    from planner.sim.generate import generate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=12_500)

@@ -35,7 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from models import load_snapshot
 from planner import plan
-from planner.generate import generate
+from planner.sim.generate import generate
 
 err = Console(stderr=True)
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                     key = f"{p.status} ({p.solver.status})"
                     statuses[key] = statuses.get(key, 0) + 1
                     prog.advance(task)
-                    prog.refresh()  # (no refresh thread: see planner/lanes.py)
+                    prog.refresh()  # (no refresh thread: see planner/solver/lanes.py)
                 rows.append({"nodes": nodes, "pending": pending, "time_limit_s": limit,
                              "median_wall_s": round(statistics.median(walls), 3),
                              "max_wall_s": round(max(walls), 3),

@@ -3,7 +3,7 @@
 
 One recogniser for every reader: the loaders of snapshots, plans and policies
 (``models.load``), and the Slurm and Kubernetes adapters, which word the message
-for their own options (``planner/slurm/parse.py``, ``planner/k8s/objects.py``).
+for their own options (``planner/adapters/slurm/parse.py``, ``planner/adapters/k8s/objects.py``).
 """
 
 from __future__ import annotations

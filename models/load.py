@@ -166,7 +166,7 @@ MAX_DOCUMENT_BYTES = 1 << 30  # 1 GiB: a 12,500-node snapshot is about 55 MB
 MAX_DEPTH = 64  # nesting levels of a document (the contract's are at most 6)
 
 
-def _text(data: bytes, where: str) -> str:
+def decode_text(data: bytes, where: str) -> str:
     """The document's text: UTF-8 (a BOM is allowed); anything else is refused with a
     message saying what it looks like (UTF-16/32, binary, another 8-bit encoding)."""
     for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
@@ -191,7 +191,7 @@ def _text(data: bytes, where: str) -> str:
 MAX_REPEATED = 1_000_000  # values YAML aliases may add to a document when expanded
 
 
-def _depth_problem(doc: Any, where: str) -> None:
+def check_depth(doc: Any, where: str) -> None:
     """Refuse a document nested deeper than MAX_DEPTH, one that contains itself (a
     recursive YAML alias), or one whose YAML aliases repeat more than MAX_REPEATED
     values (an "alias bomb": 450 bytes that expand to a billion values). Each shared
@@ -261,7 +261,7 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
                 raise InputError([msg], where) from None
             if not isinstance(doc, dict | list):  # (broken JSON that YAML reads as text)
                 raise InputError([msg], where) from None
-    _depth_problem(doc, where or "document")
+    check_depth(doc, where or "document")
     return doc
 
 
@@ -287,7 +287,7 @@ def read_document(source: str | Path) -> Any:
             raise InputError([f"cannot read file: {exc.strerror or exc}"], name) from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise InputError([f"the document is more than {MAX_DOCUMENT_BYTES:,} bytes"], name)
-    text = _text(data, name)
+    text = decode_text(data, name)
     return parse_document(text, name, yaml_first=name.lower().endswith((".yaml", ".yml")))
 
 

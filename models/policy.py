@@ -18,7 +18,7 @@ DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
     """Strict record: unknown fields are errors (typos must not silently default);
     keys starting with ``_`` are comments and are dropped."""
 
@@ -45,7 +45,7 @@ def _minutes(hhmm: str) -> int:
     return int(h) * 60 + int(m)
 
 
-class Window(_Record):
+class Window(Record):
     """A UTC time window ``[start, end)`` on some days; ``end < start`` wraps past
     midnight (the part after midnight belongs to the listed day)."""
 
@@ -102,7 +102,7 @@ MAX_COUNT = 10**6  # preemptions of a job, evictions per tick
 MAX_FACTOR = 1e3  # backoff factor, grace safety
 
 
-class TierPolicy(_Record):
+class TierPolicy(Record):
     preemptible: bool = Field(False, strict=True)
     min_runtime_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
     can_preempt: list[Annotated[int, Strict()]] = Field(default_factory=list)
@@ -118,7 +118,7 @@ class TierPolicy(_Record):
         return not self.windows or any(w.contains(now) for w in self.windows)
 
 
-class Backoff(_Record):
+class Backoff(Record):
     cooldown_s: float = Field(1800, ge=0, le=MAX_SECONDS, strict=True)
     free_preemptions: int = Field(3, ge=0, le=MAX_COUNT, strict=True)
     factor: float = Field(2.0, ge=1.0, le=MAX_FACTOR, strict=True)
@@ -135,7 +135,7 @@ class Backoff(_Record):
         return float(min(self.max_s, grown))
 
 
-class Grace(_Record):
+class Grace(Record):
     min_s: float = Field(60, ge=0, le=MAX_SECONDS, strict=True)
     max_s: float = Field(180, ge=0, le=MAX_SECONDS, strict=True)
     safety: float = Field(2.0, gt=0, le=MAX_FACTOR, strict=True)
@@ -151,7 +151,7 @@ class Grace(_Record):
         return max(self.min_s, self.safety * (flush_s + barrier_s + cleanup_s))
 
 
-class Thrash(_Record):
+class Thrash(Record):
     """R15, the rolling eviction budget (section 9): at most
     ``max(min_evictions, floor(max_fraction * running jobs))`` evictions per
     ``window_s``, counting the recent ones; victims of jobs of ``exempt_tiers`` are
@@ -211,7 +211,7 @@ NEW_TIER: dict[str, Any] = {"preemptible": False, "min_runtime_s": 0, "can_preem
                             "preempt_after_s": 0}
 
 
-class Policy(_Record):
+class Policy(Record):
     """Contract section 3. Built from a partial dict: ``tiers.N``, ``backoff`` and
     ``grace`` merge field by field over the defaults."""
 

@@ -30,7 +30,7 @@ from models.policy import (
     MAX_SECONDS,
     MIN_GB_PER_S,
     Policy,
-    _Record,
+    Record,
 )
 
 # Implementation limits for times (docs/format.md, "Limits"): room for every hold
@@ -70,19 +70,19 @@ JobState = Literal["running", "pending"]
 Topology = Literal["nvlink", "any"]
 
 
-class Storage(_Record):
+class Storage(Record):
     id: str = Field(min_length=1)
     write_gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S, strict=True)
 
 
-class NvlinkEdges(_Record):
+class NvlinkEdges(Record):
     edges: list[tuple[Annotated[int, Strict()], Annotated[int, Strict()]]]
 
 
 NvlinkSpec = Literal["nvswitch", "none"] | list[list[int]] | NvlinkEdges
 
 
-class Node(_Record):
+class Node(Record):
     id: str = Field(min_length=1)
     gpus: int = Field(ge=1, le=1024, strict=True)
     gpu_type: str | None = None
@@ -95,13 +95,13 @@ class Node(_Record):
     state: NodeState = "up"
 
     def nvlink_raw(self) -> Any:
-        """The ``nvlink`` value in its contract JSON form (for planner.topology)."""
+        """The ``nvlink`` value in its contract JSON form (for planner.core.topology)."""
         if isinstance(self.nvlink, NvlinkEdges):
             return {"edges": [list(e) for e in self.nvlink.edges]}
         return self.nvlink
 
 
-class Checkpoint(_Record):
+class Checkpoint(Record):
     size_gb: float = Field(0, ge=0, le=MAX_GB, strict=True)
     signal: str | None = "SIGTERM"
     barrier_s: float = Field(0, ge=0, le=MAX_SECONDS, strict=True)
@@ -110,7 +110,7 @@ class Checkpoint(_Record):
     last_at: Time | None = None
 
 
-class PlacementPart(_Record):
+class PlacementPart(Record):
     node: str = Field(min_length=1)
     gpus: list[Annotated[int, Strict()]]
 
@@ -124,7 +124,7 @@ class PlacementPart(_Record):
         return v
 
 
-class Job(_Record):
+class Job(Record):
     id: str = Field(min_length=1)
     tier: int = Field(strict=True)
     state: JobState
@@ -157,7 +157,7 @@ class Job(_Record):
         return max(known) if known else None
 
 
-class RecentEviction(_Record):
+class RecentEviction(Record):
     """Section 9: an eviction carried out before ``now`` by whoever runs the ticks (R15)."""
 
     job: str = Field(min_length=1)
@@ -165,7 +165,7 @@ class RecentEviction(_Record):
     gpus: int | None = Field(None, ge=0, le=MAX_COUNT, strict=True)
 
 
-class Snapshot(_Record):
+class Snapshot(Record):
     version: Literal[1] = Field(description="contract version: 1 (required)")
     now: Time
     storage: list[Storage] = Field(default_factory=list)

@@ -62,12 +62,12 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
 def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None, *,
           time_limit_s: float, deterministic: bool, workers: int, planner: str,
           seed: int) -> Plan:
-    from planner.assemble import assemble
-    from planner.decision import Decision
-    from planner.problem import build_problem
+    from planner.checks.assemble import assemble
+    from planner.core.decision import Decision
+    from planner.core.problem import build_problem
 
     if planner == "cpsat":  # import OR-Tools before the clock starts (once per process)
-        importlib.import_module("planner.cpsat")
+        importlib.import_module("planner.solver.cpsat")
     t0 = time.perf_counter()
     snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
         load_snapshot(snapshot, policy=policy)
@@ -94,14 +94,14 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         return p
 
     if planner == "cpsat":
-        from planner.cpsat import solve_cpsat
+        from planner.solver.cpsat import solve_cpsat
 
         left = time_limit_s if deterministic else max(0.05, time_limit_s - (time.perf_counter() - t0))
         result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
                              workers=workers, seed=seed)
         candidate = result
     else:
-        from planner.baselines import get_baseline
+        from planner.heuristics.baselines import get_baseline
 
         decision = get_baseline(planner)(problem).solve()
         candidate = assemble(problem, decision, "feasible",
@@ -109,8 +109,8 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     if _valid(snap, exact(candidate)):
         return finish(candidate)
     if planner == "cpsat":  # the better greedy plan (CP-SAT's own fallback) comes next
-        from planner.decision import clean, objective_of
-        from planner.greedy import GreedyPlanner
+        from planner.core.decision import clean, objective_of
+        from planner.heuristics.greedy import GreedyPlanner
 
         best = max((clean(problem, GreedyPlanner(problem, spare_lower=s).solve())
                     for s in (True, False)), key=lambda d: objective_of(problem, d).key())
@@ -144,8 +144,8 @@ def _scaled(snap: Snapshot, scale: int) -> Snapshot:
 def _free_only(problem: Any) -> Any:
     from dataclasses import replace
 
-    from planner.greedy import GreedyPlanner
-    from planner.problem import PendingInfo
+    from planner.core.problem import PendingInfo
+    from planner.heuristics.greedy import GreedyPlanner
 
     no_rights = {k: PendingInfo(v.job, v.held_until, v.guarded, frozenset(), v.candidates,
                                 v.need_nvlink) for k, v in problem.pending.items()}
@@ -154,7 +154,7 @@ def _free_only(problem: Any) -> Any:
 
 def _valid(snap: Snapshot, p: Plan) -> bool:
     try:
-        from planner.verify import verify
+        from planner.checks.verify import verify
     except ImportError:  # pragma: no cover - verifier is part of the package
         return True
     return not verify(snap, p)

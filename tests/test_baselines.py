@@ -1,5 +1,5 @@
-"""Tests of the Kubernetes-style and Slurm-style baselines (planner/baseline_k8s.py,
-planner/baseline_slurm.py), next to the greedy planner they are compared with.
+"""Tests of the Kubernetes-style and Slurm-style baselines (planner/heuristics/baseline_k8s.py,
+planner/heuristics/baseline_slurm.py), next to the greedy planner they are compared with.
 
 The Kubernetes-style tests follow kube-scheduler's DefaultPreemption
 (pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go,
@@ -24,12 +24,12 @@ import pytest
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import assemble
-from planner.baseline_slurm import SlurmPlanner
-from planner.baselines import get_baseline
-from planner.generate import generate
-from planner.problem import build_problem
-from planner.verify import verify
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.problem import build_problem
+from planner.heuristics.baseline_slurm import SlurmPlanner
+from planner.heuristics.baselines import get_baseline
+from planner.sim.generate import generate
 
 NOW = "2026-11-30T08:00:00Z"  # a Monday
 OLD = "2026-11-30T04:00:00Z"  # 4 h ago: past every tier's min runtime

@@ -24,6 +24,7 @@ from planner.commands.completion import bash_script, places, zsh_script
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "instances" / "example-70b.json"
 SIM = ROOT / "tests" / "data" / "sim"
+TUNE = ROOT / "tests" / "data" / "tune"
 K8S = ROOT / "tests" / "fixtures" / "k8s"
 SLURM = ROOT / "tests" / "fixtures" / "slurm" / "22.05"
 RUN = ["--cluster", str(SIM / "cluster-1node.json"), "--trace", str(SIM / "ping-pong.jsonl"),
@@ -206,6 +207,9 @@ JSON_COMMANDS: dict[tuple[str, ...], Any] = {
     ("whatif",): lambda t: [str(EXAMPLE), "--set", "policy.thrash=null", "--deterministic"],
     ("simulate",): lambda t: [*RUN, "--planner", "greedy"],
     ("compare",): lambda t: [*RUN, "--planners", "greedy,naive", "--out", str(t / "r")],
+    ("tune",): lambda t: ["--cluster", str(TUNE / "cluster-56.yaml"), "--trace",
+                          str(TUNE / "burst.jsonl"), "--space", str(TUNE / "budget-space.yaml"),
+                          "--planner", "greedy", "--days", "0.5", "--out", str(t / "tune")],
     ("k8s", "snapshot"): lambda t: ["--nodes", str(K8S / "nodes.json"), "--pods",
                                     str(K8S / "pods.json"), "--config", str(K8S / "config.yaml"),
                                     "--now", "2026-11-29T08:00:00Z"],

@@ -7,16 +7,16 @@ from typing import Any
 import pytest
 
 from planner import plan
-from planner.generate import generate
-from planner.verify import verify
+from planner.checks.verify import verify
+from planner.sim.generate import generate
 
 
 def _greedy_objectives(data: dict[str, Any]) -> tuple[Any, Any]:
     """Objectives of the plain and the spare_lower greedy plans of a snapshot."""
     from models import load_snapshot
-    from planner.decision import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
+    from planner.core.decision import clean, objective_of
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
 
     pr = build_problem(load_snapshot(data))
     return tuple(objective_of(pr, clean(pr, GreedyPlanner(pr, spare_lower=s).solve()))
@@ -107,10 +107,10 @@ def test_storm_priced_greedy_keeps_storm_budget_for_a_second_job() -> None:
     # Optimal: all three jobs (20 tier-1 GPUs) for 800 + 880 + 60 = 1,740 GPU-s; fs
     # flushes 90 GB in 90 s (grace 2 x 90 = 180), fs2 500 GB in 5 s (grace min 60).
     from models import load_snapshot
-    from planner.cpsat import STORM_PRICE
-    from planner.decision import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
+    from planner.core.decision import clean, objective_of
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+    from planner.solver.cpsat import STORM_PRICE
 
     def victim(jid: str, node: str, gpus: int, size: float, restore: float) -> dict:
         return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": gpus,
@@ -190,15 +190,15 @@ def test_plan_refuses_a_meaningless_budget_or_worker_count(kw: dict, said: str) 
 
 def test_no_time_for_the_model_returns_the_greedy_plan_at_once() -> None:
     # A budget too short to build and solve the model: the planner returns the spare
-    # greedy plan, polished (planner/repack.py), with status fallback and solver
+    # greedy plan, polished (planner/heuristics/repack.py), with status fallback and solver
     # status SKIPPED; it says how much more time CP-SAT would need, and the plan is
     # valid. A 1 ms budget is below any floor, so this does not depend on the
     # machine's speed.
     from models import load_snapshot
-    from planner.decision import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
-    from planner.repack import polish
+    from planner.core.decision import clean, objective_of
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+    from planner.heuristics.repack import polish
 
     data = generate(nodes=32, pending=12, seed=3)
     data["policy"]["thrash"] = None  # no eviction budget (with one, ejection moves run too)
@@ -221,8 +221,8 @@ def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
     by every job shape; they must equal ``_bound`` node by node, for every variant
     (a shortcut that drifted from ``_bound`` would silently change greedy plans)."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, GreedyState, job_order
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner, GreedyState, job_order
 
     problem = build_problem(load_snapshot(generate(nodes=48, pending=30, seed=5,
                                                    multinode_share=0.2)))
@@ -252,8 +252,8 @@ def test_grouped_gang_options_equal_fresh_node_options() -> None:
     ``max_s`` 60 s, slow storage), so that kept options the limit no longer allows
     are caught."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, GreedyState, job_order
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner, GreedyState, job_order
 
     snap = generate(nodes=64, pending=60, seed=3, multinode_share=0.4)
     snap["policy"]["grace"] = {"min_s": 30, "max_s": 60, "safety": 1.0}
@@ -322,8 +322,8 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     taken out again with its victims, the load falls to 0 and n3 and n4 can host
     B's shards again (evict v3, v4)."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, GreedyState, job_order
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner, GreedyState, job_order
 
     now = "2026-11-30T08:00:00Z"
     nodes = [{"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch", "block": "b1" if i < 3 else "b2",
@@ -371,8 +371,8 @@ def test_nodes_the_storm_limit_refused_come_back_when_the_load_falls() -> None:
     changed, so the heap must bring back the nodes the limit refused when a load
     falls; it did not, and C stayed out."""
     from models import load_snapshot
-    from planner.greedy import GreedyPlanner, GreedyState
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner, GreedyState
 
     nodes = [{"id": f"n{i}", "gpus": 8, "gpu_type": "H200" if i == 4 else "H100",
               "nvlink": "nvswitch", "storage": "s"} for i in range(1, 5)]
@@ -406,14 +406,14 @@ def test_a_cluster_of_one_neighbourhood_gets_the_whole_model(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The whole model is skipped for LNS when its solve would be short next to its
     # size (FULL_SOLVE_EXACT_PER_PAIR_S). A cluster of one LNS neighbourhood has no
-    # rounds to run (planner/lns.py), so there the model gets any time worth a solve.
+    # rounds to run (planner/solver/lns.py), so there the model gets any time worth a solve.
     # With the per-pair time set absurdly high, the 16-node bundled instance (one
     # storage target, one neighbourhood) is still solved and proven optimal, with
     # the objective it has without the change: 24 tier-2 and 2 tier-3 GPUs.
     import json
     from pathlib import Path
 
-    from planner import cpsat
+    from planner.solver import cpsat
 
     data = json.loads((Path(__file__).parent.parent / "instances" / "gen-small.json").read_text())
     monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1.0)
@@ -456,12 +456,12 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     # (EXTRA_SHARE = 0), the whole model unbuildable and LNS finding nothing: a
     # baseline's plan (16/97/6 GPUs per tier) beats the greedy plans' 16/93 and is
     # returned, polished, and the detail says so. (Ejection
-    # moves and priority swaps, planner/eject.py, are off: they would admit more
+    # moves and priority swaps, planner/heuristics/eject.py, are off: they would admit more
     # tier-3 jobs, and swap one for a priority value of 6,685.)
     import json
     from pathlib import Path
 
-    from planner import cpsat, lns
+    from planner.solver import cpsat, lns
 
     def no_model(*_a: Any, **_k: Any) -> Any:
         raise cpsat.BuildTimeout
@@ -499,7 +499,7 @@ def test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budge
 
     from ortools.sat.python import cp_model
 
-    from planner import cpsat
+    from planner.solver import cpsat
 
     data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 16)
@@ -521,10 +521,10 @@ def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
     # variable): too little, so the admission phase gets all 0.1 s less its overhead,
     # and the cost phase is skipped. With 10 s, the admission phase gets 6 s less it.
     from models import load_snapshot
-    from planner import model as cpsat_model
-    from planner.decision import clean
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
+    from planner.core.decision import clean
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+    from planner.solver import model as cpsat_model
 
     problem = build_problem(load_snapshot(generate(nodes=32, pending=12, seed=3)))
     hint = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
@@ -560,10 +560,10 @@ def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(
     # takes a and J2 evicts w2: 16 tier-1 GPUs, the optimum (L waits; w2 alone,
     # 1,040 GPU-s, the only eviction; fs flushes 300 GB in 30 s).
     from models import load_snapshot
-    from planner.cpsat import STORM_PRICE
-    from planner.decision import clean, objective_of
-    from planner.greedy import GreedyPlanner
-    from planner.problem import build_problem
+    from planner.core.decision import clean, objective_of
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+    from planner.solver.cpsat import STORM_PRICE
 
     def holder(jid: str, node: str) -> dict:
         return {"id": jid, "tier": 2, "state": "running", "gpus_per_node": 8,
@@ -596,7 +596,7 @@ def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(
     assert admitted(spare_lower=True, **storm) == {"1": 8, "2": 8, "3": 0}
     assert admitted(spare_lower=True, spare_free=False, **storm) == {"1": 16, "2": 0, "3": 0}
     # the planner runs that variant when the storm limit refused a victim and time allows
-    from planner import cpsat
+    from planner.solver import cpsat
 
     seen: list[dict] = []
 
@@ -620,7 +620,7 @@ def test_ejection_gets_at_least_half_the_time_left_before_the_last_pass() -> Non
     # stops at `end`, which keeps CHEAPER_TIMES x the first passes' time for that
     # pass. When those passes were slow, `end` comes before ejection starts (at 4,096
     # nodes, 0.06 s of ejection instead of 0.4 s): it then gets half the time left.
-    from planner.cpsat import EJECT_LEAST_SHARE, eject_deadline
+    from planner.solver.cpsat import EJECT_LEAST_SHARE, eject_deadline
 
     assert EJECT_LEAST_SHARE == 0.5
     assert eject_deadline(10.0, 9.5, 11.0) == 10.5  # end past: half of 1.0 s

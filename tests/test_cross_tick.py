@@ -23,7 +23,7 @@ from test_planner_cases import ALL8, NOW, OLD, pend, run, snap, solve
 
 from models import load_snapshot
 from planner import plan
-from planner.verify import verify
+from planner.checks.verify import verify
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 

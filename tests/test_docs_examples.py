@@ -101,7 +101,7 @@ def _blocks(path: Path, lang: str) -> list[str]:
 def test_the_api_example_answer_is_the_real_one() -> None:
     # docs/api.md: the curl request's body, planned as the service plans it with
     # ?deterministic=true, gives the JSON answer shown (wall_s aside)
-    from planner.service import _plan_job
+    from planner.service.server import _plan_job
 
     doc = ROOT / "docs" / "api.md"
     shell = next(b for b in _blocks(doc, "sh") if "/v1/plan?deterministic=true" in b)

@@ -1,4 +1,4 @@
-"""Ejection moves (planner/eject.py).
+"""Ejection moves (planner/heuristics/eject.py).
 
 A deferred job takes the place of a placed job, which is placed again elsewhere;
 a placed job of a less important tier may instead stay deferred; a move that
@@ -19,13 +19,13 @@ from snapshot_parts import whole_node_holder as holder
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import assemble
-from planner.decision import Decision, clean, objective_of
-from planner.eject import _Ejector, eject, upgrade
-from planner.greedy import GreedyPlanner
-from planner.problem import build_problem
-from planner.repack import repack
-from planner.verify import verify
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.decision import Decision, clean, objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.eject import _Ejector, eject, upgrade
+from planner.heuristics.greedy import GreedyPlanner
+from planner.heuristics.repack import repack
 
 NOW = "2026-11-30T08:00:00Z"
 OLD = "2026-11-30T04:00:00Z"
@@ -147,7 +147,7 @@ def test_the_planner_returns_the_plan_after_ejection(monkeypatch: pytest.MonkeyP
     # The first case through plan(), with the whole model unbuildable and the
     # optional candidates off: every greedy plan places k on n1 and defers j (8
     # tier-2 GPUs); ejection admits j (16), and the detail says so.
-    from planner import cpsat
+    from planner.solver import cpsat
 
     def no_model(*_a: Any, **_k: Any) -> Any:
         raise cpsat.BuildTimeout
@@ -167,7 +167,7 @@ def test_deterministic_mode_counts_tries_not_the_clock(monkeypatch: pytest.Monke
     # The same case in deterministic mode: ejection is bounded by EJECT_TRIES, not by
     # a deadline, so a deadline long past changes nothing and two runs give the same
     # plan; with no tries allowed j stays deferred.
-    from planner import cpsat
+    from planner.solver import cpsat
 
     def no_model(*_a: Any, **_k: Any) -> Any:
         raise cpsat.BuildTimeout
@@ -193,7 +193,7 @@ def test_ejection_never_worsens_nor_breaks_a_rule() -> None:
     # the 126 when this was written).
     from test_planner_properties import random_snapshot  # (tests/ is on sys.path)
 
-    from planner.generate import generate
+    from planner.sim.generate import generate
 
     cases = [random_snapshot(seed) for seed in range(120)]
     for seed in range(6):

@@ -21,7 +21,7 @@ import pytest
 from models import InputError, load_plan, load_snapshot
 from models.load import parse_document
 from planner import plan
-from planner.verify import verify
+from planner.checks.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
@@ -166,7 +166,7 @@ def _json(rel: str) -> Any:
 
 
 def test_mutated_kubectl_lists_are_bad_input_or_plan() -> None:
-    from planner.k8s import build_snapshot, load_config
+    from planner.adapters.k8s import build_snapshot, load_config
 
     cfg = load_config(FIX / "k8s" / "config.yaml")
     now = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -209,8 +209,8 @@ SLURM = [("slurm/22.05/squeue.json", "slurm/22.05/sinfo.json", 1795944887, {
                                                                "23.11-sinfo"])
 def test_mutated_squeue_and_sinfo_are_bad_input_or_plan(squeue: str, nodes: str, now: int,
                                                         cfg: dict[str, Any]) -> None:
-    from planner.slurm.config import config_from_dict
-    from planner.slurm.parse import build_snapshot
+    from planner.adapters.slurm.config import config_from_dict
+    from planner.adapters.slurm.parse import build_snapshot
 
     config = config_from_dict(cfg)
     docs = (_json(squeue), _json(nodes))

@@ -13,7 +13,7 @@ import pytest
 import cli
 from models import Snapshot, load_snapshot
 from models.rules import immune_for_s, in_cooldown
-from planner.generate import CUBE_EDGES, generate, parse_mix, to_json
+from planner.sim.generate import CUBE_EDGES, generate, parse_mix, to_json
 
 
 def _load(**params: object) -> Snapshot:

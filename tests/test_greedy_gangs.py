@@ -1,4 +1,4 @@
-"""Gangs whose best nodes break the storm limit together (planner/greedy.py).
+"""Gangs whose best nodes break the storm limit together (planner/heuristics/greedy.py).
 
 Each node's option is checked alone against the storm limit (R11/R12) and the
 budgets (R13). A gang takes several nodes, and their victims together may still
@@ -31,11 +31,11 @@ from typing import Any
 from snapshot_parts import whole_node_holder as holder
 
 from models import SolverInfo, load_snapshot
-from planner.assemble import assemble
-from planner.decision import clean, objective_of
-from planner.greedy import GreedyPlanner
-from planner.problem import build_problem
-from planner.verify import verify
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.decision import clean, objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
 
 NOW = "2026-11-30T08:00:00Z"
 

@@ -14,7 +14,7 @@ import pytest
 import cli
 from models import InputError, load_plan, load_policy, load_snapshot
 from planner import plan
-from planner.verify import verify
+from planner.checks.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "instances" / "example-70b.json"

@@ -23,7 +23,7 @@ import pytest
 
 from models import Plan, load_snapshot
 from planner import PLANNERS, plan
-from planner.verify import objective_of, verify
+from planner.checks.verify import objective_of, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = sorted(p.stem for p in (ROOT / "instances").glob("*.json"))

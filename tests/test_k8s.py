@@ -17,7 +17,8 @@ import pytest
 
 from cli import main
 from models import InputError, load_plan, load_snapshot
-from planner.k8s import (
+from planner.adapters.gpu_models import model_layout
+from planner.adapters.k8s import (
     K8sConfig,
     binding_objects,
     build_snapshot,
@@ -28,8 +29,7 @@ from planner.k8s import (
     object_list,
     read_meta,
 )
-from planner.gpu_models import model_layout
-from planner.k8s.objects import pod_gpus
+from planner.adapters.k8s.objects import pod_gpus
 
 FIX = Path(__file__).parent / "fixtures" / "k8s"
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -493,7 +493,7 @@ def test_end_to_end_plan_verify_apply(result: Any) -> None:
     planner = pytest.importorskip("planner")
     if not hasattr(planner, "plan"):
         pytest.skip("planner.plan is not available yet")
-    from planner.verify import verify
+    from planner.checks.verify import verify
 
     snap = load_snapshot(result.snapshot)
     plan = planner.plan(snap, time_limit_s=5.0, deterministic=True)
@@ -523,7 +523,7 @@ def test_eviction_events_are_the_history_and_deadlines_the_expected_end(result: 
     # pods of llm/group:pretrain are one eviction), with kube-scheduler's Preempted
     # events (a pod no longer in the cluster keeps its namespace/name) and without
     # other reasons, events of other kinds, or events older than a day.
-    from planner.k8s.apply import event_objects
+    from planner.adapters.k8s.apply import event_objects
 
     plan = load_plan(_hand_plan())
     events = event_objects(plan, result.meta)

@@ -1,4 +1,4 @@
-"""The second lane (planner/lanes.py): Python work in a forked child process.
+"""The second lane (planner/solver/lanes.py): Python work in a forked child process.
 
 The mechanics first (a result, a failure, a late child, a dead child, when lanes
 are allowed), then the planner's use of it: on a cluster where the whole model is
@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from models import load_snapshot
-from planner import cpsat, lanes, plan
-from planner.lanes import Lane
-from planner.verify import verify
+from planner import plan
+from planner.checks.verify import verify
+from planner.solver import cpsat, lanes
+from planner.solver.lanes import Lane
 
 fork_only = pytest.mark.skipif(not lanes.available(2), reason="needs fork and two cores")
 
@@ -86,7 +87,7 @@ def _sigterm_handled() -> str:
 
 @fork_only
 def test_the_child_leaves_sigterm_to_the_parent() -> None:
-    # The Slurm loop (planner/slurm/run.py) traps SIGTERM to stop after its tick; a
+    # The Slurm loop (planner/adapters/slurm/run.py) traps SIGTERM to stop after its tick; a
     # child forked from it must not run that handler (it would log a second stop):
     # it gets the default action back.
     import signal
@@ -283,7 +284,7 @@ def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
     # then has no time, nor has ejection
     import time
 
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
     d, said = cpsat._second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
@@ -302,7 +303,7 @@ def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
     # j: 16 tier-2 GPUs, priority value 240, "the Kubernetes-style baseline's" plan.
     import time
 
-    from planner.problem import build_problem
+    from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
     d, said = cpsat._second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,

@@ -1,4 +1,4 @@
-"""Large-neighbourhood search (planner/lns.py): what a round keeps and frees, that
+"""Large-neighbourhood search (planner/solver/lns.py): what a round keeps and frees, that
 it improves a plan across neighbourhoods, that it never returns a worse or an
 invalid plan, and that ``plan()`` uses it when the whole model does not fit.
 
@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-import planner.cpsat as cpsat_mod
+import planner.solver.cpsat as cpsat_mod
 from models import load_snapshot
 from planner import plan
-from planner.assemble import assemble
-from planner.decision import Decision, objective_of
-from planner.generate import generate
-from planner.greedy import GreedyPlanner
-from planner.lns import improve, neighbourhoods, sub_problem
-from planner.problem import build_problem
-from planner.verify import verify
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.decision import Decision, objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
+from planner.sim.generate import generate
+from planner.solver.lns import improve, neighbourhoods, sub_problem
 
 NOW = "2026-11-30T08:00:00Z"
 OLD = "2026-11-30T04:00:00Z"
@@ -183,13 +183,13 @@ def test_plan_improves_the_greedy_plan_when_the_whole_model_does_not_fit(
     # plan improved by LNS rounds, valid, with solver status LNS. Seed 1's greedy plan
     # can be improved (checked by the assertion on the objective).
     _whole_model_too_slow(monkeypatch)
-    monkeypatch.setattr("planner.lns.NEIGHBOURHOOD_NODES", 32)
+    monkeypatch.setattr("planner.solver.lns.NEIGHBOURHOOD_NODES", 32)
     data = generate(nodes=128, pending=80, seed=1)
     p = plan(data, time_limit_s=20)
     snap = load_snapshot(data)
     assert verify(snap, p) == []
     problem = build_problem(snap)
-    from planner.decision import clean
+    from planner.core.decision import clean
 
     spare = objective_of(problem, clean(problem, GreedyPlanner(problem, spare_lower=True).solve()))
     assert p.solver.status == "LNS" and p.status == "feasible"
@@ -209,7 +209,7 @@ def test_lns_on_a_cluster_of_more_than_two_neighbourhoods_needs_two_whole_rounds
     _whole_model_too_slow(monkeypatch)
     monkeypatch.setattr(cpsat_mod, "ROUND_S", round_s)
     monkeypatch.setattr(cpsat_mod, "NEIGHBOURHOOD_NODES", hood)
-    monkeypatch.setattr("planner.lns.NEIGHBOURHOOD_NODES", hood)
+    monkeypatch.setattr("planner.solver.lns.NEIGHBOURHOOD_NODES", hood)
     data = generate(nodes=128, pending=80, seed=1)
     p = plan(data, time_limit_s=20)
     assert verify(load_snapshot(data), p) == []

@@ -36,7 +36,7 @@ import pytest
 
 from models import load_snapshot
 from planner import plan
-from planner.verify import verify
+from planner.checks.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = "2026-11-30T08:00:00Z"  # a Monday

@@ -35,8 +35,8 @@ from ortools.sat.python import cp_model
 import planner as planner_pkg
 from models import load_snapshot
 from planner import plan
-from planner.generate import generate
-from planner.verify import objective_of, verify
+from planner.checks.verify import objective_of, verify
+from planner.sim.generate import generate
 
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)  # a Monday
 
@@ -565,9 +565,9 @@ def enumerated_plan(data: dict[str, Any], chosen: Chosen) -> Any:
     """The enumerated placements as a contract plan (through the shared assembly), so
     that the verifier can vouch for the enumeration itself."""
     from models import SolverInfo
-    from planner.assemble import assemble
-    from planner.decision import Decision
-    from planner.problem import build_problem
+    from planner.checks.assemble import assemble
+    from planner.core.decision import Decision
+    from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(data))
     d = Decision()

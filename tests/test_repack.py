@@ -1,4 +1,4 @@
-"""Polishing (planner/repack.py).
+"""Polishing (planner/heuristics/repack.py).
 
 Repacking: a placed job's GPUs go to more important deferred jobs of its tier
 only when they use every one of those GPUs, may take them (R7, R10, R3, R2), and
@@ -19,12 +19,12 @@ from typing import Any
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import assemble
-from planner.decision import Decision, clean, objective_of
-from planner.greedy import GreedyPlanner
-from planner.problem import build_problem
-from planner.repack import relocate, repack
-from planner.verify import verify
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.decision import Decision, clean, objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
+from planner.heuristics.repack import relocate, repack
 
 NOW = "2026-11-30T08:00:00Z"
 OLD = "2026-11-30T04:00:00Z"
@@ -143,7 +143,7 @@ def test_the_cpsat_fallback_plan_is_repacked() -> None:
     # With no time for the model, plan() returns the greedy plan after repacking
     # (the first test's snapshot): a and b, priority value 400, not g's 160. (The
     # greedy variant that takes more important jobs first would place a and b at
-    # once, but with so little time it does not run: planner.cpsat.EXTRA_SHARE.)
+    # once, but with so little time it does not run: planner.solver.cpsat.EXTRA_SHARE.)
     snap = _snap([_node("n1"), _node("n2")],
                  [_job("g", 10, nodes=2), _job("a", 20), _job("b", 30), _job("c", 5)])
     p = plan(load_snapshot(snap), time_limit_s=0.01)

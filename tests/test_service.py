@@ -285,7 +285,7 @@ def test_a_request_is_counted_before_its_answer_goes_out(
     # counted (a monitoring probe does; test_metrics did, and failed now and then
     # when the count came after the answer). When the answer starts, the count is
     # there already.
-    from planner import service
+    from planner.service import server as service
 
     seen: list[float] = []
     real = service._Handler.send_response
@@ -382,10 +382,10 @@ def test_serve_cli_rejects_bad_options() -> None:
 
 
 def test_worker_processes_may_use_a_second_lane() -> None:
-    # The request threads of the server rule out the second lane (planner/lanes.py:
+    # The request threads of the server rule out the second lane (planner/solver/lanes.py:
     # no forking with other threads running); the pool's workers, started by a fork
     # server, are single-threaded, non-daemonic processes, where it is allowed.
-    from planner import lanes
+    from planner.solver import lanes
 
     if lanes.cores() < 2:
         pytest.skip("needs two cores")
@@ -593,13 +593,13 @@ def test_an_internal_error_is_500_one_log_line_and_the_service_goes_on(
     # so in one line (the traceback only at DEBUG: it went to stderr by default)
     import logging
 
-    import planner.verify
+    import planner.checks.verify
 
     def boom(*_a: Any, **_k: Any) -> Any:
         raise ZeroDivisionError("division by zero")
 
     plan = request(server, "POST", "/v1/plan?deterministic=true", SNAP)[2]
-    monkeypatch.setattr(planner.verify, "verify", boom)
+    monkeypatch.setattr(planner.checks.verify, "verify", boom)
     with caplog.at_level(logging.INFO, logger="preempt_planner.service"):
         status, _, err = request(server, "POST", "/v1/verify", {"snapshot": SNAP, "plan": plan})
     assert status == 500

@@ -136,7 +136,7 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.3) -> Any:
 
 def cli(c: LocalSlurm, *args: str, timeout: float = 120, check: bool = True
         ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "planner.slurm", *args], env=c.env,
+    proc = subprocess.run([sys.executable, "-m", "planner.adapters.slurm", *args], env=c.env,
                           capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -336,7 +336,7 @@ def test_run_loop_stops_cleanly_on_sigterm(ticked: Scenario) -> None:
     c = ticked.cluster
     plans = ticked.plans / "loop"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planner.slurm", "run", "--interval", "1",
+        [sys.executable, "-m", "planner.adapters.slurm", "run", "--interval", "1",
          "--config", str(ticked.config), "--plan-dir", str(plans)],
         env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

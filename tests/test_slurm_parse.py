@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from models import InputError
-from planner.slurm import apply as sapply
-from planner.slurm.apply import UnsafeId, apply_plan
-from planner.slurm.config import ConfigError, config_from_dict, load_config
-from planner.slurm.hostlist import HostlistError, expand
-from planner.slurm.parse import (
+from planner.adapters.slurm import apply as sapply
+from planner.adapters.slurm.apply import UnsafeId, apply_plan
+from planner.adapters.slurm.config import ConfigError, config_from_dict, load_config
+from planner.adapters.slurm.hostlist import HostlistError, expand
+from planner.adapters.slurm.parse import (
     build_snapshot,
     node_state,
     normalize_signal,
@@ -32,7 +32,7 @@ from planner.slurm.parse import (
     sidecar_reader,
     states_of,
 )
-from planner.slurm.state import AdapterState
+from planner.adapters.slurm.state import AdapterState
 
 FIX = Path(__file__).parent / "fixtures" / "slurm"
 NOW_2205 = 1795944887
@@ -84,7 +84,7 @@ def unsaid(*job_ids: str) -> str:
 
 
 def parse_iso_now(epoch: float) -> str:
-    from planner.slurm.parse import iso
+    from planner.adapters.slurm.parse import iso
 
     return iso(epoch)
 
@@ -753,7 +753,7 @@ def _fake_cluster() -> FakeSlurm:
 
 
 def test_run_loop_ticks_and_writes_plans(tmp_path: Path) -> None:
-    from planner.slurm.run import run_loop
+    from planner.adapters.slurm.run import run_loop
 
     fake = _fake_cluster()
     cfg = cfg_of(**CFG_2205, plan_dir=str(tmp_path), state_file=str(tmp_path / "state.json"))
@@ -768,7 +768,7 @@ def test_run_loop_ticks_and_writes_plans(tmp_path: Path) -> None:
 
 
 def test_run_loop_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
-    from planner.slurm.run import run_loop
+    from planner.adapters.slurm.run import run_loop
 
     fake = _fake_cluster()
     cfg = cfg_of(**CFG_2205)
@@ -784,7 +784,7 @@ def test_run_loop_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_run_loop_survives_a_failing_tick() -> None:
-    from planner.slurm.run import run_loop
+    from planner.adapters.slurm.run import run_loop
 
     def broken(argv: list[str], timeout: float) -> tuple[int, str, str]:
         return 1, "", "slurm_load_jobs error: Unable to contact slurm controller"
@@ -795,7 +795,7 @@ def test_run_loop_survives_a_failing_tick() -> None:
 
 
 def test_cli_snapshot_from_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps(CFG_2205))
@@ -813,7 +813,7 @@ def test_cli_snapshot_from_files(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_cli_apply_dry_run_and_bad_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     # PLAN's now is 1970 (the fake clock); against the real clock that plan is now
     # refused as stale (test_cli_apply_refuses_a_stale_plan), so this one is fresh
@@ -907,7 +907,7 @@ def test_run_keeps_its_evictions_across_a_restart(tmp_path: Path) -> None:
     # its snapshot lists the eviction in recent_evictions (R15), at the time 20 was
     # signalled. Running jobs carry Slurm's EndTime as expected_end_at (R17): the
     # fixture's 525,600 min time limit after the start, 2026-11-29T09:34:23Z.
-    from planner.slurm.run import run_loop
+    from planner.adapters.slurm.run import run_loop
 
     state = tmp_path / "state.json"
     cfg = cfg_of(**CFG_2205, plan_dir=str(tmp_path / "ticks"), state_file=str(state))
@@ -1130,7 +1130,7 @@ def test_manual_path_puts_the_snapshot_warnings_into_the_plan(
     # of jobs squeue does not list (slurm-occupied@cs2 and @cs3). The snapshot file
     # carries its warnings (the contract's optional snapshot.warnings) and plan()
     # copies them into plan.warnings, which slurm apply and a reader see.
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     cfg = tmp_path / "slurm.yaml"
     cfg.write_text(json.dumps({"tiers": {"default": 3}}))
@@ -1162,7 +1162,7 @@ def test_completing_jobs_explain_the_gpus_they_still_hold() -> None:
 def test_tick_puts_the_snapshot_warnings_into_the_plan(tmp_path: Path) -> None:
     # One dry-run tick on the 22.05 fixture without job 19: the written plan's
     # warnings name slurm-occupied@gpu1 (and the other snapshot warnings).
-    from planner.slurm.run import run_loop
+    from planner.adapters.slurm.run import run_loop
 
     fake = FakeSlurm({}, squeue=_without(load("22.05/squeue.json"), 19),
                      nodes=load("22.05/sinfo.json"))
@@ -1178,7 +1178,7 @@ def test_tick_puts_the_snapshot_warnings_into_the_plan(tmp_path: Path) -> None:
 
 def test_cli_snapshot_prints_the_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                           ) -> None:
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     (tmp_path / "c.json").write_text(json.dumps(CFG_2205))
     (tmp_path / "sq.json").write_text(json.dumps(_without(load("22.05/squeue.json"), 19)))
@@ -1247,8 +1247,8 @@ def test_mig_and_pcie_nodes_from_real_slurmrestd_output() -> None:
 
 
 def test_gpu_models_and_their_nvlink_layout() -> None:
-    from planner.gpu_models import AMBIGUOUS, SXM2, model_layout
-    from planner.slurm.parse import contract_gpu_type, mig_profile
+    from planner.adapters.gpu_models import AMBIGUOUS, SXM2, model_layout
+    from planner.adapters.slurm.parse import contract_gpu_type, mig_profile
 
     for names, layout in [
             (["b200"], "nvswitch"), (["gb200"], "nvswitch"), (["nvidia_h100_80gb_hbm3"],
@@ -1348,7 +1348,7 @@ def test_snapshot_refuses_a_config_without_tiers(monkeypatch: pytest.MonkeyPatch
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     # No config at all: every running job would be unmanaged, every pending one left
     # out, the plan empty, exit 0. Now: exit 2 saying what to add.
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     monkeypatch.delenv("PREEMPT_PLANNER_SLURM_CONFIG", raising=False)
     files = ["--squeue-json", str(FIX / "22.05/squeue.json"),
@@ -1372,7 +1372,7 @@ def test_a_document_of_another_tool_is_named_before_the_missing_tier_mapping(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # No config and a kubectl PodList as the job listing: the wrong document is the
     # first thing to fix, so that is what the message says (not the tier mapping)
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     monkeypatch.delenv("PREEMPT_PLANNER_SLURM_CONFIG", raising=False)
     assert main(["snapshot", "--squeue-json", str(FIX.parent / "k8s" / "pods.json"),
@@ -1387,7 +1387,7 @@ def test_snapshot_refuses_a_config_that_maps_none_of_the_jobs(
     # A mapping that matches nothing (a typo, another cluster's partitions): the
     # 22.05 squeue lists 12 GPU jobs, running 19, 20, 25, 26, 27 and pending 21-24,
     # 29, 30, 31, in partitions tier1, tier2, tier3, none of them mapped.
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     (tmp_path / "c.json").write_text(json.dumps({"tiers": {"partitions": {"gpu": 1}}}))
     status = main(["snapshot", "--config", str(tmp_path / "c.json"),
@@ -1400,7 +1400,7 @@ def test_snapshot_refuses_a_config_that_maps_none_of_the_jobs(
 
 
 def test_run_refuses_a_config_without_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner.slurm.run import run_loop
+    from planner.adapters.slurm.run import run_loop
 
     calls: list[list[str]] = []
 
@@ -1487,7 +1487,7 @@ def test_a_document_of_another_tool_is_refused_with_one_message(
 
 def test_cli_refuses_a_foreign_document_with_exit_2(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     (tmp_path / "c.json").write_text(json.dumps(CFG_2205))
     pods = FIX.parent / "k8s/pods.json"
@@ -1508,7 +1508,7 @@ def test_cli_refuses_a_foreign_document_with_exit_2(tmp_path: Path,
 # -------------------------------------------- 4. apply: plan age and re-checks
 
 def test_apply_refuses_a_stale_plan() -> None:
-    from planner.slurm.apply import StalePlan
+    from planner.adapters.slurm.apply import StalePlan
 
     # PLAN was made for t = 1000 (1970-01-01T00:16:40Z); interval_s 30 by default,
     # so max_plan_age_s null means 2 x 30 = 60 s
@@ -1541,7 +1541,7 @@ def test_apply_refuses_a_stale_plan() -> None:
 
 def test_cli_apply_refuses_a_stale_plan(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from planner.slurm.commands import main
+    from planner.commands.slurm import main
 
     (tmp_path / "plan.json").write_text(json.dumps(_plan_document()))  # made in 1970
     assert main(["apply", str(tmp_path / "plan.json"), "--dry-run"]) == 2
@@ -1575,7 +1575,7 @@ def test_cli_apply_prints_each_warning_once(tmp_path: Path) -> None:
 
     def apply(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "planner.slurm", "apply", str(tmp_path / "plan.json"),
+            [sys.executable, "-m", "planner.adapters.slurm", "apply", str(tmp_path / "plan.json"),
              "--force", "--config", str(tmp_path / "c.json"), *extra],
             capture_output=True, text=True, timeout=120, check=False,
             cwd=Path(__file__).resolve().parent.parent)
@@ -1689,7 +1689,7 @@ def test_expected_nodes_of_a_snapshot_merge_pieces_and_skip_synthetic_jobs() -> 
     # what `slurm run` (and `slurm apply --snapshot`) re-check victims against:
     # 22.05-typed job 2 is two pieces (2@gpu1, 2@gpu2), one Slurm job on both nodes;
     # with job 1 cut out, slurm-occupied@gpu1 is no Slurm job and not listed.
-    from planner.slurm.run import expected_nodes
+    from planner.adapters.slurm.run import expected_nodes
 
     res = build_snapshot(_without(load("22.05-typed/squeue.json"), 1),
                          load("22.05-typed/sinfo.json"), cfg_of(tiers={"default": 3}),

@@ -1,4 +1,4 @@
-"""The squeaky-wheel pass (planner.greedy.squeaky_wheel): the greedy plan once
+"""The squeaky-wheel pass (planner.heuristics.greedy.squeaky_wheel): the greedy plan once
 more, with the jobs the first pass deferred placed first within their tier.
 
 Conventions as in test_repack.py: 8-GPU NVSwitch nodes, Monday 2026-11-30 08:00Z,
@@ -13,11 +13,11 @@ import pytest
 
 from models import SolverInfo, load_snapshot
 from planner import plan
-from planner.assemble import assemble
-from planner.decision import clean, objective_of
-from planner.greedy import GreedyPlanner, squeaky_wheel
-from planner.problem import build_problem
-from planner.verify import verify
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.decision import clean, objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner, squeaky_wheel
 
 NOW = "2026-11-30T08:00:00Z"
 
@@ -78,11 +78,11 @@ def test_tiers_keep_their_order_in_the_second_pass() -> None:
 
 
 def test_priority_order_takes_more_important_jobs_first_within_a_tier() -> None:
-    # The order of the priority-first greedy variant (planner.cpsat.PRIORITY_FIRST):
+    # The order of the priority-first greedy variant (planner.solver.cpsat.PRIORITY_FIRST):
     # tiers still go in turn; inside a tier, higher priority first, then larger
     # jobs, then id. Tier 1: a (8 GPUs, priority 1), b (2 GPUs, 5), d (4 GPUs, 5);
     # tier 2: c (8 GPUs, 9). Size order: a, d, b, c. Priority order: d, b, a, c.
-    from planner.greedy import job_order
+    from planner.heuristics.greedy import job_order
 
     snap = _snap([_job("a", 8, tier=1, priority=1), _job("b", 2, tier=1, priority=5),
                   _job("c", 8, tier=2, priority=9), _job("d", 4, tier=1, priority=5)])

@@ -1,4 +1,4 @@
-"""Tests for planner.topology: the four nvlink forms, R3 connectivity, best fit."""
+"""Tests for planner.core.topology: the four nvlink forms, R3 connectivity, best fit."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import networkx as nx
 import pytest
 
-from planner import topology
-from planner.topology import (
+from planner.core import topology
+from planner.core.topology import (
     best_fit,
     canonical_key,
     connected_subsets,

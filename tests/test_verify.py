@@ -1,4 +1,4 @@
-"""Tests of the independent plan verifier (``planner.verify``) and ``preempt-planner verify``.
+"""Tests of the independent plan verifier (``planner.checks.verify``) and ``preempt-planner verify``.
 
 One small story-like cluster (``snapshot()``) with a hand-computed valid plan
 (``valid_plan()``); every test changes one thing and expects the rule it breaks.
@@ -22,7 +22,7 @@ import pytest
 
 import cli
 from models import InputError, load_plan, load_snapshot
-from planner.verify import Violation, is_valid, objective_of, verify
+from planner.checks.verify import Violation, is_valid, objective_of, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = "2026-11-30T08:00:00Z"  # a Monday
@@ -715,7 +715,7 @@ def test_warnings_name_jobs_on_down_nodes():
 
 
 def test_warnings_are_read_as_whole_words():
-    from planner.verify import _mentioned, _mentions
+    from planner.checks.verify import _mentioned, _mentions
 
     texts = ["running job 'job-10' has GPUs on down node(s) n1", "see a.b, x/y and (c+d)"]
     ids = ["job-1", "job-10", "job", "a.b", "a", "x/y", "x", "c+d", "c", "b", "10"]

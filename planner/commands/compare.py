@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--out", default="sim-report", help="report folder (default sim-report)")
     p.add_argument("--jobs", type=int, default=2,
                    help="parallel processes (default 2; at most one per run and per core)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run each simulation as a task on this Ray cluster (host:port, or auto) "
+                        "instead of local processes; needs the 'ray' extra (docs/tuning.md)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress lines on stderr (none either when it is not a terminal)")
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
@@ -116,21 +118,27 @@ def run(args: Any) -> int:
 
     for s in specs[1:]:  # (and each variant's policy changes)
         set_policy(sim.cluster.policy if not s.policy else load_policy(s.policy), s.policy_sets)
-    jobs = processes(args.jobs, len(specs))
+    from planner.tune.backends import make_backend, run_all
+
+    if args.ray and args.jobs != 2:
+        warn("--jobs is ignored with --ray (the Ray cluster's CPUs decide)")
+    backend = make_backend(args.ray, processes(args.jobs, len(specs)))
     show = progress_wanted(args.no_progress)
     if show:
-        err_console.print(f"running {len(specs)} simulation(s) in {jobs} process(es)...")
+        err_console.print(f"running {len(specs)} simulation(s) {backend.where}...")
     done: list[Any] = [None] * len(specs)
     t0 = time.monotonic()
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_work, spec): k for k, spec in enumerate(specs)}
-        for n, future in enumerate(as_completed(futures), 1):
-            k = futures[future]
-            done[k] = future.result()
+    try:
+        for n, (k, result) in enumerate(run_all(backend, _work, specs), 1):
+            done[k] = result
             if show:  # (a line per finished run: the runs take minutes each)
                 label = specs[k].config["label"] or specs[k].config["planner"]
                 err_console.print(f"  {n}/{len(specs)} done: {label} "
                                   f"({time.monotonic() - t0:.0f} s so far)", markup=False)
+    except BaseException:
+        backend.close(cancel=True)
+        raise
+    backend.close()
     results = [SimResult.from_json(r) for r, _ in done]
     metrics = [m for _, m in done]
     out = Path(args.out)

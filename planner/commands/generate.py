@@ -1,5 +1,5 @@
 """``preempt-planner generate``: a random but realistic snapshot (see
-``planner.generate``); the same arguments and seed give byte-identical output."""
+``planner.sim.generate``); the same arguments and seed give byte-identical output."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from planner.commands._common import (
     progress_wanted,
     write_output,
 )
-from planner.generate import DEFAULT_NOW, generate, parse_mix, to_json
+from planner.sim.generate import DEFAULT_NOW, generate, parse_mix, to_json
 
 
 def _mix(int_keys: bool) -> Any:

@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
 
 
 def _now(text: str | None) -> Any:
-    from planner.k8s.objects import parse_time
+    from planner.adapters.k8s.objects import parse_time
 
     if not text:
         return None
@@ -80,7 +80,7 @@ def _now(text: str | None) -> Any:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    from planner.k8s import build_snapshot
+    from planner.adapters.k8s import build_snapshot
 
     check_output(args.out, "--out")
     check_output(args.meta_out, "--meta-out")
@@ -108,8 +108,8 @@ def run_snapshot(args: argparse.Namespace) -> int:
 
 def _config(path: str | None) -> Any:
     """The adapter config (InputError, with a suggestion for a misspelt field)."""
-    from planner.k8s import load_config
-    from planner.k8s.config import K8sConfig
+    from planner.adapters.k8s import load_config
+    from planner.adapters.k8s.config import K8sConfig
 
     try:
         return load_config(path)
@@ -121,8 +121,8 @@ def _config(path: str | None) -> Any:
 def run_apply(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from planner.k8s import kubectl_script, object_list, read_meta
-    from planner.k8s.apply import check_plan_age, plan_age_limit
+    from planner.adapters.k8s import kubectl_script, object_list, read_meta
+    from planner.adapters.k8s.apply import check_plan_age, plan_age_limit
 
     emit = args.emit or "evictions"
     if args.format in ("evictions", "kubectl"):
@@ -140,7 +140,7 @@ def run_apply(args: argparse.Namespace) -> int:
     cfg = _config(args.config) if args.config else None
     doc = read_document(args.plan)  # (read once: it may be standard input)
     if not (isinstance(doc, dict) and "evictions" in doc and "placements" in doc):
-        from planner.k8s.objects import what_is
+        from planner.adapters.k8s.objects import what_is
 
         seen = what_is(doc)
         if seen is not None:  # the wrong file: one message, not the plan loader's pages

@@ -144,7 +144,7 @@ def run(args: Any) -> int:
                       auto_refresh=False) as bar:
             task = bar.add_task("sim", total=1.0)
             # refreshed here, at most 10 times a second, not by rich's refresh thread:
-            # with another thread running, plan() keeps to one lane (planner/lanes.py)
+            # with another thread running, plan() keeps to one lane (planner/solver/lanes.py)
             shown = [0.0]
 
             def progress(done: float, total: float) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from rich.markup import escape
 
 from models import load_plan
+from planner.checks.verify import verify
 from planner.commands._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -22,7 +23,6 @@ from planner.commands._common import (
     out_console,
     stdin_options,
 )
-from planner.verify import verify
 
 
 def register(subparsers: Any) -> None:

@@ -29,7 +29,7 @@ from models import (
 )
 from models.plan import SolverInfo, StormLoad
 from models.rules import eviction_cost, gang_group, local_flush_s, priority_value, victim_storage
-from planner.topology import best_fit, fits, list_to_mask, mask_to_list
+from planner.core.topology import best_fit, fits, list_to_mask, mask_to_list
 
 NAIVE_GRACE_S = 30.0
 

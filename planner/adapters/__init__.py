@@ -1,0 +1,1 @@
+"""Slurm and Kubernetes: snapshots from the scheduler, plans applied to it (see README.md here)."""

@@ -1,0 +1,307 @@
+"""Reading Slurm and the tick loop: snapshot, plan, apply, repeat.
+
+One tick: ``squeue --json`` and the node listing (``sinfo -N --json`` on 22.05,
+``scontrol show nodes --json`` on 23.02+), the contract snapshot, the plan, its
+application, one log line. The loop stops after ``--ticks N`` or on
+SIGINT/SIGTERM: the tick in progress is finished first (so no victim is left
+signalled but not requeued); a second signal stops at once, after requeue-holding
+the victims the tick already signalled.
+
+The loop refuses to start with a config that maps no job to a tier, and stops
+(status 2) when the first tick that sees GPU jobs in squeue maps none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.adapters.slurm.apply import ApplyReport, Runner, apply_plan, subprocess_runner
+from planner.adapters.slurm.config import SlurmConfig
+from planner.adapters.slurm.parse import ParseResult, build_snapshot
+from planner.adapters.slurm.scalars import iso
+from planner.adapters.slurm.state import AdapterState
+from planner.trap import atomic_write
+
+log = logging.getLogger("planner.slurm")
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command needed for the snapshot failed."""
+
+
+NO_STATE_FILE = ("no state_file in the config: the evictions of the last hour (R15), the "
+                 "times of the last preemptions (R9) and the planner's pins are kept in "
+                 "memory only; a restart forgets them and may evict a full budget again")
+
+
+def _json_command(argv: list[str], runner: Runner, timeout: float) -> dict[str, Any]:
+    rc, out, err = runner(argv, timeout)
+    if rc != 0:
+        raise SlurmError(f"{' '.join(argv)} failed (rc {rc}): {err.strip()[:500]}")
+    try:
+        data = json.loads(out)
+    except json.JSONDecodeError as exc:
+        raise SlurmError(f"{' '.join(argv)}: output is not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise SlurmError(f"{' '.join(argv)}: output is not a JSON object")
+    errors = [e for e in data.get("errors") or [] if e]
+    if errors:
+        log.warning("slurm: %s reported errors: %s", argv[0], errors)
+    return data
+
+
+def _major(release: str) -> int:
+    try:
+        return int(release.split(".")[0])
+    except ValueError:
+        return 0
+
+
+def read_slurm(cfg: SlurmConfig, runner: Runner = subprocess_runner
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(squeue JSON, node JSON) from the live cluster."""
+    from planner.adapters.slurm.parse import slurm_version
+
+    t = cfg.command_timeout_s
+    squeue = _json_command([cfg.commands.squeue, "--all", "--json"], runner, t)
+    source = cfg.node_source
+    if source == "auto":
+        source = "scontrol" if _major(slurm_version(squeue)) >= 23 else "sinfo"
+    if source == "scontrol":
+        try:
+            return squeue, _json_command([cfg.commands.scontrol, "show", "nodes", "--json"],
+                                         runner, t)
+        except SlurmError as exc:
+            if cfg.node_source == "scontrol":
+                raise
+            log.warning("slurm: %s; falling back to sinfo --json", exc)
+    # -N: one record per node also in 23.02+'s data_parser output (whose default
+    # groups nodes, so a group's gres_used would not be any one node's)
+    return squeue, _json_command([cfg.commands.sinfo, "-N", "--json"], runner, t)
+
+
+def take_snapshot(cfg: SlurmConfig, state: AdapterState | None = None, *,
+                  runner: Runner = subprocess_runner,
+                  clock: Callable[[], float] = time.time) -> ParseResult:
+    """The contract snapshot of the live cluster (a plain dict; not yet validated)."""
+    squeue, nodes = read_slurm(cfg, runner)
+    return build_snapshot(squeue, nodes, cfg, now=clock(), state=state,
+                          sources=(f"{cfg.commands.squeue} --all --json",
+                                   "the node listing (sinfo/scontrol --json)"))
+
+
+def expected_nodes(snapshot: dict[str, Any]) -> dict[str, set[str]]:
+    """Slurm job id -> the nodes its running pieces hold in `snapshot` (for the
+    re-check of victims just before they are signalled)."""
+    out: dict[str, set[str]] = {}
+    for job in snapshot.get("jobs", []):
+        meta = job.get("_slurm") or {}
+        if job.get("state") != "running" or meta.get("synthetic"):
+            continue
+        jid = str(meta.get("job_id", job["id"]))
+        out.setdefault(jid, set()).update(p["node"] for p in job.get("placement", []))
+    return out
+
+
+@dataclass
+class TickResult:
+    snapshot: dict[str, Any]
+    plan: Any
+    report: ApplyReport
+    seconds: float
+    notes: int = 0
+    warnings: int = 0
+
+    def summary(self) -> str:
+        jobs = self.snapshot.get("jobs", [])
+        running = sum(j["state"] == "running" for j in jobs)
+        pending = len(jobs) - running
+        p = self.plan
+        status = getattr(p, "status", None) or "?"
+        ev = len(getattr(p, "evictions", []) or [])
+        pl = len(getattr(p, "placements", []) or [])
+        fails = len(self.report.failures) + len(self.report.problems)
+        mode = " (dry run)" if self.report.dry_run else ""
+        left = f" ({self.notes} note(s), see --log-level DEBUG)" if self.notes else ""
+        warned = f", {self.warnings} warning(s)" if self.warnings else ""
+        return (f"{running} running, {pending} pending{left}; plan {status}: {ev} eviction(s), "
+                f"{pl} placement(s); {fails} failure(s){warned}; {self.seconds:.1f} s{mode}")
+
+
+def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
+         runner: Runner = subprocess_runner, clock: Callable[[], float] = time.time,
+         sleep: Callable[[float], None] = time.sleep,
+         echo: Callable[[str], None] | None = None, number: int = 0,
+         require_mapping: bool = False, seen_warnings: set[str] | None = None) -> TickResult:
+    """One tick: snapshot, plan, apply. Raises SlurmError / InputError on failure
+    (TierMappingError when `require_mapping` and squeue lists GPU jobs of which the
+    config maps none).
+
+    The snapshot's warnings (GPUs held by jobs it cannot see, unknown GPU models,
+    ...) are logged, and the plan carries them (the snapshot's ``warnings``, which
+    plan() copies into the plan's); a warning already in `seen_warnings` (the
+    previous tick's) is logged at DEBUG only.
+    """
+    from models import load_snapshot
+    from planner import plan as make_plan
+    from planner.adapters.slurm.parse import unmapped_jobs_error
+
+    t0 = time.monotonic()
+    parsed = take_snapshot(cfg, state, runner=runner, clock=clock)
+    if require_mapping:
+        err = unmapped_jobs_error(parsed)
+        if err is not None:
+            raise err
+    for note in parsed.notes:
+        log.debug("slurm: %s", note)
+    for warning in parsed.warnings:
+        repeated = seen_warnings is not None and warning in seen_warnings
+        log.log(logging.DEBUG if repeated else logging.WARNING, "slurm: %s", warning)
+    if seen_warnings is not None:
+        seen_warnings.clear()
+        seen_warnings.update(parsed.warnings)
+    snap = load_snapshot(parsed.snapshot)
+    p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
+                  deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
+                  planner=cfg.planner.planner)
+    gpus: dict[str, int] = {}  # Slurm job -> GPUs (pieces of one job summed)
+    for job in parsed.snapshot.get("jobs", []):
+        if job.get("state") == "running":
+            jid = str(job.get("_slurm", {}).get("job_id", job["id"]))
+            gpus[jid] = gpus.get(jid, 0) + job["gpus_per_node"] * job.get("nodes", 1)
+    # the plan was made from this very snapshot a moment ago: fresh by construction
+    report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner, clock=clock,
+                        sleep=sleep, echo=echo, gpus=gpus, fresh=True,
+                        expected_nodes=expected_nodes(parsed.snapshot))
+    for warning in report.warnings:
+        log.warning("slurm: %s", warning)
+    if not dry_run:
+        # forget jobs Slurm no longer lists at all (held jobs are not in the
+        # snapshot but still known, so ask squeue rather than the snapshot)
+        known = _known_ids(runner, cfg)
+        if known is not None:
+            state.forget_except(known)
+        state.save()
+    result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0, len(parsed.notes),
+                        len(parsed.warnings))
+    if cfg.plan_dir is not None:
+        _write_tick(cfg.plan_dir, number, clock(), result)
+    return result
+
+
+def _known_ids(runner: Runner, cfg: SlurmConfig) -> set[str] | None:
+    rc, out, _ = runner([cfg.commands.squeue, "--noheader", "--all", "--format=%A"],
+                        cfg.command_timeout_s)
+    if rc != 0:
+        return None
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def _write_tick(directory: Path, number: int, now: float, result: TickResult) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = iso(now).replace(":", "")
+    plan = result.plan.model_dump(mode="json") if hasattr(result.plan, "model_dump") \
+        else result.plan
+    doc = {"tick": number, "snapshot": result.snapshot, "plan": plan,
+           "apply": result.report.to_dict()}
+    path = directory / f"tick-{number:05d}-{stamp}.json"
+    atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+class _StopFlag:
+    """Set by the first SIGINT/SIGTERM; the second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        self.previous.clear()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        log.info("slurm: %s received; stopping after the current tick",
+                 signal.Signals(signum).name)
+        self.event.set()
+
+
+def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | None = None,
+             dry_run: bool = False, runner: Runner = subprocess_runner,
+             echo: Callable[[str], None] | None = None,
+             stop: threading.Event | None = None) -> int:
+    """Tick every `interval_s` until `ticks` are done or a stop signal; exit status.
+
+    A failing tick (Slurm unreachable, bad snapshot) is logged and the loop goes
+    on; the status is 1 if the last tick failed or reported failures, else 0.
+    """
+    from planner.adapters.slurm.parse import TierMappingError, tier_mapping_error
+
+    interval = cfg.interval_s if interval_s is None else interval_s
+    refused = tier_mapping_error(cfg)
+    if refused is not None:
+        log.error("slurm: %s", "; ".join(refused.errors))
+        return 2
+    if cfg.state_file is None:
+        log.warning("slurm: %s", NO_STATE_FILE)
+    flag = _StopFlag()
+    if stop is not None:
+        flag.event = stop
+    flag.install()
+    state = AdapterState.load(cfg.state_file)
+    status = 0
+    n = 0
+    mapping_seen = False  # a tick has seen GPU jobs the config maps
+    seen: set[str] = set()
+    try:
+        while not flag.event.is_set() and (ticks is None or n < ticks):
+            n += 1
+            start = time.monotonic()
+            try:
+                result = tick(cfg, state, dry_run=dry_run, runner=runner, echo=echo, number=n,
+                              require_mapping=not mapping_seen, seen_warnings=seen)
+            except TierMappingError as exc:
+                # the first tick that sees GPU jobs maps none of them: the config is
+                # wrong, and every later plan would be empty too
+                log.error("tick %d: %s", n, "; ".join(exc.errors))
+                return 2
+            except Exception as exc:  # one bad tick must not end the loop
+                from models import InputError
+
+                if isinstance(exc, InputError):
+                    log.error("tick %d: invalid snapshot: %s", n, "; ".join(exc.errors[:5]))
+                elif isinstance(exc, SlurmError):
+                    log.error("tick %d: %s", n, exc)
+                else:
+                    log.exception("tick %d failed", n)
+                status = 1
+            else:
+                log.info("tick %d: %s", n, result.summary())
+                status = 0 if result.report.ok else 1
+                # (a snapshot with a real job: squeue had GPU jobs, and some mapped)
+                mapping_seen = mapping_seen or any(
+                    not (j.get("_slurm") or {}).get("synthetic")
+                    for j in result.snapshot.get("jobs", []))
+            if ticks is not None and n >= ticks:
+                break
+            flag.event.wait(max(0.0, interval - (time.monotonic() - start)))
+    finally:
+        flag.restore()
+    log.info("slurm: stopped after %d tick(s)", n)
+    return status

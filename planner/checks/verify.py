@@ -1,0 +1,599 @@
+"""Independent plan verifier: checks a plan against its snapshot.
+
+Everything is recomputed from the snapshot and the plan: the rules R1-R13 of the
+contract (section 4, with the readings of section 7), R15-R17 (section 9) and the formulas of the plan
+(section 6). Nothing here comes from the planner (not even the NVLink helpers:
+connectivity is re-derived below); only the contract's shared formulas in
+``models.rules`` are used. The tests, the fallback path and the solver hints all
+run plans through ``verify``, so a planner bug shows up as a cited rule.
+
+Rule codes: ``R1``..``R13`` and ``R15``..``R17`` as in the contract, plus those of ``CODES`` for the
+plan's own bookkeeping (section 6).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from models import rules
+from models.plan import REASONS, Eviction, Objective, Placement, Plan
+from models.snapshot import Job, Node, Snapshot, Storage, age_s
+
+__all__ = ["CODES", "Violation", "is_valid", "objective_of", "verify"]
+
+CODES: dict[str, str] = {
+    "PLAN": "structure: now, status, every pending job exactly once, evictions only of "
+            "running jobs and each once, valid deferral reasons",
+    "EVICTION": "an eviction's tier, signal, flush_s, cost_gpu_s, preemptors or "
+                "requeue_hold_until differs from the recomputed value",
+    "START": "a placement's start_after_s is not the largest grace of the victims it uses",
+    "STORM": "storm is not one entry per storage target with F_s > 0, with its totals",
+    "WARNINGS": "a running job on a down node is not named in warnings",
+    "DOWN": "a running job with a GPU on a down node is evicted",
+    "OBJECTIVE": "the objective differs from the one recomputed from the plan",
+}
+
+STATUSES = ("optimal", "feasible", "fallback")
+REL_TOL = 1e-6  # recomputed numbers (flush, cost, storm, objective)
+BOUND_TOL = 1e-9  # float slack on inclusive bounds (R11-R13)
+
+GPU = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule; ``job`` is the job it is about (None for plan-wide ones)."""
+
+    rule: str
+    job: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.message}"
+
+
+def verify(snapshot: Snapshot, plan: Plan) -> list[Violation]:
+    """Every violation of the plan against the snapshot, in a deterministic order
+    (empty when the plan is valid)."""
+    return _Checker(snapshot, plan).run()
+
+
+def is_valid(snapshot: Snapshot, plan: Plan) -> bool:
+    return not verify(snapshot, plan)
+
+
+def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
+    """The plan's objective recomputed from the snapshot (section 5, items 1-5); compare
+    plans with ``objective_of(s, a).key() > objective_of(s, b).key()``."""
+    placed, victims = _entries(snapshot, plan)
+    jobs = snapshot.job_map()
+    nodes = snapshot.node_map()
+    admitted = {str(t): 0 for t in sorted(snapshot.policy.tiers)}
+    for jid in placed:
+        job = jobs[jid]
+        admitted[str(job.tier)] = admitted.get(str(job.tier), 0) + job.total_gpus
+    priority = rules.priority_value(jobs[jid] for jid in placed)
+    storages = snapshot.storage_map()
+    cost = sum(_cost(snapshot, nodes, storages, jobs[v]) for v in victims)
+    return Objective(admitted_gpus=admitted, priority_value=priority,
+                     eviction_cost_gpu_s=float(cost), evictions=len(victims))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _entries(snap: Snapshot, plan: Plan) -> tuple[dict[str, Placement], dict[str, Eviction]]:
+    """First placement of each pending job and first eviction of each running job
+    (unknown jobs, wrong states and repeats are PLAN violations, reported elsewhere)."""
+    jobs = snap.job_map()
+    placed: dict[str, Placement] = {}
+    for p in plan.placements:
+        job = jobs.get(p.job)
+        if job is not None and job.state == "pending" and p.job not in placed:
+            placed[p.job] = p
+    victims: dict[str, Eviction] = {}
+    for e in plan.evictions:
+        job = jobs.get(e.job)
+        if job is not None and job.state == "running" and e.job not in victims:
+            victims[e.job] = e
+    return placed, victims
+
+
+def _storage(nodes: dict[str, Node], storages: dict[str, Storage], job: Job) -> Storage | None:
+    """A running job's storage target: that of its first node (section 7). The same
+    as ``rules.victim_storage`` without rebuilding the node map per call."""
+    node = nodes[job.placement[0].node] if job.placement else None
+    if node is None:
+        return None
+    if node.storage is not None:
+        return storages.get(node.storage)
+    return next(iter(storages.values())) if len(storages) == 1 else None
+
+
+def _cost(snap: Snapshot, nodes: dict[str, Node], storages: dict[str, Storage],
+          job: Job) -> float:
+    """Objective item 4: ``gpus * (lost + restore + solo_flush)`` in GPU-seconds."""
+    solo = rules.flush_s(job, _storage(nodes, storages, job), job.checkpoint.size_gb,
+                         rules.local_flush_s(nodes, job))
+    return job.total_gpus * (rules.lost_s(snap.now, job) + job.checkpoint.restore_s + solo)
+
+
+def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
+    return abs(a - b) <= rel * max(1.0, abs(a), abs(b))
+
+
+def _le(a: float, b: float) -> bool:
+    """``a <= b`` for an inclusive contract bound, with float slack."""
+    return a <= b + BOUND_TOL * max(1.0, abs(a), abs(b))
+
+
+def _num(x: float) -> str:
+    """A number for messages: ``60``, ``13.125``, ``0.333333``."""
+    return f"{x:.6f}".rstrip("0").rstrip(".")
+
+
+def _iso(dt: object) -> str:
+    if isinstance(dt, datetime):
+        return dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return str(dt)
+
+
+def _nvlink_connected(node: Node, gpus: list[int]) -> bool:
+    """R3: whether ``gpus`` induce a connected subgraph of the node's NVLink graph.
+
+    Re-derived from the raw ``nvlink`` value rather than taken from
+    ``planner.core.topology``, so that the verifier stays independent of the planner.
+    """
+    members = set(gpus)
+    if len(members) <= 1:
+        return True
+    raw = node.nvlink_raw()
+    if raw == "nvswitch":
+        return True
+    if raw == "none":
+        return False
+    if isinstance(raw, list):  # islands: cliques
+        return any(members <= set(island) for island in raw)
+    adj: dict[int, set[int]] = defaultdict(set)
+    for a, b in raw["edges"]:
+        adj[a].add(b)
+        adj[b].add(a)
+    start = min(members)
+    seen = {start}
+    stack = [start]
+    while stack:
+        g = stack.pop()
+        for h in adj[g] & members:
+            if h not in seen:
+                seen.add(h)
+                stack.append(h)
+    return seen == members
+
+
+_WORD = re.compile(r"[\w.-]+")
+
+
+def _mentions(text: str, job_id: str) -> bool:
+    """Whether ``text`` names ``job_id`` as a whole word (``job-1`` is not in ``job-10``)."""
+    return re.search(rf"(?<![\w.-]){re.escape(job_id)}(?![\w.-])", text) is not None
+
+
+def _mentioned(texts: list[str], job_ids: list[str]) -> set[str]:
+    """The ids among ``job_ids`` that some text names as a whole word, as ``_mentions``
+    decides, but reading each text once: an id made only of word characters, dots and
+    dashes is named exactly when it is one of a text's maximal runs of them."""
+    words = {w for t in texts for w in _WORD.findall(t)}
+    return {j for j in job_ids
+            if (j in words if _WORD.fullmatch(j) else any(_mentions(t, j) for t in texts))}
+
+
+# ---------------------------------------------------------------- the checker
+
+
+class _Checker:
+    """One verification run; each ``_check_*`` method covers one rule family."""
+
+    def __init__(self, snap: Snapshot, plan: Plan):
+        self.snap = snap
+        self.plan = plan
+        self.now = snap.now
+        self.pol = snap.policy
+        self.nodes = snap.node_map()
+        self.jobs = snap.job_map()
+        self.storages = snap.storage_map()
+        self.out: list[Violation] = []
+        self.owner: dict[GPU, str] = {}  # GPU -> running job holding it in the snapshot
+        for j in snap.running():
+            for part in j.placement or []:
+                for g in part.gpus:
+                    self.owner[(part.node, g)] = j.id
+        self.on_down = sorted(
+            j.id for j in snap.running()
+            if any(self.nodes[p.node].state == "down" for p in j.placement or []))
+        self.down_set = set(self.on_down)
+        self.placed, self.victims = _entries(snap, plan)
+        self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
+        self.users: dict[GPU, list[str]] = defaultdict(list)
+        self.grace_need: dict[str, float] = {}
+
+    def add(self, rule: str, job: str | None, message: str) -> None:
+        self.out.append(Violation(rule, job, message))
+
+    def run(self) -> list[Violation]:
+        self._check_structure()
+        for jid, p in self.placed.items():
+            self._check_placement(self.jobs[jid], p)
+        self._check_shared_gpus()
+        for jid, e in self.victims.items():
+            self._check_victim(self.jobs[jid], e)
+        self._check_storm_and_grace()
+        self._check_start_after()
+        self._check_budgets()
+        self._check_warnings()
+        self._check_objective()
+        return self.out
+
+    # ---- section 6: structure
+
+    def _check_structure(self) -> None:
+        plan = self.plan
+        if plan.now != self.now:
+            self.add("PLAN", None, f"plan.now {_iso(plan.now)} differs from the snapshot's now "
+                                   f"{_iso(self.now)}")
+        if plan.status not in STATUSES:
+            self.add("PLAN", None, f"status {plan.status!r} is not one of {', '.join(STATUSES)}")
+        seen: set[str] = set()
+        for i, e in enumerate(plan.evictions):
+            job = self.jobs.get(e.job)
+            if job is None:
+                self.add("PLAN", e.job, f"evictions[{i}]: unknown job {e.job!r}")
+            elif job.state != "running":
+                self.add("PLAN", e.job, f"evictions[{i}]: job {e.job!r} is pending; only running "
+                                        "jobs can be evicted")
+            elif e.job in seen:
+                self.add("PLAN", e.job, f"evictions[{i}]: job {e.job!r} is evicted twice")
+            seen.add(e.job)
+        listed: dict[str, str] = {}
+        running_msg = {"placements": "is already running; only pending jobs are placed",
+                       "deferred": "is running; only pending jobs are deferred"}
+        for kind, entries in (("placements", plan.placements), ("deferred", plan.deferred)):
+            for i, entry in enumerate(entries):
+                where = f"{kind}[{i}]"
+                job = self.jobs.get(entry.job)
+                if job is None:
+                    self.add("PLAN", entry.job, f"{where}: unknown job {entry.job!r}")
+                elif job.state != "pending":
+                    self.add("PLAN", entry.job, f"{where}: job {entry.job!r} {running_msg[kind]}")
+                elif entry.job in listed:
+                    self.add("PLAN", entry.job, f"{where}: job {entry.job!r} is listed twice "
+                                                f"(also {listed[entry.job]})")
+                listed.setdefault(entry.job, where)
+        for i, d in enumerate(plan.deferred):
+            where = f"deferred[{i}]"
+            if d.reason not in REASONS:
+                self.add("PLAN", d.job, f"{where}: reason {d.reason!r} is not one of "
+                                        f"{', '.join(REASONS)}")
+        for j in self.snap.pending():
+            if j.id not in listed:
+                self.add("PLAN", j.id, f"pending job {j.id!r} is neither placed nor deferred")
+
+    # ---- R1-R4, R7 (placement side), R9, R10
+
+    def _check_placement(self, job: Job, p: Placement) -> None:
+        jid = job.id
+        parts = p.placement
+        if len(parts) != job.nodes:
+            self.add("R2", jid, f"job {jid!r} needs {job.nodes} node(s) but is placed on "
+                                f"{len(parts)}")
+        node_ids = [part.node for part in parts]
+        if len(set(node_ids)) != len(node_ids):
+            self.add("R2", jid, f"job {jid!r} is placed twice on one node "
+                                f"({', '.join(node_ids)}); its nodes must be distinct")
+        used: set[GPU] = set()
+        known_nodes: list[Node] = []
+        for part in parts:
+            n = part.node
+            if len(part.gpus) != job.gpus_per_node or len(set(part.gpus)) != len(part.gpus):
+                self.add("R2", jid, f"job {jid!r} gets GPUs {part.gpus} on {n}; it needs exactly "
+                                    f"{job.gpus_per_node} distinct GPUs per node")
+            node = self.nodes.get(n)
+            if node is None:
+                self.add("R1", jid, f"job {jid!r} is placed on unknown node {n!r}")
+                continue
+            known_nodes.append(node)
+            if node.state != "up":
+                self.add("R1", jid, f"job {jid!r} is placed on {n}, which is {node.state}; "
+                                    "new placements go only to up nodes")
+            if job.gpu_type is not None and node.gpu_type != job.gpu_type:
+                self.add("R1", jid, f"job {jid!r} needs gpu_type {job.gpu_type} but {n} has "
+                                    f"{node.gpu_type or 'no gpu_type'}")
+            if not self.pol.pool_admits(node.pool, job.tier):
+                self.add("R4", jid, f"job {jid!r} (tier {job.tier}) is placed on {n} in pool "
+                                    f"{node.pool!r}, which admits tiers "
+                                    f"{self.pol.pools.get(node.pool)}")
+            in_range = []
+            for g in part.gpus:
+                if not 0 <= g < node.gpus:
+                    self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, which has only "
+                                        f"{node.gpus} GPUs (0..{node.gpus - 1})")
+                else:
+                    in_range.append(g)
+            if (job.topology == "nvlink" and len(set(in_range)) > 1
+                    and not _nvlink_connected(node, in_range)):
+                self.add("R3", jid, f"job {jid!r} needs NVLink but GPUs {sorted(in_range)} of {n} "
+                                    f"are not connected (nvlink {node.nvlink_raw()!r})")
+            used.update((n, g) for g in in_range)
+        for flag, attr in (("same_block", "block"), ("same_nvlink_domain", "nvlink_domain")):
+            if getattr(job, flag) and known_nodes:
+                values = {getattr(node, attr) for node in known_nodes}
+                if None in values or len(values) > 1:
+                    shown = ", ".join(f"{node.id}={getattr(node, attr)}" for node in known_nodes)
+                    self.add("R3", jid, f"job {jid!r} has {flag} but its nodes do not share one "
+                                        f"non-null {attr} ({shown})")
+        self.uses[jid] = used
+        for gpu in sorted(used):
+            self.users[gpu].append(jid)
+        self._check_sources(job, used)
+        until = rules.cooldown_until(self.pol, job)
+        if until is not None and self.now < until:
+            self.add("R9", jid, f"job {jid!r} was preempted {job.preemptions} time(s), last at "
+                                f"{_iso(job.last_preempted_at)}; it may not start before "
+                                f"{_iso(until)}")
+
+    def _check_sources(self, job: Job, used: set[GPU]) -> None:
+        """R1 (GPUs still held), R7 (rights over the victims used) and R10."""
+        jid = job.id
+        reported: set[str] = set()
+        held_by_victims = False
+        for gpu in sorted(used):
+            holder = self.owner.get(gpu)
+            if holder is None or holder in reported:
+                continue
+            n, g = gpu
+            if holder not in self.victims:
+                reported.add(holder)
+                self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, still held by running job "
+                                    f"{holder!r}, which the plan does not evict")
+                continue
+            held_by_victims = True
+            victim = self.jobs[holder]
+            if not self.pol.can_preempt(job.tier, victim.tier):
+                reported.add(holder)
+                self.add("R7", jid, f"job {jid!r} uses GPU {g} of {n} held by tier-{victim.tier} "
+                                    f"job {holder!r}, which tier {job.tier} may not preempt")
+        if held_by_victims and rules.cascade_guarded(self.pol, self.now, job):
+            self.add("R10", jid, f"job {jid!r} was preempted at {_iso(job.last_preempted_at)}, "
+                                 f"within cascade_guard_s={_num(self.pol.cascade_guard_s)}; it "
+                                 "may use only GPUs free in the snapshot, not freed by evictions")
+        if held_by_victims:
+            self._check_patience(job)
+
+    def _check_patience(self, job: Job) -> None:
+        """R16: a job uses GPUs freed by victims only after ``preempt_after_s`` queued."""
+        wait = self.pol.tier(job.tier).preempt_after_s
+        start = job.queue_start()
+        if wait > 0 and start is not None and age_s(self.now, start) < wait:
+            self.add("R16", job.id, f"job {job.id!r} has been queued since {_iso(start)}, "
+                                    f"{_num(age_s(self.now, start))} s, less than tier "
+                                    f"{job.tier}'s preempt_after_s={_num(wait)}; it may use only "
+                                    "GPUs free in the snapshot, not freed by evictions")
+
+    def _check_shared_gpus(self) -> None:
+        for (n, g), users in sorted(self.users.items()):
+            if len(users) > 1:
+                names = " and ".join(repr(u) for u in users)
+                self.add("R1", users[1], f"GPU {g} of {n} is given to both {names}")
+
+    # ---- R5-R8, R7 (victim side), down nodes, eviction bookkeeping
+
+    def _check_victim(self, v: Job, e: Eviction) -> None:
+        vid = v.id
+        tier = self.pol.tier(v.tier)
+        if e.tier != v.tier:
+            self.add("EVICTION", vid, f"eviction of {vid!r} says tier {e.tier}, the job is tier "
+                                      f"{v.tier}")
+        if e.signal != v.checkpoint.signal:
+            self.add("EVICTION", vid, f"eviction of {vid!r} says signal {e.signal!r}, the job's "
+                                      f"checkpoint signal is {v.checkpoint.signal!r}")
+        if not tier.preemptible:
+            self.add("R5", vid, f"job {vid!r} is evicted but tier {v.tier} is not preemptible")
+        age = age_s(self.now, v.started_at)
+        if age < tier.min_runtime_s:
+            self.add("R6", vid, f"job {vid!r} is evicted after running {_num(age)} s, inside its "
+                                f"tier-{v.tier} immunity of {_num(tier.min_runtime_s)} s")
+        if tier.windows and not any(w.contains(self.now) for w in tier.windows):
+            self.add("R8", vid, f"job {vid!r} is evicted at {_iso(self.now)}, outside every "
+                                f"preemption window of tier {v.tier}")
+        within = self.pol.spare_ending_within_s
+        if within > 0 and v.expected_end_at is not None:
+            left = (v.expected_end_at - self.now).total_seconds()
+            if 0 <= left <= within:
+                self.add("R17", vid, f"job {vid!r} is evicted although it is expected to end at "
+                                     f"{_iso(v.expected_end_at)}, {_num(left)} s from now, within "
+                                     f"spare_ending_within_s={_num(within)}")
+        if vid in self.down_set:
+            down = sorted({p.node for p in v.placement or [] if self.nodes[p.node].state == "down"})
+            self.add("DOWN", vid, f"job {vid!r} has GPUs on down node {', '.join(down)}; it is "
+                                  "never a victim")
+        users = self._users_of(v)
+        if not any(self.pol.can_preempt(self.jobs[u].tier, v.tier) for u in users):
+            why = (f"only by {', '.join(repr(u) for u in users)}, whose tier may not preempt "
+                   f"tier {v.tier}") if users else "by no placed job"
+            self.add("R7", vid, f"job {vid!r} is evicted but its GPUs are used {why} "
+                                "(no eviction without a beneficiary)")
+        if sorted(e.preemptors) != users:
+            self.add("EVICTION", vid, f"eviction of {vid!r} lists preemptors {e.preemptors}; the "
+                                      f"placed jobs using its GPUs are {users}")
+        cost = _cost(self.snap, self.nodes, self.storages, v)
+        if not _close(e.cost_gpu_s, cost):
+            self.add("EVICTION", vid, f"eviction of {vid!r} has cost_gpu_s {_num(e.cost_gpu_s)}, "
+                                      f"expected {_num(cost)} (objective item 4)")
+        hold = self.pol.backoff.cooldown(v.preemptions + 1)
+        expected = self.now + timedelta(seconds=e.grace_s + hold)
+        if abs((e.requeue_hold_until - expected).total_seconds()) >= 1.0:
+            self.add("EVICTION", vid, f"eviction of {vid!r} has requeue_hold_until "
+                                      f"{_iso(e.requeue_hold_until)}, expected {_iso(expected)} "
+                                      f"(now + grace {_num(e.grace_s)} s + cooldown "
+                                      f"{_num(hold)} s)")
+
+    # ---- R11, R12 and the storm
+
+    def _check_storm_and_grace(self) -> None:
+        load: dict[str, float] = defaultdict(float)  # F_s per storage target
+        for vid in self.victims:
+            v = self.jobs[vid]
+            s = _storage(self.nodes, self.storages, v)
+            if rules.flushes(v) and s is not None:
+                load[s.id] += v.checkpoint.size_gb
+        grace = self.pol.grace
+        for vid, e in self.victims.items():
+            v = self.jobs[vid]
+            s = _storage(self.nodes, self.storages, v)
+            flush = rules.flush_s(v, s, load[s.id] if s is not None else 0.0,
+                                  rules.local_flush_s(self.nodes, v))
+            need = rules.need_s(self.pol, v, flush)
+            if not _close(e.flush_s, flush):
+                self.add("EVICTION", vid, f"eviction of {vid!r} has flush_s {_num(e.flush_s)}, "
+                                          f"expected {_num(flush)} (R12)")
+            if not rules.flushes(v):
+                if not _close(e.grace_s, grace.min_s, BOUND_TOL):
+                    self.add("R12", vid, f"job {vid!r} has no checkpoint signal; its grace must be "
+                                         f"exactly min_s={_num(grace.min_s)} s, not "
+                                         f"{_num(e.grace_s)} s")
+            elif not _le(need, grace.max_s):
+                where = f"storage {s.id} carrying {_num(load[s.id])} GB" if s else "local disks"
+                self.add("R11", vid, f"job {vid!r} needs {_num(need)} s of grace to flush its "
+                                     f"checkpoint ({where}, flush {_num(flush)} s), over "
+                                     f"max_s={_num(grace.max_s)} s; it cannot be evicted this tick")
+            elif not (_le(need, e.grace_s) and _le(e.grace_s, grace.max_s)):
+                self.add("R12", vid, f"job {vid!r} gets grace {_num(e.grace_s)} s; it needs "
+                                     f"{_num(need)} <= grace <= {_num(grace.max_s)} s "
+                                     f"(flush {_num(flush)} s)")
+        expected = {sid: gb for sid, gb in load.items() if gb > 0}
+        seen: set[str] = set()
+        for i, entry in enumerate(self.plan.storm):
+            sid = entry.storage
+            if sid in seen:
+                self.add("STORM", None, f"storm[{i}]: storage {sid!r} is listed twice")
+                continue
+            seen.add(sid)
+            if sid not in expected:
+                self.add("STORM", None, f"storm[{i}]: storage {sid!r} receives no flush this tick "
+                                        "and must not be listed")
+                continue
+            gb = expected[sid]
+            secs = gb / self.storages[sid].write_gb_per_s
+            if not _close(entry.flush_gb, gb) or not _close(entry.flush_s, secs):
+                self.add("STORM", None, f"storm[{i}]: storage {sid!r} has flush_gb "
+                                        f"{_num(entry.flush_gb)} and flush_s {_num(entry.flush_s)}, "
+                                        f"expected {_num(gb)} GB and {_num(secs)} s")
+        for sid in sorted(set(expected) - seen):
+            self.add("STORM", None, f"storm: storage {sid!r} receives {_num(expected[sid])} GB of "
+                                    "flushes but has no entry")
+
+    # ---- section 6: start_after_s
+
+    def _check_start_after(self) -> None:
+        for jid, p in self.placed.items():
+            graces = [self.victims[h].grace_s for h in
+                      {self.owner.get(gpu) for gpu in self.uses.get(jid, ())} if h in self.victims]
+            expected = max(graces, default=0.0)
+            if not _close(p.start_after_s, expected):
+                self.add("START", jid, f"job {jid!r} has start_after_s {_num(p.start_after_s)}, "
+                                       f"expected {_num(expected)} (the largest grace of the "
+                                       "victims whose GPUs it uses)")
+
+    # ---- R13
+
+    def _check_budgets(self) -> None:
+        cap = self.pol.max_evictions_per_tick
+        if cap is not None and len(self.victims) > cap:
+            self.add("R13", None, f"{len(self.victims)} evictions exceed "
+                                  f"max_evictions_per_tick={cap}")
+        frac = self.pol.max_evicted_gpu_fraction
+        if frac is not None:
+            live = {n.id for n in self.snap.nodes if n.state in ("up", "drain")}
+            total = sum(self.nodes[n].gpus for n in live)
+            freed = sum(len(part.gpus) for vid in self.victims
+                        for part in self.jobs[vid].placement or [] if part.node in live)
+            if not _le(freed, frac * total):
+                self.add("R13", None, f"evictions free {freed} of {total} GPUs on up/drain nodes, "
+                                      f"over max_evicted_gpu_fraction={_num(frac)} "
+                                      f"({_num(frac * total)} GPUs)")
+        self._check_thrash_budget()
+
+    # ---- R15
+
+    def _check_thrash_budget(self) -> None:
+        """R15: at most max(0, B - H - E) victims that are not exempt."""
+        th = self.pol.thrash
+        if th is None or not self.victims:
+            return
+        running = sum(1 for j in self.snap.running() if j.id not in self.down_set)
+        limit = th.limit(running)
+        start = self.now - timedelta(seconds=th.window_s)
+        recent = sum(1 for e in self.snap.recent_evictions if start <= e.at < self.now)
+        exempt = [vid for vid in self.victims
+                  if th.exempt_by(self.jobs[u].tier for u in self._users_of(self.jobs[vid]))]
+        others = len(self.victims) - len(exempt)
+        allowed = max(0, limit - recent - len(exempt))
+        live = {n.id for n in self.snap.nodes if n.state in ("up", "drain")}
+        gpu_limit = th.gpu_limit(sum(self.nodes[n].gpus for n in live))
+        if gpu_limit is not None:
+            counted = [e for e in self.snap.recent_evictions if start <= e.at < self.now]
+            recent_gpus = sum(e.gpus or 0 for e in counted)
+            gpus = {vid: self.jobs[vid].total_gpus for vid in self.victims}
+            exempt_gpus = sum(gpus[v] for v in exempt)
+            other_gpus = sum(gpus.values()) - exempt_gpus
+            gpus_allowed = max(0, gpu_limit - recent_gpus - exempt_gpus)
+            if other_gpus > gpus_allowed:
+                live_gpus = sum(self.nodes[n].gpus for n in live)
+                self.add("R15", None, f"evictions not exempt free {other_gpus} GPUs, over the "
+                                      f"rolling GPU budget: {gpu_limit} "
+                                      f"(max(min_gpus={th.min_gpus}, "
+                                      f"floor({_num(th.max_gpu_fraction or 0)} x {live_gpus} "
+                                      f"GPUs on up/drain nodes))), {recent_gpus} in the last "
+                                      f"{_num(th.window_s)} s and {exempt_gpus} freed by exempt "
+                                      f"victims in this plan leave {gpus_allowed}")
+        if others > allowed:
+            how = "any" if th.exempt_if == "any" else "every"
+            self.add("R15", None, f"{others} evictions not exempt (not {how} preemptor of a "
+                                  f"tier in exempt_tiers={th.exempt_tiers}) exceed the rolling "
+                                  "budget: "
+                                  f"B={limit} (max(min_evictions={th.min_evictions}, "
+                                  f"floor({_num(th.max_fraction)} x {running} running jobs))), "
+                                  f"{recent} in the last {_num(th.window_s)} s and {len(exempt)} "
+                                  f"exempt in this plan leave {allowed}")
+
+    def _users_of(self, v: Job) -> list[str]:
+        """The placed jobs that use a running job's GPUs."""
+        gpus = {(part.node, g) for part in v.placement or [] for g in part.gpus}
+        return sorted({u for gpu in gpus for u in self.users.get(gpu, [])})
+
+    # ---- section 6: warnings and objective
+
+    def _check_warnings(self) -> None:
+        named = _mentioned(self.plan.warnings, self.on_down)
+        for jid in self.on_down:
+            if jid not in named:
+                self.add("WARNINGS", jid, f"running job {jid!r} sits on a down node but is not "
+                                          "named in warnings")
+
+    def _check_objective(self) -> None:
+        got, want = self.plan.objective, objective_of(self.snap, self.plan)
+        if got.admitted_gpus != want.admitted_gpus:
+            self.add("OBJECTIVE", None, f"objective.admitted_gpus is {got.admitted_gpus}, "
+                                        f"expected {want.admitted_gpus}")
+        if got.priority_value != want.priority_value:
+            self.add("OBJECTIVE", None, f"objective.priority_value is {got.priority_value}, "
+                                        f"expected {want.priority_value}")
+        if not _close(got.eviction_cost_gpu_s, want.eviction_cost_gpu_s):
+            self.add("OBJECTIVE", None, "objective.eviction_cost_gpu_s is "
+                                        f"{_num(got.eviction_cost_gpu_s)}, expected "
+                                        f"{_num(want.eviction_cost_gpu_s)}")
+        if got.evictions != want.evictions:
+            self.add("OBJECTIVE", None, f"objective.evictions is {got.evictions}, expected "
+                                        f"{want.evictions}")

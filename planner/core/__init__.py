@@ -1,0 +1,1 @@
+"""The planning problem and what every planner shares (see README.md here)."""

@@ -1,0 +1,371 @@
+"""Preprocessing shared by every planner: what is free, who may be evicted (and why
+not), which pending jobs may start, and where they could possibly go.
+
+Everything here is solver-free and deterministic (ids in canonical order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+import networkx as nx
+
+from models import Job, Node, Policy, Snapshot, Storage
+from models.policy import exempt_by
+from models.rules import (
+    cascade_guarded,
+    cooldown_until,
+    eviction_cost,
+    flushes,
+    immune_for_s,
+    local_flush_s,
+    solo_flush_s,
+    victim_storage,
+)
+from planner.core import topology as topo
+
+# Sizes are compared in integer megabytes inside the models (rounded against us:
+# sizes up, capacities down), so the storm check never admits a violation.
+MB_PER_GB = 1000
+
+
+def _mask(gpus: list[int]) -> int:
+    m = 0
+    for g in gpus:
+        m |= 1 << g
+    return m
+
+
+def popcount(mask: int) -> int:
+    return mask.bit_count()
+
+
+@lru_cache(maxsize=4096)
+def _clique_layout(key: tuple) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """Partition a node's NVLink graph into cliques ("islands": any subset of one is
+    connected) and list the non-clique components as (mask, island indices)."""
+    gpus, form, data = key
+    if form == "islands":  # every component is a clique already; unlisted GPUs alone
+        covered = 0
+        for m in data:
+            covered |= m
+        alone = [1 << g for g in range(gpus) if not covered >> g & 1]
+        return tuple(sorted([m for m in data if m] + alone, key=lambda m: (m & -m))), ()
+    edges = data
+    g = nx.Graph()
+    g.add_nodes_from(range(gpus))
+    g.add_edges_from(edges)
+    islands: list[int] = []
+    composites: list[tuple[int, tuple[int, ...]]] = []
+    for comp in sorted(nx.connected_components(g), key=min):
+        sub = g.subgraph(comp)
+        n = len(comp)
+        if sub.number_of_edges() == n * (n - 1) // 2:
+            islands.append(_mask(sorted(comp)))
+            continue
+        rest = set(comp)
+        idx = []
+        while rest:
+            best = max(nx.find_cliques(g.subgraph(rest)), key=lambda c: (len(c), -min(c)))
+            idx.append(len(islands))
+            islands.append(_mask(sorted(best)))
+            rest -= set(best)
+        composites.append((_mask(sorted(comp)), tuple(idx)))
+    return tuple(islands), tuple(composites)
+
+
+def clique_layout(node: Node) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    return _clique_layout(topo.canonical_key(node.nvlink_raw(), node.gpus))
+
+
+@dataclass
+class NodeInfo:
+    idx: int
+    node: Node
+    full: int  # mask of all GPUs
+    held: int  # GPUs held by running jobs
+    free: int  # GPUs free in the snapshot and usable (up nodes only)
+    islands: tuple[int, ...]
+    composites: tuple[tuple[int, tuple[int, ...]], ...]
+    storage: Storage | None
+    layout: topo.Layout
+
+    def fits(self, mask: int, size: int, need_nvlink: bool) -> bool:
+        return topo.layout_fits(self.layout, mask, size, need_nvlink)
+
+    @property
+    def usable(self) -> bool:
+        return self.node.state == "up"
+
+
+@dataclass
+class VictimInfo:
+    job: Job
+    parts: list[tuple[int, int]]  # (node idx, GPU mask) for its nodes
+    evictable: bool
+    why_not: str  # why it cannot be evicted (empty when evictable)
+    rule: str  # rule that protects it (R5/R6/R8/R11/down)
+    cost: float
+    storage: str | None
+    flush_gb: float  # size counted against the storage (0 without a signal)
+    flushing: bool  # has a signal: flushes during its grace, bound by R11/R12
+    storm_cap_gb: float  # largest F_s under which its need stays <= max_s (inf: no limit)
+
+
+@dataclass
+class PendingInfo:
+    job: Job
+    held_until: datetime | None  # R9 cooldown end, when in force
+    guarded: bool  # R10
+    rights: frozenset[int]  # tiers whose victims' GPUs it may use
+    candidates: list[int] = field(default_factory=list)  # nodes that could host a shard if empty
+    need_nvlink: bool = True
+    patient_until: datetime | None = None  # R16: free GPUs only until then (None: no wait)
+
+
+@dataclass(frozen=True)
+class ThrashBudget:
+    """R15, the rolling eviction budget of this tick (section 9).
+
+    ``limit`` is B, ``recent`` is H (evictions in the window before now): a plan is
+    valid iff it has no victim that is not exempt, or at most ``left = B - H``
+    victims in all. ``oldest`` is when the oldest counted eviction leaves the
+    window (None when none is counted), for explanations."""
+
+    limit: int
+    recent: int
+    exempt_tiers: frozenset[int]
+    window_s: float
+    running: int
+    oldest: datetime | None = None
+    gpu_limit: int | None = None  # the extension thrash.max_gpu_fraction: GPUs per window
+    recent_gpus: int = 0  # GPUs of the recent evictions counted in the window
+    # the extension thrash.exempt_if: "all" (True) asks every preemptor of an exempt
+    # victim to be of an exempt tier, "any" (False, the contract's reading) one of them
+    exempt_all: bool = False
+
+    @property
+    def left(self) -> int:
+        return self.limit - self.recent
+
+    @property
+    def gpus_left(self) -> float:
+        """GPUs the window has left (inf without a GPU limit)."""
+        return math.inf if self.gpu_limit is None else self.gpu_limit - self.recent_gpus
+
+    def exempt_by(self, tiers: Iterable[int]) -> bool:
+        """Is a victim whose preemptors are of these tiers exempt?"""
+        return exempt_by(tiers, self.exempt_tiers, self.exempt_all)
+
+    def allows(self, victims: int, exempt: int, gpus: int = 0) -> bool:
+        """``N <= max(0, B - H - E)`` with N = victims - exempt (and, with a GPU
+        limit, their GPUs alike): no victim that is not exempt, or at most ``left``
+        victims freeing at most ``gpus_left`` GPUs in all."""
+        return victims == exempt or (victims <= self.left and gpus <= self.gpus_left)
+
+
+@dataclass
+class Problem:
+    snap: Snapshot
+    policy: Policy
+    nodes: list[NodeInfo]
+    node_index: dict[str, int]
+    running: dict[str, VictimInfo]
+    pending: dict[str, PendingInfo]
+    warnings: list[str]
+    owner: dict[tuple[int, int], str]  # (node idx, gpu) -> running job id
+    total_gpus_up_drain: int
+    thrash: ThrashBudget | None = None  # R15 (None: off)
+
+    @property
+    def now(self) -> datetime:
+        return self.snap.now
+
+    def exempt(self, tier: int) -> bool:
+        """R15: do the victims of a job of this tier count as exempt?"""
+        return self.thrash is not None and tier in self.thrash.exempt_tiers
+
+
+def _storm_cap(policy: Policy, job: Job, storage: Storage | None, local_s: float) -> float:
+    """Largest storage load F_s (GB) for which R12's need(v) stays <= grace.max_s."""
+    g = policy.grace
+    ck = job.checkpoint
+    if g.min_s > g.max_s:
+        return -1.0
+    slack = g.max_s / g.safety - ck.barrier_s - ck.cleanup_s
+    if slack < local_s - 1e-12 or slack < 0:
+        return -1.0
+    if storage is None:
+        return float("inf")
+    return slack * storage.write_gb_per_s
+
+
+def build_problem(snap: Snapshot) -> Problem:
+    policy = snap.policy
+    now = snap.now
+    nodes: list[NodeInfo] = []
+    node_index: dict[str, int] = {}
+    node_map = snap.node_map()
+    for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
+        islands, comps = clique_layout(n)
+        full = (1 << n.gpus) - 1
+        nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n),
+                              topo.layout(n.nvlink_raw(), n.gpus)))
+        node_index[n.id] = i
+    owner: dict[tuple[int, int], str] = {}
+    running: dict[str, VictimInfo] = {}
+    warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
+    for j in sorted(snap.running(), key=lambda j: j.id):
+        parts = []
+        on_down = []
+        for p in j.placement or []:
+            ni = node_index[p.node]
+            m = _mask(p.gpus)
+            nodes[ni].held |= m
+            parts.append((ni, m))
+            for gpu in p.gpus:
+                owner[(ni, gpu)] = j.id
+            if nodes[ni].node.state == "down":
+                on_down.append(p.node)
+        if on_down:
+            warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
+                            f"{', '.join(on_down)}: ignored there and never evicted")
+        tp = policy.tier(j.tier)
+        stor = victim_storage(snap, j)
+        local = local_flush_s(node_map, j)
+        cap = _storm_cap(policy, j, stor, local) if flushes(j) else float("inf")
+        why, rule = "", ""
+        immune = immune_for_s(policy, now, j)
+        if not tp.preemptible:
+            why, rule = f"tier {j.tier} is not preemptible", "R5"
+        elif on_down:
+            why, rule = f"it has GPUs on down node {on_down[0]}", "down"
+        elif immune > 0:
+            why, rule = f"immune for another {_dur(immune)}", "R6"
+        elif not tp.preemptible_at(now):
+            why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
+        elif (ending := ending_soon(policy, now, j)) is not None:
+            why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
+                         f"{_iso(j.expected_end_at)})"), "R17"
+        elif cap < 0 or (flushes(j) and j.checkpoint.size_gb > cap + 1e-9):
+            solo = solo_flush_s(snap, j, node_map)
+            need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
+            why = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
+                   f"{policy.grace.max_s:.0f} s")
+            rule = "R11"
+        running[j.id] = VictimInfo(
+            job=j, parts=parts, evictable=not why, why_not=why, rule=rule,
+            cost=eviction_cost(snap, j, node_map), storage=stor.id if stor else None,
+            flush_gb=j.checkpoint.size_gb if flushes(j) else 0.0, flushing=flushes(j),
+            storm_cap_gb=cap)
+    total = 0
+    for ni in nodes:
+        if ni.node.state == "up":
+            ni.free = ni.full & ~ni.held
+        if ni.node.state in ("up", "drain"):
+            total += ni.node.gpus
+    pending: dict[str, PendingInfo] = {}
+    hosts: dict[tuple, list[int]] = {}  # shared by jobs of the same shape (read-only)
+    # node_can_host only looks at a node's kind: decide once per kind, not per node
+    kinds: dict[tuple, list[int]] = {}
+    for ni in nodes:
+        n = ni.node
+        kinds.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
+                          n.nvlink_domain is None, ni.layout), []).append(ni.idx)
+    for j in sorted(snap.pending(), key=lambda j: j.id):
+        until = cooldown_until(policy, j)
+        held = until if until is not None and now < until else None
+        guarded = cascade_guarded(policy, now, j)
+        waits = patience_until(policy, now, j)
+        # R10 and R16: only GPUs free in the snapshot
+        rights = (frozenset() if guarded or waits is not None
+                  else frozenset(policy.tier(j.tier).can_preempt))
+        need_nv = j.topology == "nvlink" and j.gpus_per_node > 1
+        info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv, patient_until=waits)
+        key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
+        if key not in hosts:
+            hosts[key] = sorted(i for members in kinds.values()
+                                if node_can_host(nodes[members[0]], j, policy) for i in members)
+        info.candidates = hosts[key]
+        pending[j.id] = info
+    # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
+    # whatever rule (R5 for a tier that is not preemptible) protects it first
+    ignored = sum(1 for v in running.values()
+                  if any(nodes[ni].node.state == "down" for ni, _m in v.parts))
+    return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
+                   thrash_budget(snap, len(running) - ignored))
+
+
+def patience_until(policy: Policy, now: datetime, job: Job) -> datetime | None:
+    """R16: until when a pending job may take only free GPUs (None: it has waited its
+    tier's ``preempt_after_s``, or its queue start is unknown)."""
+    wait = policy.tier(job.tier).preempt_after_s
+    start = job.queue_start()
+    if wait <= 0 or start is None:
+        return None
+    until = start + timedelta(seconds=wait)
+    return until if now < until else None
+
+
+def ending_soon(policy: Policy, now: datetime, job: Job) -> float | None:
+    """R17: the seconds until a running job's ``expected_end_at`` when that is within
+    ``spare_ending_within_s`` (then it is not evicted), else None."""
+    within = policy.spare_ending_within_s
+    if within <= 0 or job.expected_end_at is None:
+        return None
+    left = (job.expected_end_at - now).total_seconds()
+    return left if 0 <= left <= within else None
+
+
+def thrash_budget(snap: Snapshot, running: int) -> ThrashBudget | None:
+    """R15: B from the running jobs that are not ignored, H from ``recent_evictions``
+    with ``now - window_s <= at < now``."""
+    th = snap.policy.thrash
+    if th is None:
+        return None
+    now = snap.now
+    start = now - timedelta(seconds=th.window_s)
+    counted = [e for e in snap.recent_evictions if start <= e.at < now]
+    oldest = min(e.at for e in counted) + timedelta(seconds=th.window_s) if counted else None
+    live = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
+    return ThrashBudget(th.limit(running), len(counted), frozenset(th.exempt_tiers),
+                        float(th.window_s), running, oldest, th.gpu_limit(live),
+                        sum(e.gpus or 0 for e in counted), th.exempt_if == "all")
+
+
+def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:
+    """Could one shard of the job go on this node if it were empty (R1, R3, R4)?"""
+    n = ni.node
+    if n.state != "up" or n.gpus < job.gpus_per_node:
+        return False
+    if job.gpu_type is not None and n.gpu_type != job.gpu_type:
+        return False
+    if not policy.pool_admits(n.pool, job.tier):
+        return False
+    if job.same_block and n.block is None:
+        return False
+    if job.same_nvlink_domain and n.nvlink_domain is None:
+        return False
+    need = job.topology == "nvlink" and job.gpus_per_node > 1
+    return ni.fits(ni.full, job.gpus_per_node, need)
+
+
+def _iso(t: datetime | None) -> str:
+    return "unknown" if t is None else t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _dur(seconds: float) -> str:
+    s = round(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {(s % 3600) // 60} min"
+
+
+def fmt_duration(seconds: float) -> str:
+    return _dur(seconds)

@@ -1,0 +1,895 @@
+"""The greedy planner: the CP-SAT hint, the fallback, and a baseline.
+
+Pending jobs are taken in objective order (tier, then larger jobs first, then
+priority, then id). Each job goes where it fits on GPUs already available to it
+(free, or freed this tick by victims its tier may preempt), best fit first;
+otherwise on the node(s) where the cheapest set of allowed victims makes room,
+as long as the storm limit (R11/R12) and the eviction budgets (R13) still hold.
+Victims on a node are chosen by trying every single victim and a cheapest-first
+augmentation, keeping the cheapest that fits. A gang takes the best nodes whose
+victims stay within those limits together, not only one by one.
+
+:func:`squeaky_wheel` runs it once more with the jobs a plan deferred placed first
+within their tier.
+
+:meth:`GreedyPlanner.cheaper_placements` uses the same search on a finished
+plan: it moves single-node jobs, and gangs free to use any nodes, to cheaper
+options next to the rest of the plan (one of the polishing passes of
+planner/heuristics/repack.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.rules import gang_group, keeps_group
+from planner.core import topology as topo
+from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
+from planner.core.problem import PendingInfo, Problem
+
+
+@dataclass
+class GreedyState:
+    """A plan being built or changed, as the greedy search sees it: which GPUs are
+    still free, whose GPUs this tick's victims leave, the storm loads and the
+    evictions the limits count. Changed only through :class:`GreedyPlanner`'s
+    methods (:meth:`~GreedyPlanner.evict`, :meth:`~GreedyPlanner.occupy`,
+    :meth:`~GreedyPlanner.take_gpus`, :meth:`~GreedyPlanner.release`), which keep
+    the change counters that the planner's memos depend on; read freely."""
+
+    free: dict[int, int]  # node idx -> free GPUs not yet used
+    freed: dict[int, dict[str, int]] = field(default_factory=dict)  # node -> victim -> mask
+    victims: set[str] = field(default_factory=set)
+    exempt: set[str] = field(default_factory=set)  # victims evicted for exempt tiers (R15)
+    loads: dict[str, float] = field(default_factory=dict)
+    min_cap: dict[str, float] = field(default_factory=dict)  # storage -> tightest victim cap
+    evicted_gpus: int = 0
+    version: dict[int, int] = field(default_factory=dict)  # node -> change counter
+    log: list[int] = field(default_factory=list)  # nodes in the order they changed
+    epoch: int = 0  # changes of the victims (their loads, the evictions)
+
+
+@dataclass
+class ShapeHeap:
+    """Best option per candidate node for one job shape, as a lazy heap: entries
+    whose node changed since (version) are skipped; changed nodes are re-scored
+    from the state's change log before each query."""
+
+    heap: list = field(default_factory=list)
+    pos: int = 0
+    members: frozenset[int] = frozenset()
+    # nodes scored "cannot host" because a limit refused their options: they come
+    # back when the node changes (the log), or when the limits they face are looser
+    # than then (after release): their _relief_storages -> their _limits then ->
+    # nodes; reliefs: the planner's count of falls then (none since: nothing to check)
+    dropped: dict[tuple, dict[tuple, list[int]]] = field(default_factory=dict)
+    reliefs: int = 0
+
+
+def job_order(problem: Problem, order: str = "size") -> list[PendingInfo]:
+    """Pending jobs (not in backoff) by tier, then larger jobs first (``"size"``, the
+    objective's order) or more important jobs first (``"priority"``, the queue order
+    of the Kubernetes- and Slurm-style baselines)."""
+    if order == "priority":
+        def key(p: PendingInfo) -> tuple:
+            return (p.job.tier, -p.job.priority, -p.job.total_gpus, p.job.id)
+    else:
+        def key(p: PendingInfo) -> tuple:
+            return (p.job.tier, -p.job.total_gpus, -p.job.priority, p.job.id)
+    return sorted((p for p in problem.pending.values() if p.held_until is None), key=key)
+
+
+def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
+    """The greedy plan once more (with ``settings``, those of the variant that gave
+    ``d``), placing the jobs ``d`` defers first within their tier: a second pass of
+    "squeaky wheel" optimisation. Largest-first can give a big job the only nodes a
+    smaller, pickier job could use; the second pass places the picky job first. The
+    caller keeps whichever plan is lexicographically better."""
+    deferred = frozenset(j for j in problem.pending if j not in d.placements)
+    return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve())
+
+
+GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
+SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
+SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
+
+
+class VictimUse:
+    """Who takes which victim's GPUs in a plan being changed (ejection moves, moves
+    to cheaper victims): victim -> placed jobs on its GPUs, and job -> those
+    victims, so that a job leaving knows the victims only it used."""
+
+    def __init__(self, owner: dict[tuple[int, int], str]):
+        self.owner = owner  # (node idx, GPU) -> running job
+        self.users: dict[str, set[str]] = {}
+        self.uses: dict[str, set[str]] = {}
+
+    def link(self, j: str, parts: list[tuple[int, int]], victims: set[str]) -> None:
+        """Job j holds GPUs ``parts``: it uses the ``victims`` that own some of them."""
+        vs = self.uses.setdefault(j, set())
+        for ni, m in parts:
+            while m:
+                low = m & -m
+                m ^= low
+                v = self.owner.get((ni, low.bit_length() - 1))
+                if v is not None and v in victims:
+                    vs.add(v)
+                    self.users.setdefault(v, set()).add(j)
+
+    def unlink(self, j: str) -> set[str]:
+        """Job j leaves; the victims it used."""
+        vs = self.uses.pop(j, set())
+        for v in vs:
+            self.users[v].discard(j)
+        return vs
+
+    def own(self, j: str) -> list[str]:
+        """The victims only job j uses."""
+        return sorted(v for v in self.uses.get(j, ()) if self.users.get(v) == {j})
+
+    def unused(self, vs: Iterable[str]) -> list[str]:
+        """Of ``vs``, the victims no placed job uses."""
+        return sorted(v for v in vs if not self.users.get(v))
+
+
+class GreedyPlanner:
+    """Greedy minimum-cost placement, one job at a time.
+
+    :meth:`solve` builds a plan. The ejection moves, the polishing passes and the
+    baselines search and change plans through the public methods below, on a
+    :class:`GreedyState`; each change keeps the state's change counters, so the
+    planner's memoised options stay right:
+
+    - reading: :meth:`available` (the GPUs a job may take on a node), :meth:`fits`,
+      :meth:`allowed_victims`, :meth:`node_option`, :meth:`group_key`,
+      :meth:`victims_order`, and the limits :meth:`storm_ok` (R11/R12),
+      :meth:`budgets_ok` (R13, R15) and :meth:`within_limits` (both);
+    - changing: :meth:`state_of` (the state a finished plan leaves),
+      :meth:`placing` (the job whose victims come next, R15), :meth:`place` (the
+      greedy search for one job), :meth:`evict`, :meth:`occupy`,
+      :meth:`take_gpus`, :meth:`release` and :meth:`ban`.
+    """
+
+    name = "greedy"
+
+    def __init__(self, problem: Problem, *, spare_lower: bool = False,
+                 storm_price: float = 0.0, priced: frozenset[str] | None = None,
+                 first: frozenset[str] = frozenset(), order: str = "size",
+                 spare_free: bool = SPARE_FREE):
+        self.p = problem
+        # order: within a tier, larger jobs first ("size") or more important jobs
+        # first ("priority"); a variant whose plan is kept when it is better
+        if order not in ("size", "priority"):
+            raise ValueError(f"order must be 'size' or 'priority', not {order!r}")
+        self.order = order
+        # first: jobs placed before the others of their tier (a second pass puts the
+        # jobs the first pass deferred first: the "squeaky wheel")
+        self.first = first
+        # storm_price: weight per GB a victim flushes (R11/R12), so that where the
+        # storage limit binds the storm budget goes to victims that free GPUs with
+        # small checkpoints; a variant whose plan is kept when it is better
+        self.storm_price = storm_price
+        self.storm_rejected = False  # did the storm limit ever refuse an option?
+        self.budget_rejected = False  # did an eviction budget (R13) ever refuse one?
+        self.full_storages: set[str] = set()  # storages where it did
+        self.refusals = 0  # options the storm limit or a budget refused
+        self.banned: set[str] = set()  # victims no option may use (see ban)
+        # R15: are the victims of the job being placed exempt (its tier is)? Set by
+        # placing() before every search and commit for one job
+        self.placing_exempt = False
+        self.priced = priced  # storages whose flushes are priced (None: all)
+        # spare_lower: a job prefers victims whose GPUs no less important pending job
+        # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
+        # tier-2 jobs need); a variant whose plan is kept when it is better.
+        # spare_free: the variant also spares free GPUs, which lower tiers can use
+        # without evicting. Where the storm limit binds this costs a tier its own
+        # admissions: free GPUs are the only ones that flush nothing, and a job that
+        # spares them evicts instead, spending the storm budget the tier's other
+        # jobs needed (docs/planner.md, section 2)
+        self.contested: dict[int, frozenset[int]] = {}
+        self.free_penalty: dict[int, float] = {}  # tier -> weight per free GPU taken
+        if spare_lower:
+            for t in {i.job.tier for i in problem.pending.values()}:
+                lower = [i for i in problem.pending.values()
+                         if i.job.tier > t and i.held_until is None]
+                self.contested[t] = frozenset().union(*(i.rights for i in lower))
+                if lower and spare_free:
+                    self.free_penalty[t] = SPARE_PENALTY  # free GPUs serve every tier
+        # evictable victims per node, cheapest first
+        self.by_node: dict[int, list[str]] = {}
+        self.vmask: dict[tuple[str, int], int] = {}  # (victim, node) -> its GPUs there
+        for vid, v in sorted(problem.running.items()):
+            if v.evictable:
+                for ni, m in v.parts:
+                    self.by_node.setdefault(ni, []).append(vid)
+                    self.vmask.setdefault((vid, ni), m)
+        for ni in self.by_node:
+            self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
+        self._cache: dict[tuple, tuple[int, list]] = {}
+        self._rank: dict[str, tuple] = {}  # victim -> its place in victims_order
+        self._grouped: dict[tuple, dict[int, tuple]] = {}  # see _grouped_option
+        # loads fall only in release (re-placing a finished plan's jobs): it counts the
+        # times each storage target's load fell, and any victim left when an eviction
+        # budget is set; a memo entry of _grouped_option is kept while those of the
+        # node's victims' storage targets stay as they were
+        self._relief: dict[str | None, int] = {}
+        self._reliefs = 0  # their sum (see ShapeHeap)
+        self._limits_memo: dict[tuple, tuple] = {}  # see _limits
+        self._node_storages: dict[int, tuple] = {}
+        self._heaps: dict[tuple, ShapeHeap] = {}
+        # the snapshot's state, shared by every job shape (see _first_bounds)
+        self._free_fits: dict[tuple[int, bool], dict[int, bool]] = {}
+        self._least_weight: dict[tuple, dict[int, float]] = {}
+
+    # -- availability ---------------------------------------------------------------
+    def available(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
+        """The GPUs of node ni the job may take: free ones, and those freed this tick
+        by victims of tiers it may preempt (with ``thrash.exempt_if: all``, not those
+        of exempt victims when its own tier is not exempt: R15)."""
+        m = st.free.get(ni, 0)
+        freed = st.freed.get(ni)
+        if freed:
+            running, rights = self.p.running, info.rights
+            tb = self.p.thrash
+            keep_off = (st.exempt if tb is not None and tb.exempt_all
+                        and info.job.tier not in tb.exempt_tiers else ())
+            for vid, fm in freed.items():
+                if running[vid].job.tier in rights and vid not in keep_off:
+                    m |= fm
+        return m
+
+    def fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
+        """Does one shard of the job fit on GPUs ``avail`` of node ni (R3: connected
+        when it needs NVLink)?"""
+        return topo.layout_fits(self.p.nodes[ni].layout, avail, info.job.gpus_per_node,
+                                info.need_nvlink)
+
+    def storm_ok(self, st: GreedyState, new: list[str]) -> bool:
+        """R11/R12: every flushing victim's need stays <= max_s under the new loads
+        with victims ``new`` added. A refusal sets ``storm_rejected`` and adds the
+        storage targets to ``full_storages``."""
+        loads: dict[str, float] = {}
+        caps: dict[str, float] = {}
+        for v in new:
+            vi = self.p.running[v]
+            if vi.storage is not None and vi.flushing:
+                s = vi.storage
+                loads[s] = loads.get(s, st.loads.get(s, 0.0)) + vi.flush_gb
+                caps[s] = min(caps.get(s, st.min_cap.get(s, float("inf"))), vi.storm_cap_gb)
+        full = {s for s in loads if loads[s] > caps[s] + 1e-9}
+        if full:
+            self.refusals += 1
+            self.storm_rejected = True
+            self.full_storages |= full
+        return not full
+
+    def within_limits(self, st: GreedyState, new: list[str]) -> bool:
+        """Do the storm limit (R11/R12) and the eviction budgets (R13, R15) hold with
+        victims ``new`` added to the state's? (A refusal is counted, see
+        :meth:`storm_ok`.)"""
+        return self.storm_ok(st, new) and self.budgets_ok(st, new)
+
+    def placing(self, info: PendingInfo) -> None:
+        """The job whose options are searched and whose victims are evicted next
+        (R15: its tier says whether they are exempt)."""
+        self.placing_exempt = self.p.exempt(info.job.tier)
+
+    def budgets_ok(self, st: GreedyState, new: list[str]) -> bool:
+        """R13 and R15: do the eviction budgets of the tick (count, GPU fraction) and
+        the rolling budget (unless every victim is exempt) hold with victims ``new``
+        added? A refusal sets ``budget_rejected``."""
+        pol = self.p.policy
+        tb = self.p.thrash
+        if tb is not None and new and not (self.placing_exempt
+                                           and len(st.victims) == len(st.exempt)) and (
+                len(st.victims) + len(new) > tb.left
+                or st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
+                > tb.gpus_left):
+            # R15: more than the window has left, unless every victim is exempt
+            self.refusals += 1
+            self.budget_rejected = True
+            return False
+        if (pol.max_evictions_per_tick is not None
+                and len(st.victims) + len(new) > pol.max_evictions_per_tick):
+            self.refusals += 1
+            self.budget_rejected = True
+            return False
+        if pol.max_evicted_gpu_fraction is not None:
+            g = st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
+            if g > pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9:
+                self.refusals += 1
+                self.budget_rejected = True
+                return False
+        return True
+
+    def _eviction_option(self, st: GreedyState, info: PendingInfo, ni: int,
+                         base: int) -> tuple[float, list[str]] | None:
+        """Cheapest victims on node ni (of tiers the job may preempt) that make it fit,
+        among those the storm limit and the budgets still allow."""
+        # the options' weights depend on the tier's contested tiers (spare variant)
+        key = (ni, info.rights, self.contested.get(info.job.tier, frozenset()),
+               info.job.gpus_per_node, info.need_nvlink, self.p.exempt(info.job.tier))
+        hit = self._cache.get(key)
+        if hit is None or hit[0] != st.version.get(ni, 0):
+            hit = (st.version.get(ni, 0), self._options(st, info, ni, base))
+            self._cache[key] = hit
+        for cost, _n, vs in hit[1]:
+            if self.within_limits(st, vs):
+                return cost, vs
+        return None
+
+    def victims_order(self, vs: Iterable[str]) -> tuple:
+        """Objective item 6's tie-break between victim sets of equal cost and count:
+        victims of lower tiers, then of lower priority, then started most recently
+        (smaller is preferred)."""
+        ranks = []
+        for v in vs:
+            r = self._rank.get(v)
+            if r is None:
+                job = self.p.running[v].job
+                started = job.started_at.timestamp() if job.started_at is not None else 0.0
+                r = self._rank[v] = (-job.tier, job.priority, -started)
+            ranks.append(r)
+        return tuple(sorted(ranks))
+
+    def _weight(self, v: str, contested: frozenset[int]) -> float:
+        """What evicting v counts for a job whose tier's contested tiers are given:
+        its cost, plus the spare penalty and the storm price of the variants."""
+        vi = self.p.running[v]
+        w = vi.cost
+        if vi.job.tier in contested:
+            w += SPARE_PENALTY * vi.job.total_gpus
+        if self.storm_price and vi.flushing and (self.priced is None
+                                                 or vi.storage in self.priced):
+            w += self.storm_price * vi.flush_gb
+        return w
+
+    def allowed_victims(self, st: GreedyState, info: PendingInfo, ni: int) -> list[str]:
+        """Node ni's running jobs that the job may still evict: evictable, not yet
+        evicted, of a tier it may preempt, not banned (cheapest first)."""
+        return [v for v in self.by_node.get(ni, ())
+                if v not in st.victims and self.p.running[v].job.tier in info.rights
+                and v not in self.banned]
+
+    def _options(self, st: GreedyState, info: PendingInfo, ni: int,
+                 base: int) -> list[tuple[float, int, list[str]]]:
+        cands = self.allowed_victims(st, info, ni)
+        if not cands:
+            return []
+        masks = {v: self.vmask[(v, ni)] for v in cands}
+        total = base
+        for v in cands:
+            total |= masks[v]
+        if not self.fits(ni, total, info):
+            return []
+        contested = self.contested.get(info.job.tier, frozenset())
+
+        def weight(v: str) -> float:
+            return self._weight(v, contested)
+
+        if contested or self.storm_price:
+            cands.sort(key=lambda v: (weight(v), v))
+        options: list[tuple[float, int, list[str]]] = []
+        for v in cands:  # single victims
+            if self.fits(ni, base | masks[v], info):
+                options.append((weight(v), 1, [v]))
+        acc, chosen = base, []
+        for v in cands:  # cheapest-first augmentation
+            acc |= masks[v]
+            chosen.append(v)
+            if self.fits(ni, acc, info):
+                # drop victims that are not needed, most expensive first
+                for w in sorted(chosen, key=lambda w: -weight(w)):
+                    rest = base
+                    for x in chosen:
+                        if x != w:
+                            rest |= masks[x]
+                    if len(chosen) > 1 and self.fits(ni, rest, info):
+                        chosen.remove(w)
+                options.append((sum(weight(w) for w in chosen), len(chosen), list(chosen)))
+                break
+        options.sort(key=lambda o: (o[0], o[1], self.victims_order(o[2]), o[2]))
+        return options
+
+    # -- commit ---------------------------------------------------------------------
+    def evict(self, st: GreedyState, vs: list[str]) -> None:
+        """Evict ``vs``: their GPUs become available to the jobs whose tiers may
+        preempt theirs, their flushes join the storm loads, and they count against
+        the budgets (exempt, R15, when the job being placed is; see :meth:`placing`)."""
+        if vs:
+            st.epoch += 1
+        for v in vs:
+            vi = self.p.running[v]
+            st.victims.add(v)
+            if self.placing_exempt:
+                st.exempt.add(v)
+            st.evicted_gpus += vi.job.total_gpus
+            if vi.storage is not None and vi.flushing:
+                st.loads[vi.storage] = st.loads.get(vi.storage, 0.0) + vi.flush_gb
+                st.min_cap[vi.storage] = min(st.min_cap.get(vi.storage, float("inf")),
+                                             vi.storm_cap_gb)
+            for ni, m in vi.parts:
+                st.version[ni] = st.version.get(ni, 0) + 1
+                st.log.append(ni)
+                if self.p.nodes[ni].node.state == "up":
+                    st.freed.setdefault(ni, {})[v] = m
+
+    def take_gpus(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
+        """Choose the GPUs of one shard of the job on node ni among those available to
+        it (inside one NVLink clique when possible, best fit), occupy them and return
+        their mask. The caller has checked that the shard fits."""
+        avail = self.available(st, info, ni)
+        node = self.p.nodes[ni]
+        gpn = info.job.gpus_per_node
+        mask = None
+        if info.need_nvlink or gpn == 1:  # inside one NVLink clique when possible (best fit)
+            fitting = sorted((isl for isl in node.islands if (avail & isl).bit_count() >= gpn),
+                             key=lambda isl: ((avail & isl).bit_count(), isl & -isl))
+            if fitting:
+                mask = topo.layout_best_fit(node.layout, avail & fitting[0], gpn, True)
+        if mask is None:
+            mask = topo.layout_best_fit(node.layout, avail, gpn, info.need_nvlink)
+        assert mask is not None
+        self.occupy(st, ni, mask)
+        return mask
+
+    def group_key(self, info: PendingInfo, ni: int) -> tuple:
+        """The block or NVLink domain of node ni that a gang keeping one must stay in
+        (R2; ``models.rules.gang_group``)."""
+        return gang_group(self.p.nodes[ni].node, info.job)
+
+    def node_option(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+        """The job's best option on node ni in this state: (cost, victims count,
+        leftover GPUs, node id, node idx, victims), on available GPUs when it fits
+        there, else with the cheapest victims that make it fit within the limits;
+        None if there is none."""
+        base = self.available(st, info, ni)
+        node_id = self.p.nodes[ni].node.id
+        if self.fits(ni, base, info):
+            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
+            return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
+        if info.rights:
+            opt = self._eviction_option(st, info, ni, base)
+            if opt is not None:
+                # (for victims, the third item is objective item 6's tie-break, where a
+                # free option has its leftover GPUs: options of one count compare alike)
+                return (opt[0], len(opt[1]), self.victims_order(opt[1]), node_id, ni, opt[1])
+        return None
+
+    def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+        """:meth:`node_option` for gangs that keep one block or NVLink domain, which
+        score every candidate node: kept per job shape and node until the node changes
+        (in solve() storm loads and budgets only grow, so a node that could not host
+        the shape still cannot; an option with victims is checked against them again).
+        Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
+        only in :meth:`release`; an entry lasts until those its node's victims flush
+        to (or any, with an eviction budget) fall."""
+        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink)
+        memo = self._grouped.setdefault(key, {})
+        ver = st.version.get(ni, 0)
+        if self._relief:
+            ver = (ver, *self._relief_key(ni))
+        hit = memo.get(ni)
+        if hit is not None and hit[0] == ver:
+            opt = hit[1]
+            if opt is None or not opt[5] or self.within_limits(st, opt[5]):
+                return opt
+        opt = self.node_option(st, info, ni)
+        memo[ni] = (ver, opt)
+        return opt
+
+    def _relief_storages(self, ni: int) -> tuple:
+        """None (the evictions, for the budgets), then the storage targets node ni's
+        victims flush to: what its options' limits depend on."""
+        ss = self._node_storages.get(ni)
+        if ss is None:
+            ss = self._node_storages[ni] = (None, *sorted(
+                {self.p.running[v].storage for v in self.by_node.get(ni, ())
+                 if self.p.running[v].flushing and self.p.running[v].storage}))
+        return ss
+
+    def _relief_key(self, ni: int) -> tuple[int, ...]:
+        """How often the loads that node ni's options depend on fell."""
+        return tuple(self._relief.get(s, 0) for s in self._relief_storages(ni))
+
+    def _limits(self, st: GreedyState, ss: tuple) -> tuple[float, ...]:
+        """What the options of a node whose _relief_storages are ``ss`` face: the
+        evictions so far, and the load and the tightest cap of each of its storage
+        targets (rounded: loads are summed again when they fall). Kept until the
+        victims change (st.epoch)."""
+        hit = self._limits_memo.get(ss)
+        if hit is not None and hit[0] == st.epoch and hit[1] is st:
+            return hit[2]
+        out: list[float] = [len(st.victims), st.evicted_gpus, len(st.victims) - len(st.exempt)]
+        for s in ss[1:]:
+            out += [round(st.loads.get(s, 0.0), 6), st.min_cap.get(s, math.inf)]
+        self._limits_memo[ss] = (st.epoch, st, tuple(out))
+        return self._limits_memo[ss][2]
+
+    @staticmethod
+    def _looser(now: tuple[float, ...], then: tuple[float, ...]) -> bool:
+        """Are limits ``now`` looser than ``then``: fewer evictions (in all, by GPUs,
+        or not exempt), or a lower load or a higher cap on one of the storage
+        targets? (Otherwise options refused then are refused again: the limits only
+        tightened.)"""
+        return (now[0] < then[0] or now[1] < then[1] or now[2] < then[2]
+                or any(now[i] < then[i] or now[i + 1] > then[i + 1]
+                       for i in range(3, len(now), 2)))
+
+    def _bound(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+        """A cheap lower bound on a node's option, as a heap entry that sorts before
+        any exact option with the same cost (leftover -1, or () where victims are
+        needed; victims None); None when the node cannot host the job even by evicting
+        every allowed victim."""
+        base = self.available(st, info, ni)
+        node_id = self.p.nodes[ni].node.id
+        if self.fits(ni, base, info):
+            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
+            return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
+        if not info.rights:
+            return None
+        # every option evicts at least one allowed victim: the least weight of one is a
+        # bound (the least cost, plus the variants' penalties when they count)
+        contested = self.contested.get(info.job.tier, frozenset())
+        ws = [self._weight(v, contested) for v in self.by_node.get(ni, ())
+              if v not in st.victims and self.p.running[v].job.tier in info.rights]
+        if not ws:
+            return None
+        return (min(ws), 1, (), node_id, ni, st.version.get(ni, 0), None)
+
+    def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
+        """``_bound`` for every candidate node of a job shape: nodes nothing has
+        changed yet (version 0) are answered from tables of the snapshot's state
+        shared by every shape, the others one by one."""
+        gpn, need = info.job.gpus_per_node, info.need_nvlink
+        w_free = self.free_penalty.get(info.job.tier, 0.0) * gpn
+        contested = self.contested.get(info.job.tier, frozenset())
+        fits_key = (gpn, need)
+        fits = self._free_fits.get(fits_key)
+        if fits is None:
+            fits = self._free_fits[fits_key] = {}
+        wkey = (info.rights, contested)
+        least = self._least_weight.get(wkey)
+        if least is None:
+            least = self._least_weight[wkey] = {}
+            for ni, vids in self.by_node.items():
+                ws = [self._weight(v, contested) for v in vids
+                      if self.p.running[v].job.tier in info.rights]
+                if ws:
+                    least[ni] = min(ws)
+        out = []
+        version, nodes = st.version, self.p.nodes
+        for ni in info.candidates:
+            if version.get(ni, 0):
+                b = self._bound(st, info, ni)
+                if b is not None:
+                    out.append(b)
+                continue
+            ok = fits.get(ni)
+            if ok is None:
+                ok = fits[ni] = topo.layout_fits(nodes[ni].layout, nodes[ni].free, gpn, need)
+            if ok:
+                out.append((w_free, 0, -1, nodes[ni].node.id, ni, 0, None))
+            elif info.rights and ni in least:
+                out.append((least[ni], 1, (), nodes[ni].node.id, ni, 0, None))
+        return out
+
+    def _best_nodes(self, st: GreedyState, info: PendingInfo, m: int) -> list[tuple]:
+        """The m best node options for a job (distinct nodes), via the class heap.
+
+        Nodes enter the heap with a lower bound and are scored exactly only when
+        they reach the top (best-first search), so a job usually looks at a few
+        nodes instead of all of them."""
+        # the tier too: bounds and options carry its weights (free and contested GPUs)
+        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink,
+               id(info.candidates))
+        ch = self._heaps.get(key)
+        if ch is None:
+            ch = ShapeHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
+            heapq.heapify(ch.heap)
+            ch.pos = len(st.log)
+            ch.reliefs = self._reliefs
+            self._heaps[key] = ch
+        else:
+            back = set(st.log[ch.pos:]) & ch.members
+            if ch.reliefs != self._reliefs:
+                for ss, by_then in ch.dropped.items():
+                    now = self._limits(st, ss)
+                    for then in [t for t in by_then if t != now and self._looser(now, t)]:
+                        back.update(by_then.pop(then))
+                ch.reliefs = self._reliefs
+            for ni in sorted(back):
+                b = self._bound(st, info, ni)
+                if b is not None:
+                    heapq.heappush(ch.heap, b)
+            ch.pos = len(st.log)
+        chosen: list[tuple] = []
+        seen: set[int] = set()
+        while ch.heap and len(chosen) < m:
+            e = heapq.heappop(ch.heap)
+            ni = e[4]
+            if ni in seen or e[5] != st.version.get(ni, 0):
+                continue  # stale: the node changed and was re-scored
+            if e[6] is None or (e[6] and not self.within_limits(st, e[6])):
+                # a bound, or an option the limits no longer allow: score it now
+                refused = self.refusals
+                opt = self.node_option(st, info, ni)
+                if opt is not None:
+                    heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
+                elif self.refusals != refused:  # (a limit, not the node, said no)
+                    ss = self._relief_storages(ni)
+                    ch.dropped.setdefault(ss, {}).setdefault(
+                        self._limits(st, ss), []).append(ni)
+                continue
+            chosen.append(e)
+            seen.add(ni)
+        for e in chosen:
+            heapq.heappush(ch.heap, e)
+        return [(e[0], e[2], e[4], e[6]) for e in chosen]
+
+    def place(self, st: GreedyState, info: PendingInfo) -> list[tuple[int, int]] | None:
+        """Place one job by the greedy search: evict its victims, occupy its GPUs and
+        return its (node idx, GPU mask) parts; None (the state unchanged) when it
+        finds no place."""
+        self.placing(info)
+        job = info.job
+        if not keeps_group(job):
+            chosen = self._best_nodes(st, info, job.nodes)
+            if len(chosen) < job.nodes:
+                return None
+            if job.nodes > 1 and self._together(st, chosen, job.nodes) is None:
+                # the best nodes' victims together break a limit: the best nodes that
+                # stay within it, among GANG_WIDEN times as many
+                wider = self._best_nodes(st, info, GANG_WIDEN * job.nodes)
+                chosen = (self._together(st, wider, job.nodes)
+                          or self._rescued(st, wider, job.nodes))
+                if chosen is None:
+                    return None
+        else:
+            options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
+            for ni in info.candidates:
+                opt = self._grouped_option(st, info, ni)
+                if opt is not None:
+                    options.append((opt[0], opt[2], ni, opt[5]))
+            options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
+            groups: dict[tuple, list] = {}
+            for o in options:
+                groups.setdefault(self.group_key(info, o[2]), []).append(o)
+            # per group (block or NVLink domain) its cheapest nodes whose victims
+            # together stay within the storm limit and the budgets; the cheapest
+            # group, ties by key. A group's cheapest nodes regardless of the limits
+            # bound its cost from below, and are its choice when they stay within them
+            bounds = []
+            for key, grp in groups.items():
+                if len(grp) >= job.nodes:
+                    bounds.append((sum(o[0] for o in grp[: job.nodes]), str(key), key))
+            best = None
+            for pick in (self._together, self._rescued):  # the rescue only if none fits
+                for bound, name, key in sorted(bounds):
+                    if best is not None and bound > best[0]:
+                        break
+                    grp = pick(st, groups[key], job.nodes)
+                    if grp is not None:
+                        cand = (sum(o[0] for o in grp), name, grp)
+                        if best is None or cand[:2] < best[:2]:
+                            best = cand
+                if best is not None:
+                    break
+            if best is None:
+                return None
+            chosen = best[2]
+        new: list[str] = []
+        for o in chosen:
+            for v in o[3]:
+                if v not in new:
+                    new.append(v)
+        self.evict(st, new)
+        return [(o[2], self.take_gpus(st, info, o[2])) for o in chosen]
+
+    def _together(self, st: GreedyState, options: list, n: int) -> list | None:
+        """The first ``n`` of a gang's node options (best first) whose victims
+        together stay within the storm limit (R11/R12) and the budgets (R13), passing
+        over those that would break them; None if fewer than n do. (Each option was
+        checked alone; their victims together may still be too many.)"""
+        picked: list = []
+        acc: list[str] = []
+        for o in options:
+            vs = [v for v in o[3] if v not in acc]
+            if vs and not self.within_limits(st, acc + vs):
+                continue
+            picked.append(o)
+            acc += vs
+            if len(picked) == n:
+                return picked
+        return None
+
+    def _rescued(self, st: GreedyState, options: list, n: int) -> list | None:
+        """A gang's last chance when :meth:`_together` found no nodes anywhere.
+
+        A storage target's limit is the tightest cap of the victims flushing to it
+        (R12), so one cheap option whose victim has a low cap can refuse every later
+        option, although without it n would fit. For each cap t of the options
+        (the lowest left out: :meth:`_together` tried it), :meth:`_together` on the
+        options whose tightest cap is at least t; the cheapest n found. Only a
+        rescue: where :meth:`_together` finds nodes, the cheaper nodes found here
+        would spend storm budget that the jobs after the gang need."""
+        if len(options) <= n:
+            return None
+        tight = [self._tightest_cap(o[3]) for o in options]
+        best = None
+        for t in sorted(set(tight))[1:]:
+            kept = [o for o, c in zip(options, tight) if c >= t]
+            if len(kept) < n:
+                break
+            cand = self._together(st, kept, n)
+            if cand is not None:
+                cost = sum(o[0] for o in cand)
+                if best is None or cost < best[0]:
+                    best = (cost, cand)
+        return None if best is None else best[1]
+
+    def _tightest_cap(self, vs: list[str]) -> float:
+        """The lowest storm cap (GB) among victims ``vs`` that flush to a storage
+        target (inf when none does)."""
+        running = self.p.running
+        return min((running[v].storm_cap_gb for v in vs
+                    if running[v].flushing and running[v].storage is not None),
+                   default=math.inf)
+
+    def queue(self) -> list[PendingInfo]:
+        """The order in which pending jobs are placed (subclasses change it)."""
+        order = job_order(self.p, self.order)
+        if self.first:  # stable: objective order otherwise
+            order.sort(key=lambda i: (i.job.tier, i.job.id not in self.first))
+        return order
+
+    def solve(self) -> Decision:
+        """The greedy plan: every job of :meth:`queue` placed in turn where
+        :meth:`place` puts it."""
+        st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
+        d = Decision()
+        for info in self.queue():
+            if not info.candidates:
+                continue
+            self.placing(info)
+            parts = self.place(st, info)
+            if parts is not None:
+                d.placements[info.job.id] = parts
+        d.victims = set(st.victims)
+        return d
+
+    # -- re-placing jobs of a finished plan -------------------------------------------
+    def state_of(self, d: Decision) -> GreedyState:
+        """The greedy state a decision leaves: GPUs not used, victims' GPUs not used,
+        storm loads, tightest caps, evicted GPUs; every node it touches is marked
+        changed, so that the heaps score it from this state."""
+        st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
+        exempt = exempt_victims(self.p, preemptors_of(self.p, d))
+        for flag in (True, False):  # R15: the victims of exempt jobs, then the others
+            self.placing_exempt = flag
+            self.evict(st, sorted(v for v in d.victims if (v in exempt) == flag))
+        for _j, parts in sorted(d.placements.items()):
+            for ni, m in parts:
+                self.occupy(st, ni, m)
+        return st
+
+    def ban(self, st: GreedyState, vs: set[str]) -> None:
+        """No option may evict ``vs`` (an empty set lifts the ban); their nodes count
+        as changed, so that they are scored again."""
+        for v in self.banned ^ vs:
+            for ni, _m in self.p.running[v].parts:
+                st.version[ni] = st.version.get(ni, 0) + 1
+                st.log.append(ni)
+        self.banned = set(vs)
+
+    def occupy(self, st: GreedyState, ni: int, mask: int) -> None:
+        """Mark GPUs ``mask`` of node ni as taken by a job (the caller has checked
+        that they are available to it)."""
+        st.free[ni] = st.free.get(ni, 0) & ~mask
+        for vid in list(st.freed.get(ni, {})):
+            st.freed[ni][vid] &= ~mask
+        st.version[ni] = st.version.get(ni, 0) + 1
+        st.log.append(ni)
+
+    def release(self, st: GreedyState, ni: int, mask: int, drop: list[str]) -> None:
+        """Give back a job's GPUs ``mask`` on node ni and un-evict ``drop`` (victims
+        no one else uses): their GPUs are theirs again, their flush load goes."""
+        node = self.p.nodes[ni]
+        # _grouped_option's "cannot host" entries assume loads only grow (storage None:
+        # every node, when an eviction budget is set)
+        pol = self.p.policy
+        for s in {self.p.running[v].storage for v in drop if self.p.running[v].flushing} | (
+                {None} if drop and (pol.max_evictions_per_tick is not None
+                                    or pol.max_evicted_gpu_fraction is not None
+                                    or self.p.thrash is not None) else set()):
+            self._relief[s] = self._relief.get(s, 0) + 1
+            self._reliefs += 1
+        if drop:
+            st.epoch += 1
+        for v in drop:
+            vi = self.p.running[v]
+            st.victims.discard(v)
+            st.exempt.discard(v)
+            st.evicted_gpus -= vi.job.total_gpus
+            for n2, m2 in vi.parts:
+                st.freed.get(n2, {}).pop(v, None)
+                st.version[n2] = st.version.get(n2, 0) + 1
+                st.log.append(n2)
+        for s in {self.p.running[v].storage for v in drop if self.p.running[v].flushing}:
+            if s is None:
+                continue
+            left = [self.p.running[v] for v in st.victims
+                    if self.p.running[v].storage == s and self.p.running[v].flushing]
+            st.loads[s] = sum(vi.flush_gb for vi in left)
+            st.min_cap[s] = min((vi.storm_cap_gb for vi in left), default=float("inf"))
+        back = mask & node.free
+        if back:
+            st.free[ni] = st.free.get(ni, 0) | back
+        for g in range(node.node.gpus):
+            if mask >> g & 1:
+                v = self.p.owner.get((ni, g))
+                if v is not None and v in st.victims:
+                    st.freed.setdefault(ni, {})[v] = st.freed[ni].get(v, 0) | (1 << g)
+        st.version[ni] = st.version.get(ni, 0) + 1
+        st.log.append(ni)
+
+    def cheaper_placements(self, d: Decision, deadline: float | None = None
+                           ) -> tuple[Decision, int]:
+        """Re-place single-node jobs of a finished plan where their cheapest option
+        now (next to every other job of the plan, within the storm limit and the
+        budgets) costs less than the victims only they use; the better plan and the
+        number of moves. Largest savings first; stops early at ``deadline``.
+
+        Every job stays admitted, so objective items 1-3 do not change and the
+        eviction cost (item 4) falls. Options come from the same search as a greedy
+        plan's (rights R7/R10, NVLink R3, candidate nodes, R11/R12, R13), so the
+        plan stays valid. Meant for a planner without the spare and storm-price
+        variants: it compares eviction costs."""
+        st = self.state_of(d)
+        placements = dict(d.placements)
+        use = VictimUse(self.p.owner)
+        for j, parts in placements.items():
+            use.link(j, parts, st.victims)
+        own = use.own
+
+        def movable(j: str) -> bool:  # single-node jobs, and gangs free to use any nodes
+            return not keeps_group(self.p.pending[j].job)
+
+        order = sorted((-sum(self.p.running[v].cost for v in own(j)), j)
+                       for j in placements if movable(j))
+        moves = 0
+        for _neg, j in order:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            drop = own(j)
+            saving = sum(self.p.running[v].cost for v in drop)
+            if saving <= 0:
+                continue
+            info = self.p.pending[j]
+            self.placing(info)
+            old = placements[j]
+            for k, (ni, m) in enumerate(old):  # out with the job and its own victims
+                self.release(st, ni, m, drop if k == 0 else [])
+            # the job's best distinct nodes now; a victim two of them share counts once
+            best = self._best_nodes(st, info, info.job.nodes)
+            new = sorted({v for _w, _left, _ni, vs in best for v in vs})
+            if (len(best) < info.job.nodes
+                    or sum(self.p.running[v].cost for v in new) >= saving - 1e-6
+                    or (len(best) > 1 and new and not self.within_limits(st, new))):
+                self.evict(st, drop)  # put the job and its victims back as they were
+                for ni, m in old:
+                    self.occupy(st, ni, m)
+                continue
+            self.evict(st, new)
+            parts = sorted((ni, self.take_gpus(st, info, ni)) for _w, _left, ni, _vs in best)
+            use.unlink(j)
+            use.link(j, parts, st.victims)
+            placements[j] = parts
+            moves += 1
+        # a new victim whose GPUs the job did not take in the end has no beneficiary
+        return clean(self.p, Decision(set(st.victims), placements)), moves
