@@ -53,6 +53,15 @@ EXAMPLES: dict[str, list[str]] = {
                  "--planners cpsat,naive --variant no-budget:thrash=null --out report/"),
                 ("preempt-planner compare --cluster cluster.yaml --trace trace.jsonl "
                  "--policies strict.yaml,lenient.yaml --planners cpsat --jobs 2 -o json")],
+    "tune": [("preempt-planner tune --cluster tests/data/tune/cluster-56.yaml --trace "
+              "tests/data/tune/burst.jsonl --space tests/data/tune/budget-space.yaml --planner "
+              "greedy --days 0.5 --objective thrash,t2_p95 --constraint thrash<=0 --out tuned/"),
+             ("preempt-planner tune --cluster tests/data/sim/cluster-1024.yaml --trace "
+              "philly-2017-09-10.csv --space space.yaml --windows 2017-10-04,2017-10-11 --days 2 "
+              "--carry-over --loads 1,2 --seeds 0,1 --trials 40 --constraint t1_p95<=1.1*naive "
+              "--out tuned/"),
+             ("preempt-planner tune --cluster cluster.yaml --trace trace.jsonl --space space.yaml "
+              "--ray 10.0.0.5:6379 --cache shared-cache/ --out tuned/ -o json")],
     "slurm": ["preempt-planner slurm snapshot --config slurm.yaml --out snapshot.json",
               "preempt-planner slurm apply plan.json --config slurm.yaml --dry-run",
               "preempt-planner slurm run --config slurm.yaml --interval 30 --dry-run"],
@@ -98,7 +107,7 @@ EPILOG = ("exit status: 0 success, 1 the answer is no (verify: the plan breaks a
           "the traceback)")
 
 COMMANDS = ["plan", "verify", "validate", "schema", "show", "generate", "whatif", "simulate",
-            "compare", "slurm", "k8s", "serve", "completion"]
+            "compare", "tune", "slurm", "k8s", "serve", "completion"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from models import InputError, load_policy, range_problems
 from planner.commands._common import (
     check_output,
     err_console,
+    is_quiet,
     note,
     print_table,
     progress_wanted,
@@ -39,16 +40,22 @@ def register(sub: Any) -> None:
                         "(label planner@NAME; repeatable), e.g. no-thrash:thrash=null or "
                         "patient:tiers.2.preempt_after_s=1800,thrash.max_fraction=0.1")
     p.add_argument("--out", default="sim-report", help="report folder (default sim-report)")
-    p.add_argument("--jobs", type=int, default=2,
-                   help="parallel processes (default 2; at most one per run and per core)")
-    p.add_argument("--ray", metavar="ADDRESS",
-                   help="run each simulation as a task on this Ray cluster (host:port, or auto) "
-                        "instead of local processes; needs the 'ray' extra (docs/tuning.md)")
+    add_where_args(p)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress lines on stderr (none either when it is not a terminal)")
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
                    help="output format (default table)")
     p.set_defaults(func=run)
+
+
+def add_where_args(p: Any) -> None:
+    """Where the simulations run (compare and tune): local processes or a Ray cluster."""
+    p.add_argument("--jobs", type=int, default=2,
+                   help="parallel processes (default 2; at most one per run and per core)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run each simulation as a task on this Ray cluster (host:port, or auto) "
+                        "instead of local processes (--jobs is then ignored); needs the 'ray' "
+                        "extra (docs/tuning.md)")
 
 
 def _work(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -122,7 +129,7 @@ def run(args: Any) -> int:
 
     if args.ray and args.jobs != 2:
         warn("--jobs is ignored with --ray (the Ray cluster's CPUs decide)")
-    backend = make_backend(args.ray, processes(args.jobs, len(specs)))
+    backend = make_backend(args.ray, processes(args.jobs, len(specs)), is_quiet())
     show = progress_wanted(args.no_progress)
     if show:
         err_console.print(f"running {len(specs)} simulation(s) {backend.where}...")
