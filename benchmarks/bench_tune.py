@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             with LocalRayCluster() as cluster:
                 result["ray"] = run_once(args, "ray", work / "ray", cluster.address,
                                          cluster.env)
-                result["ray"]["nodes"] = "2 x ray start --num-cpus 1 on 127.0.0.1"
+                result["ray"]["nodes"] = "2 x ray start --num-cpus 1, on 127.0.0.2 and 127.0.0.3"
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["machine"]["loadavg_end"] = machine()["loadavg_start"]

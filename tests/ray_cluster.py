@@ -1,8 +1,9 @@
 """A real two-node Ray cluster on this machine, for the ``--ray`` tests.
 
 Each node is one ``ray start`` (the head with ``--head``, the other with
-``--address``) on 127.0.0.1, with one CPU, its own free ports and its own temporary
-folder. ``ray start`` is started in a new session, so the node's daemons (GCS, raylet,
+``--address``) on a loopback address of its own (127.0.0.2, 127.0.0.3), with one CPU,
+its own free ports and its own temporary folder: all its traffic stays on loopback.
+``ray start`` is started in a new session, so the node's daemons (GCS, raylet,
 agents) are in that node's process group, and its workers are their descendants:
 :meth:`stop` ends those processes and nothing else (never ``ray stop``, which would
 stop every Ray on the machine).
@@ -23,6 +24,9 @@ from typing import Self
 
 RAY = Path(sys.executable).parent / "ray"
 HOST = "127.0.0.1"
+# the nodes' addresses: loopback, but not 127.0.0.1, which Ray replaces by this
+# machine's network address (so that other hosts could reach it)
+NODE_IPS = ("127.0.0.2", "127.0.0.3")
 
 
 def free_ports(n: int) -> list[int]:
@@ -75,7 +79,8 @@ class LocalRayCluster:
         self.folders.append(folder)
         (gcs, nm, om, agent, agent_grpc, env_agent, metrics, dash) = free_ports(8)
         lo, hi = _worker_range()
-        cmd = [str(RAY), "start", "--num-cpus", "1", "--node-ip-address", HOST,
+        ip = NODE_IPS[len(self.folders) - 1]
+        cmd = [str(RAY), "start", "--num-cpus", "1", "--node-ip-address", ip,
                "--node-manager-port", str(nm), "--object-manager-port", str(om),
                "--min-worker-port", str(lo), "--max-worker-port", str(hi),
                "--dashboard-agent-listen-port", str(agent),
@@ -86,7 +91,7 @@ class LocalRayCluster:
         if head:
             cmd += ["--head", "--port", str(gcs), "--include-dashboard", "false",
                     "--dashboard-port", str(dash), "--temp-dir", folder]
-            self.address = f"{HOST}:{gcs}"
+            self.address = f"{ip}:{gcs}"
         else:
             cmd += ["--address", self.address, "--temp-dir", folder]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

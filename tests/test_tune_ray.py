@@ -1,5 +1,5 @@
 """``tune --ray`` and ``compare --ray`` on a real two-node Ray cluster started on this
-machine (tests/ray_cluster.py: two ``ray start`` of one CPU each on 127.0.0.1, with
+machine (tests/ray_cluster.py: two ``ray start`` of one CPU each on 127.0.0.2 and .3, with
 their own ports and temporary folders, stopped by the fixture whatever happens).
 
 The search is the budget story of tests/test_tune.py on two seeds: 5 trials and the
@@ -76,7 +76,7 @@ def test_tune_on_ray_gets_every_trial_when_a_worker_is_killed(
     rec = json.loads(out)
     check_outcome(rec)
     assert rec["simulations"]["run"] == 14 and rec["simulations"]["failed"] == 0
-    assert "on Ray cluster 127.0.0.1:" in rec["settings"]["where"]
+    assert "on Ray cluster 127.0.0.2:" in rec["settings"]["where"]
     assert "(2 node(s), 2 CPU(s))" in rec["settings"]["where"]
 
 
