@@ -7,8 +7,9 @@ connectivity is re-derived below); only the contract's shared formulas in
 ``models.rules`` are used. The tests, the fallback path and the solver hints all
 run plans through ``verify``, so a planner bug shows up as a cited rule.
 
-Rule codes: ``R1``..``R13`` and ``R15``..``R17`` as in the contract, plus those of ``CODES`` for the
-plan's own bookkeeping (section 6).
+Rule codes: ``R1``..``R13`` and ``R15``..``R17`` as in the contract, each checked by one
+method named after it (``_check_r07_rights``), plus those of ``CODES`` for the plan's
+own bookkeeping (section 6).
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ class Violation:
 
 
 def verify(snapshot: Snapshot, plan: Plan) -> list[Violation]:
-    """Every violation of the plan against the snapshot, in a deterministic order
-    (empty when the plan is valid)."""
+    """Every violation of the plan against the snapshot (empty when the plan is valid),
+    in a deterministic order: the plan's structure, then rule by rule (R1-R13,
+    R15-R17), then the plan's bookkeeping, each in plan order."""
     return _Checker(snapshot, plan).run()
 
 
@@ -194,7 +196,9 @@ def _mentioned(texts: list[str], job_ids: list[str]) -> set[str]:
 
 
 class _Checker:
-    """One verification run; each ``_check_*`` method covers one rule family."""
+    """One verification run: the plan's structure, then one ``_check_rNN_*`` method per
+    rule of the contract (R1-R13, R15-R17, in that order), then the plan's own
+    bookkeeping (section 6). Violations come rule by rule, each in plan order."""
 
     def __init__(self, snap: Snapshot, plan: Plan):
         self.snap = snap
@@ -217,24 +221,72 @@ class _Checker:
         self.placed, self.victims = _entries(snap, plan)
         self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
         self.users: dict[GPU, list[str]] = defaultdict(list)
-        self.grace_need: dict[str, float] = {}
+        for jid, p in self.placed.items():
+            self._use(jid, p)
+        # placed jobs that use GPUs held by victims (not only free ones)
+        self.take_freed = {jid for jid, used in self.uses.items()
+                           if any(self.owner.get(gpu) in self.victims for gpu in used)}
+        self.loads, self.flushes = self._flushes()
 
     def add(self, rule: str, job: str | None, message: str) -> None:
         self.out.append(Violation(rule, job, message))
 
     def run(self) -> list[Violation]:
         self._check_structure()
-        for jid, p in self.placed.items():
-            self._check_placement(self.jobs[jid], p)
-        self._check_shared_gpus()
-        for jid, e in self.victims.items():
-            self._check_victim(self.jobs[jid], e)
-        self._check_storm_and_grace()
+        self._check_r01_capacity()
+        self._check_r02_gang()
+        self._check_r03_topology()
+        self._check_r04_pools()
+        self._check_r05_preemptible()
+        self._check_r06_immunity()
+        self._check_r07_rights()
+        self._check_r08_windows()
+        self._check_r09_backoff()
+        self._check_r10_cascade_guard()
+        self._check_r11_storm()
+        self._check_r12_grace()
+        self._check_r13_budgets()
+        self._check_r15_thrash_budget()
+        self._check_r16_patience()
+        self._check_r17_ending_soon()
+        self._check_down()
+        self._check_evictions()
+        self._check_storm_entries()
         self._check_start_after()
-        self._check_budgets()
         self._check_warnings()
         self._check_objective()
         return self.out
+
+    # ---- what the plan uses
+
+    def _use(self, jid: str, p: Placement) -> None:
+        """Record the GPUs placed job ``jid`` uses (on known nodes, in range)."""
+        used: set[GPU] = set()
+        for part in p.placement:
+            node = self.nodes.get(part.node)
+            if node is not None:
+                used.update((part.node, g) for g in part.gpus if 0 <= g < node.gpus)
+        self.uses[jid] = used
+        for gpu in sorted(used):
+            self.users[gpu].append(jid)
+
+    def _flushes(self) -> tuple[dict[str, float], dict[str, tuple[Storage | None, float, float]]]:
+        """R11/R12's numbers: the load F_s per storage target, and each victim's storage
+        target, flush_s and need under those loads."""
+        load: dict[str, float] = defaultdict(float)
+        for vid in self.victims:
+            v = self.jobs[vid]
+            s = _storage(self.nodes, self.storages, v)
+            if rules.flushes(v) and s is not None:
+                load[s.id] += v.checkpoint.size_gb
+        out = {}
+        for vid in self.victims:
+            v = self.jobs[vid]
+            s = _storage(self.nodes, self.storages, v)
+            flush = rules.flush_s(v, s, load[s.id] if s is not None else 0.0,
+                                  rules.local_flush_s(self.nodes, v))
+            out[vid] = (s, flush, rules.need_s(self.pol, v, flush))
+        return load, out
 
     # ---- section 6: structure
 
@@ -280,235 +332,207 @@ class _Checker:
             if j.id not in listed:
                 self.add("PLAN", j.id, f"pending job {j.id!r} is neither placed nor deferred")
 
-    # ---- R1-R4, R7 (placement side), R9, R10
+    # ---- R1-R17
 
-    def _check_placement(self, job: Job, p: Placement) -> None:
-        jid = job.id
-        parts = p.placement
-        if len(parts) != job.nodes:
-            self.add("R2", jid, f"job {jid!r} needs {job.nodes} node(s) but is placed on "
-                                f"{len(parts)}")
-        node_ids = [part.node for part in parts]
-        if len(set(node_ids)) != len(node_ids):
-            self.add("R2", jid, f"job {jid!r} is placed twice on one node "
-                                f"({', '.join(node_ids)}); its nodes must be distinct")
-        used: set[GPU] = set()
-        known_nodes: list[Node] = []
-        for part in parts:
-            n = part.node
-            if len(part.gpus) != job.gpus_per_node or len(set(part.gpus)) != len(part.gpus):
-                self.add("R2", jid, f"job {jid!r} gets GPUs {part.gpus} on {n}; it needs exactly "
-                                    f"{job.gpus_per_node} distinct GPUs per node")
-            node = self.nodes.get(n)
-            if node is None:
-                self.add("R1", jid, f"job {jid!r} is placed on unknown node {n!r}")
-                continue
-            known_nodes.append(node)
-            if node.state != "up":
-                self.add("R1", jid, f"job {jid!r} is placed on {n}, which is {node.state}; "
-                                    "new placements go only to up nodes")
-            if job.gpu_type is not None and node.gpu_type != job.gpu_type:
-                self.add("R1", jid, f"job {jid!r} needs gpu_type {job.gpu_type} but {n} has "
-                                    f"{node.gpu_type or 'no gpu_type'}")
-            if not self.pol.pool_admits(node.pool, job.tier):
-                self.add("R4", jid, f"job {jid!r} (tier {job.tier}) is placed on {n} in pool "
-                                    f"{node.pool!r}, which admits tiers "
-                                    f"{self.pol.pools.get(node.pool)}")
-            in_range = []
-            for g in part.gpus:
-                if not 0 <= g < node.gpus:
-                    self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, which has only "
-                                        f"{node.gpus} GPUs (0..{node.gpus - 1})")
-                else:
-                    in_range.append(g)
-            if (job.topology == "nvlink" and len(set(in_range)) > 1
-                    and not _nvlink_connected(node, in_range)):
-                self.add("R3", jid, f"job {jid!r} needs NVLink but GPUs {sorted(in_range)} of {n} "
-                                    f"are not connected (nvlink {node.nvlink_raw()!r})")
-            used.update((n, g) for g in in_range)
-        for flag, attr in (("same_block", "block"), ("same_nvlink_domain", "nvlink_domain")):
-            if getattr(job, flag) and known_nodes:
-                values = {getattr(node, attr) for node in known_nodes}
-                if None in values or len(values) > 1:
-                    shown = ", ".join(f"{node.id}={getattr(node, attr)}" for node in known_nodes)
-                    self.add("R3", jid, f"job {jid!r} has {flag} but its nodes do not share one "
-                                        f"non-null {attr} ({shown})")
-        self.uses[jid] = used
-        for gpu in sorted(used):
-            self.users[gpu].append(jid)
-        self._check_sources(job, used)
-        until = rules.cooldown_until(self.pol, job)
-        if until is not None and self.now < until:
-            self.add("R9", jid, f"job {jid!r} was preempted {job.preemptions} time(s), last at "
-                                f"{_iso(job.last_preempted_at)}; it may not start before "
-                                f"{_iso(until)}")
-
-    def _check_sources(self, job: Job, used: set[GPU]) -> None:
-        """R1 (GPUs still held), R7 (rights over the victims used) and R10."""
-        jid = job.id
-        reported: set[str] = set()
-        held_by_victims = False
-        for gpu in sorted(used):
-            holder = self.owner.get(gpu)
-            if holder is None or holder in reported:
-                continue
-            n, g = gpu
-            if holder not in self.victims:
+    def _check_r01_capacity(self) -> None:
+        """R1: new placements only on known, up nodes of the job's gpu_type, on GPUs the
+        node has, not held by a running job the plan does not evict, and no GPU
+        given to two jobs."""
+        for jid, p in self.placed.items():
+            job = self.jobs[jid]
+            for part in p.placement:
+                n = part.node
+                node = self.nodes.get(n)
+                if node is None:
+                    self.add("R1", jid, f"job {jid!r} is placed on unknown node {n!r}")
+                    continue
+                if node.state != "up":
+                    self.add("R1", jid, f"job {jid!r} is placed on {n}, which is {node.state}; "
+                                        "new placements go only to up nodes")
+                if job.gpu_type is not None and node.gpu_type != job.gpu_type:
+                    self.add("R1", jid, f"job {jid!r} needs gpu_type {job.gpu_type} but {n} has "
+                                        f"{node.gpu_type or 'no gpu_type'}")
+                for g in part.gpus:
+                    if not 0 <= g < node.gpus:
+                        self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, which has only "
+                                            f"{node.gpus} GPUs (0..{node.gpus - 1})")
+            reported: set[str] = set()
+            for n, g in sorted(self.uses[jid]):
+                holder = self.owner.get((n, g))
+                if holder is None or holder in reported or holder in self.victims:
+                    continue
                 reported.add(holder)
                 self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, still held by running job "
                                     f"{holder!r}, which the plan does not evict")
-                continue
-            held_by_victims = True
-            victim = self.jobs[holder]
-            if not self.pol.can_preempt(job.tier, victim.tier):
-                reported.add(holder)
-                self.add("R7", jid, f"job {jid!r} uses GPU {g} of {n} held by tier-{victim.tier} "
-                                    f"job {holder!r}, which tier {job.tier} may not preempt")
-        if held_by_victims and rules.cascade_guarded(self.pol, self.now, job):
-            self.add("R10", jid, f"job {jid!r} was preempted at {_iso(job.last_preempted_at)}, "
-                                 f"within cascade_guard_s={_num(self.pol.cascade_guard_s)}; it "
-                                 "may use only GPUs free in the snapshot, not freed by evictions")
-        if held_by_victims:
-            self._check_patience(job)
-
-    def _check_patience(self, job: Job) -> None:
-        """R16: a job uses GPUs freed by victims only after ``preempt_after_s`` queued."""
-        wait = self.pol.tier(job.tier).preempt_after_s
-        start = job.queue_start()
-        if wait > 0 and start is not None and age_s(self.now, start) < wait:
-            self.add("R16", job.id, f"job {job.id!r} has been queued since {_iso(start)}, "
-                                    f"{_num(age_s(self.now, start))} s, less than tier "
-                                    f"{job.tier}'s preempt_after_s={_num(wait)}; it may use only "
-                                    "GPUs free in the snapshot, not freed by evictions")
-
-    def _check_shared_gpus(self) -> None:
         for (n, g), users in sorted(self.users.items()):
             if len(users) > 1:
                 names = " and ".join(repr(u) for u in users)
                 self.add("R1", users[1], f"GPU {g} of {n} is given to both {names}")
 
-    # ---- R5-R8, R7 (victim side), down nodes, eviction bookkeeping
+    def _check_r02_gang(self) -> None:
+        """R2: a job is placed whole: ``nodes`` distinct nodes, ``gpus_per_node``
+        distinct GPUs on each."""
+        for jid, p in self.placed.items():
+            job = self.jobs[jid]
+            parts = p.placement
+            if len(parts) != job.nodes:
+                self.add("R2", jid, f"job {jid!r} needs {job.nodes} node(s) but is placed on "
+                                    f"{len(parts)}")
+            node_ids = [part.node for part in parts]
+            if len(set(node_ids)) != len(node_ids):
+                self.add("R2", jid, f"job {jid!r} is placed twice on one node "
+                                    f"({', '.join(node_ids)}); its nodes must be distinct")
+            for part in parts:
+                if len(part.gpus) != job.gpus_per_node or len(set(part.gpus)) != len(part.gpus):
+                    self.add("R2", jid, f"job {jid!r} gets GPUs {part.gpus} on {part.node}; it "
+                                        f"needs exactly {job.gpus_per_node} distinct GPUs per node")
 
-    def _check_victim(self, v: Job, e: Eviction) -> None:
-        vid = v.id
-        tier = self.pol.tier(v.tier)
-        if e.tier != v.tier:
-            self.add("EVICTION", vid, f"eviction of {vid!r} says tier {e.tier}, the job is tier "
-                                      f"{v.tier}")
-        if e.signal != v.checkpoint.signal:
-            self.add("EVICTION", vid, f"eviction of {vid!r} says signal {e.signal!r}, the job's "
-                                      f"checkpoint signal is {v.checkpoint.signal!r}")
-        if not tier.preemptible:
-            self.add("R5", vid, f"job {vid!r} is evicted but tier {v.tier} is not preemptible")
-        age = age_s(self.now, v.started_at)
-        if age < tier.min_runtime_s:
-            self.add("R6", vid, f"job {vid!r} is evicted after running {_num(age)} s, inside its "
-                                f"tier-{v.tier} immunity of {_num(tier.min_runtime_s)} s")
-        if tier.windows and not any(w.contains(self.now) for w in tier.windows):
-            self.add("R8", vid, f"job {vid!r} is evicted at {_iso(self.now)}, outside every "
-                                f"preemption window of tier {v.tier}")
-        within = self.pol.spare_ending_within_s
-        if within > 0 and v.expected_end_at is not None:
-            left = (v.expected_end_at - self.now).total_seconds()
-            if 0 <= left <= within:
-                self.add("R17", vid, f"job {vid!r} is evicted although it is expected to end at "
-                                     f"{_iso(v.expected_end_at)}, {_num(left)} s from now, within "
-                                     f"spare_ending_within_s={_num(within)}")
-        if vid in self.down_set:
-            down = sorted({p.node for p in v.placement or [] if self.nodes[p.node].state == "down"})
-            self.add("DOWN", vid, f"job {vid!r} has GPUs on down node {', '.join(down)}; it is "
-                                  "never a victim")
-        users = self._users_of(v)
-        if not any(self.pol.can_preempt(self.jobs[u].tier, v.tier) for u in users):
-            why = (f"only by {', '.join(repr(u) for u in users)}, whose tier may not preempt "
-                   f"tier {v.tier}") if users else "by no placed job"
-            self.add("R7", vid, f"job {vid!r} is evicted but its GPUs are used {why} "
-                                "(no eviction without a beneficiary)")
-        if sorted(e.preemptors) != users:
-            self.add("EVICTION", vid, f"eviction of {vid!r} lists preemptors {e.preemptors}; the "
-                                      f"placed jobs using its GPUs are {users}")
-        cost = _cost(self.snap, self.nodes, self.storages, v)
-        if not _close(e.cost_gpu_s, cost):
-            self.add("EVICTION", vid, f"eviction of {vid!r} has cost_gpu_s {_num(e.cost_gpu_s)}, "
-                                      f"expected {_num(cost)} (objective item 4)")
-        hold = self.pol.backoff.cooldown(v.preemptions + 1)
-        expected = self.now + timedelta(seconds=e.grace_s + hold)
-        if abs((e.requeue_hold_until - expected).total_seconds()) >= 1.0:
-            self.add("EVICTION", vid, f"eviction of {vid!r} has requeue_hold_until "
-                                      f"{_iso(e.requeue_hold_until)}, expected {_iso(expected)} "
-                                      f"(now + grace {_num(e.grace_s)} s + cooldown "
-                                      f"{_num(hold)} s)")
+    def _check_r03_topology(self) -> None:
+        """R3: an NVLink job's GPUs on each node are connected; ``same_block`` and
+        ``same_nvlink_domain`` jobs share one non-null block or domain."""
+        for jid, p in self.placed.items():
+            job = self.jobs[jid]
+            known_nodes: list[Node] = []
+            for part in p.placement:
+                node = self.nodes.get(part.node)
+                if node is None:
+                    continue
+                known_nodes.append(node)
+                in_range = [g for g in part.gpus if 0 <= g < node.gpus]
+                if (job.topology == "nvlink" and len(set(in_range)) > 1
+                        and not _nvlink_connected(node, in_range)):
+                    self.add("R3", jid, f"job {jid!r} needs NVLink but GPUs {sorted(in_range)} of "
+                                        f"{part.node} are not connected (nvlink "
+                                        f"{node.nvlink_raw()!r})")
+            for flag, attr in (("same_block", "block"), ("same_nvlink_domain", "nvlink_domain")):
+                if getattr(job, flag) and known_nodes:
+                    values = {getattr(node, attr) for node in known_nodes}
+                    if None in values or len(values) > 1:
+                        shown = ", ".join(f"{node.id}={getattr(node, attr)}"
+                                          for node in known_nodes)
+                        self.add("R3", jid, f"job {jid!r} has {flag} but its nodes do not share "
+                                            f"one non-null {attr} ({shown})")
 
-    # ---- R11, R12 and the storm
+    def _check_r04_pools(self) -> None:
+        """R4: a job goes only to nodes whose pool admits its tier."""
+        for jid, p in self.placed.items():
+            job = self.jobs[jid]
+            for part in p.placement:
+                node = self.nodes.get(part.node)
+                if node is not None and not self.pol.pool_admits(node.pool, job.tier):
+                    self.add("R4", jid, f"job {jid!r} (tier {job.tier}) is placed on {part.node} "
+                                        f"in pool {node.pool!r}, which admits tiers "
+                                        f"{self.pol.pools.get(node.pool)}")
 
-    def _check_storm_and_grace(self) -> None:
-        load: dict[str, float] = defaultdict(float)  # F_s per storage target
+    def _check_r05_preemptible(self) -> None:
+        """R5: only jobs of preemptible tiers are evicted."""
         for vid in self.victims:
             v = self.jobs[vid]
-            s = _storage(self.nodes, self.storages, v)
-            if rules.flushes(v) and s is not None:
-                load[s.id] += v.checkpoint.size_gb
+            if not self.pol.tier(v.tier).preemptible:
+                self.add("R5", vid, f"job {vid!r} is evicted but tier {v.tier} is not "
+                                    "preemptible")
+
+    def _check_r06_immunity(self) -> None:
+        """R6: no victim has run less than its tier's ``min_runtime_s``."""
+        for vid in self.victims:
+            v = self.jobs[vid]
+            tier = self.pol.tier(v.tier)
+            age = age_s(self.now, v.started_at)
+            if age < tier.min_runtime_s:
+                self.add("R6", vid, f"job {vid!r} is evicted after running {_num(age)} s, inside "
+                                    f"its tier-{v.tier} immunity of {_num(tier.min_runtime_s)} s")
+
+    def _check_r07_rights(self) -> None:
+        """R7: a placed job uses only GPUs of victims whose tier its own tier may
+        preempt, and every victim gives a GPU to such a job (no eviction without a
+        beneficiary)."""
+        for jid in self.placed:
+            job = self.jobs[jid]
+            reported: set[str] = set()
+            for n, g in sorted(self.uses[jid]):
+                holder = self.owner.get((n, g))
+                if holder is None or holder in reported or holder not in self.victims:
+                    continue
+                victim = self.jobs[holder]
+                if not self.pol.can_preempt(job.tier, victim.tier):
+                    reported.add(holder)
+                    self.add("R7", jid, f"job {jid!r} uses GPU {g} of {n} held by "
+                                        f"tier-{victim.tier} job {holder!r}, which tier "
+                                        f"{job.tier} may not preempt")
+        for vid in self.victims:
+            v = self.jobs[vid]
+            users = self._users_of(v)
+            if not any(self.pol.can_preempt(self.jobs[u].tier, v.tier) for u in users):
+                why = (f"only by {', '.join(repr(u) for u in users)}, whose tier may not "
+                       f"preempt tier {v.tier}") if users else "by no placed job"
+                self.add("R7", vid, f"job {vid!r} is evicted but its GPUs are used {why} "
+                                    "(no eviction without a beneficiary)")
+
+    def _check_r08_windows(self) -> None:
+        """R8: a job of a tier with windows is evicted only inside one of them."""
+        for vid in self.victims:
+            v = self.jobs[vid]
+            tier = self.pol.tier(v.tier)
+            if tier.windows and not any(w.contains(self.now) for w in tier.windows):
+                self.add("R8", vid, f"job {vid!r} is evicted at {_iso(self.now)}, outside every "
+                                    f"preemption window of tier {v.tier}")
+
+    def _check_r09_backoff(self) -> None:
+        """R9: a job preempted before starts only after its cooldown."""
+        for jid in self.placed:
+            job = self.jobs[jid]
+            until = rules.cooldown_until(self.pol, job)
+            if until is not None and self.now < until:
+                self.add("R9", jid, f"job {jid!r} was preempted {job.preemptions} time(s), last "
+                                    f"at {_iso(job.last_preempted_at)}; it may not start before "
+                                    f"{_iso(until)}")
+
+    def _check_r10_cascade_guard(self) -> None:
+        """R10: a job preempted within ``cascade_guard_s`` uses only GPUs free in the
+        snapshot."""
+        for jid in self.placed:
+            job = self.jobs[jid]
+            if jid in self.take_freed and rules.cascade_guarded(self.pol, self.now, job):
+                self.add("R10", jid, f"job {jid!r} was preempted at "
+                                     f"{_iso(job.last_preempted_at)}, within cascade_guard_s="
+                                     f"{_num(self.pol.cascade_guard_s)}; it may use only GPUs free "
+                                     "in the snapshot, not freed by evictions")
+
+    def _check_r11_storm(self) -> None:
+        """R11: every flushing victim's need fits within ``grace.max_s`` under the load
+        of this tick's flushes on its storage target."""
+        max_s = self.pol.grace.max_s
+        for vid in self.victims:
+            v = self.jobs[vid]
+            s, flush, need = self.flushes[vid]
+            if rules.flushes(v) and not _le(need, max_s):
+                where = (f"storage {s.id} carrying {_num(self.loads[s.id])} GB" if s
+                         else "local disks")
+                self.add("R11", vid, f"job {vid!r} needs {_num(need)} s of grace to flush its "
+                                     f"checkpoint ({where}, flush {_num(flush)} s), over "
+                                     f"max_s={_num(max_s)} s; it cannot be evicted this tick")
+
+    def _check_r12_grace(self) -> None:
+        """R12: a flushing victim gets ``need <= grace_s <= max_s`` (those whose need is
+        over ``max_s`` break R11); one without a signal exactly ``min_s``."""
         grace = self.pol.grace
         for vid, e in self.victims.items():
             v = self.jobs[vid]
-            s = _storage(self.nodes, self.storages, v)
-            flush = rules.flush_s(v, s, load[s.id] if s is not None else 0.0,
-                                  rules.local_flush_s(self.nodes, v))
-            need = rules.need_s(self.pol, v, flush)
-            if not _close(e.flush_s, flush):
-                self.add("EVICTION", vid, f"eviction of {vid!r} has flush_s {_num(e.flush_s)}, "
-                                          f"expected {_num(flush)} (R12)")
+            _s, flush, need = self.flushes[vid]
             if not rules.flushes(v):
                 if not _close(e.grace_s, grace.min_s, BOUND_TOL):
-                    self.add("R12", vid, f"job {vid!r} has no checkpoint signal; its grace must be "
-                                         f"exactly min_s={_num(grace.min_s)} s, not "
+                    self.add("R12", vid, f"job {vid!r} has no checkpoint signal; its grace must "
+                                         f"be exactly min_s={_num(grace.min_s)} s, not "
                                          f"{_num(e.grace_s)} s")
-            elif not _le(need, grace.max_s):
-                where = f"storage {s.id} carrying {_num(load[s.id])} GB" if s else "local disks"
-                self.add("R11", vid, f"job {vid!r} needs {_num(need)} s of grace to flush its "
-                                     f"checkpoint ({where}, flush {_num(flush)} s), over "
-                                     f"max_s={_num(grace.max_s)} s; it cannot be evicted this tick")
-            elif not (_le(need, e.grace_s) and _le(e.grace_s, grace.max_s)):
+            elif _le(need, grace.max_s) and not (_le(need, e.grace_s)
+                                                 and _le(e.grace_s, grace.max_s)):
                 self.add("R12", vid, f"job {vid!r} gets grace {_num(e.grace_s)} s; it needs "
                                      f"{_num(need)} <= grace <= {_num(grace.max_s)} s "
                                      f"(flush {_num(flush)} s)")
-        expected = {sid: gb for sid, gb in load.items() if gb > 0}
-        seen: set[str] = set()
-        for i, entry in enumerate(self.plan.storm):
-            sid = entry.storage
-            if sid in seen:
-                self.add("STORM", None, f"storm[{i}]: storage {sid!r} is listed twice")
-                continue
-            seen.add(sid)
-            if sid not in expected:
-                self.add("STORM", None, f"storm[{i}]: storage {sid!r} receives no flush this tick "
-                                        "and must not be listed")
-                continue
-            gb = expected[sid]
-            secs = gb / self.storages[sid].write_gb_per_s
-            if not _close(entry.flush_gb, gb) or not _close(entry.flush_s, secs):
-                self.add("STORM", None, f"storm[{i}]: storage {sid!r} has flush_gb "
-                                        f"{_num(entry.flush_gb)} and flush_s {_num(entry.flush_s)}, "
-                                        f"expected {_num(gb)} GB and {_num(secs)} s")
-        for sid in sorted(set(expected) - seen):
-            self.add("STORM", None, f"storm: storage {sid!r} receives {_num(expected[sid])} GB of "
-                                    "flushes but has no entry")
 
-    # ---- section 6: start_after_s
-
-    def _check_start_after(self) -> None:
-        for jid, p in self.placed.items():
-            graces = [self.victims[h].grace_s for h in
-                      {self.owner.get(gpu) for gpu in self.uses.get(jid, ())} if h in self.victims]
-            expected = max(graces, default=0.0)
-            if not _close(p.start_after_s, expected):
-                self.add("START", jid, f"job {jid!r} has start_after_s {_num(p.start_after_s)}, "
-                                       f"expected {_num(expected)} (the largest grace of the "
-                                       "victims whose GPUs it uses)")
-
-    # ---- R13
-
-    def _check_budgets(self) -> None:
+    def _check_r13_budgets(self) -> None:
+        """R13: at most ``max_evictions_per_tick`` victims, whose GPUs are at most
+        ``max_evicted_gpu_fraction`` of those on up and drain nodes."""
         cap = self.pol.max_evictions_per_tick
         if cap is not None and len(self.victims) > cap:
             self.add("R13", None, f"{len(self.victims)} evictions exceed "
@@ -523,12 +547,10 @@ class _Checker:
                 self.add("R13", None, f"evictions free {freed} of {total} GPUs on up/drain nodes, "
                                       f"over max_evicted_gpu_fraction={_num(frac)} "
                                       f"({_num(frac * total)} GPUs)")
-        self._check_thrash_budget()
 
-    # ---- R15
-
-    def _check_thrash_budget(self) -> None:
-        """R15: at most max(0, B - H - E) victims that are not exempt."""
+    def _check_r15_thrash_budget(self) -> None:
+        """R15: at most max(0, B - H - E) victims that are not exempt (and, with
+        ``thrash.max_gpu_fraction``, the same bound on their GPUs)."""
         th = self.pol.thrash
         if th is None or not self.victims:
             return
@@ -567,6 +589,109 @@ class _Checker:
                                   f"floor({_num(th.max_fraction)} x {running} running jobs))), "
                                   f"{recent} in the last {_num(th.window_s)} s and {len(exempt)} "
                                   f"exempt in this plan leave {allowed}")
+
+    def _check_r16_patience(self) -> None:
+        """R16: a job uses GPUs freed by victims only after ``preempt_after_s`` queued."""
+        for jid in self.placed:
+            if jid not in self.take_freed:
+                continue
+            job = self.jobs[jid]
+            wait = self.pol.tier(job.tier).preempt_after_s
+            start = job.queue_start()
+            if wait > 0 and start is not None and age_s(self.now, start) < wait:
+                self.add("R16", job.id, f"job {job.id!r} has been queued since {_iso(start)}, "
+                                        f"{_num(age_s(self.now, start))} s, less than tier "
+                                        f"{job.tier}'s preempt_after_s={_num(wait)}; it may use "
+                                        "only GPUs free in the snapshot, not freed by evictions")
+
+    def _check_r17_ending_soon(self) -> None:
+        """R17: a job expected to end within ``spare_ending_within_s`` is not evicted."""
+        within = self.pol.spare_ending_within_s
+        for vid in self.victims:
+            v = self.jobs[vid]
+            if within > 0 and v.expected_end_at is not None:
+                left = (v.expected_end_at - self.now).total_seconds()
+                if 0 <= left <= within:
+                    self.add("R17", vid, f"job {vid!r} is evicted although it is expected to end "
+                                         f"at {_iso(v.expected_end_at)}, {_num(left)} s from now, "
+                                         f"within spare_ending_within_s={_num(within)}")
+
+    # ---- section 6: the plan's bookkeeping
+
+    def _check_down(self) -> None:
+        """A running job with a GPU on a down node is never a victim."""
+        for vid in self.victims:
+            if vid in self.down_set:
+                v = self.jobs[vid]
+                down = sorted({p.node for p in v.placement or []
+                               if self.nodes[p.node].state == "down"})
+                self.add("DOWN", vid, f"job {vid!r} has GPUs on down node {', '.join(down)}; it "
+                                      "is never a victim")
+
+    def _check_evictions(self) -> None:
+        """Each eviction's tier, signal, preemptors, cost, requeue hold and flush_s."""
+        for vid, e in self.victims.items():
+            v = self.jobs[vid]
+            if e.tier != v.tier:
+                self.add("EVICTION", vid, f"eviction of {vid!r} says tier {e.tier}, the job is "
+                                          f"tier {v.tier}")
+            if e.signal != v.checkpoint.signal:
+                self.add("EVICTION", vid, f"eviction of {vid!r} says signal {e.signal!r}, the "
+                                          f"job's checkpoint signal is {v.checkpoint.signal!r}")
+            users = self._users_of(v)
+            if sorted(e.preemptors) != users:
+                self.add("EVICTION", vid, f"eviction of {vid!r} lists preemptors {e.preemptors}; "
+                                          f"the placed jobs using its GPUs are {users}")
+            cost = _cost(self.snap, self.nodes, self.storages, v)
+            if not _close(e.cost_gpu_s, cost):
+                self.add("EVICTION", vid, f"eviction of {vid!r} has cost_gpu_s "
+                                          f"{_num(e.cost_gpu_s)}, expected {_num(cost)} "
+                                          "(objective item 4)")
+            hold = self.pol.backoff.cooldown(v.preemptions + 1)
+            expected = self.now + timedelta(seconds=e.grace_s + hold)
+            if abs((e.requeue_hold_until - expected).total_seconds()) >= 1.0:
+                self.add("EVICTION", vid, f"eviction of {vid!r} has requeue_hold_until "
+                                          f"{_iso(e.requeue_hold_until)}, expected "
+                                          f"{_iso(expected)} (now + grace {_num(e.grace_s)} s + "
+                                          f"cooldown {_num(hold)} s)")
+            flush = self.flushes[vid][1]
+            if not _close(e.flush_s, flush):
+                self.add("EVICTION", vid, f"eviction of {vid!r} has flush_s {_num(e.flush_s)}, "
+                                          f"expected {_num(flush)} (R12)")
+
+    def _check_storm_entries(self) -> None:
+        """The plan's storm: one entry per storage target with F_s > 0, with its totals."""
+        expected = {sid: gb for sid, gb in self.loads.items() if gb > 0}
+        seen: set[str] = set()
+        for i, entry in enumerate(self.plan.storm):
+            sid = entry.storage
+            if sid in seen:
+                self.add("STORM", None, f"storm[{i}]: storage {sid!r} is listed twice")
+                continue
+            seen.add(sid)
+            if sid not in expected:
+                self.add("STORM", None, f"storm[{i}]: storage {sid!r} receives no flush this tick "
+                                        "and must not be listed")
+                continue
+            gb = expected[sid]
+            secs = gb / self.storages[sid].write_gb_per_s
+            if not _close(entry.flush_gb, gb) or not _close(entry.flush_s, secs):
+                self.add("STORM", None, f"storm[{i}]: storage {sid!r} has flush_gb "
+                                        f"{_num(entry.flush_gb)} and flush_s {_num(entry.flush_s)}, "
+                                        f"expected {_num(gb)} GB and {_num(secs)} s")
+        for sid in sorted(set(expected) - seen):
+            self.add("STORM", None, f"storm: storage {sid!r} receives {_num(expected[sid])} GB of "
+                                    "flushes but has no entry")
+
+    def _check_start_after(self) -> None:
+        for jid, p in self.placed.items():
+            graces = [self.victims[h].grace_s for h in
+                      {self.owner.get(gpu) for gpu in self.uses.get(jid, ())} if h in self.victims]
+            expected = max(graces, default=0.0)
+            if not _close(p.start_after_s, expected):
+                self.add("START", jid, f"job {jid!r} has start_after_s {_num(p.start_after_s)}, "
+                                       f"expected {_num(expected)} (the largest grace of the "
+                                       "victims whose GPUs it uses)")
 
     def _users_of(self, v: Job) -> list[str]:
         """The placed jobs that use a running job's GPUs."""

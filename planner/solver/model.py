@@ -16,11 +16,15 @@ Aggregation keeps the model small whatever the queue length:
   GPUs) is a transportation problem per island, enforced exactly by Hall's
   condition over the distinct rights sets present.
 
-Rules: R2 gangs by count constraints (per block / NVLink domain when required),
-R4/R1 node filters, R5/R6/R8/R9 by pruning, R7 as above plus "every victim has a
-beneficiary", R10 as an empty rights set, R11/R12 as a per-storage load cap,
-R13 as two linear budgets, R15 by _thrash_budget, R16 as an empty rights set
-(like R10) and R17 as a protected victim (like R6), both in planner/core/problem.py. The lexicographic objective is solved in phases;
+Rules: each rule of the contract is one method named after it (``_r01_capacity``
+... ``_r17_ending_soon``; ``grep -n "def _r07" model.py``). Those that add
+constraints: R1 capacity (with R7's rights), R2 gangs, R3 groups, R7 beneficiaries,
+R11/R12 the per-storage load cap, R13 the budgets, R15 the rolling budget. The
+others are applied before the model, for every planner, in
+planner/core/problem.py: R4 (with R1's and R3's node filters) by candidate nodes,
+R9 by leaving jobs in backoff out, R5, R6, R8 and R17 by giving protected jobs no
+eviction variable, R10 and R16 by an empty rights set; their methods say what
+the model relies on. The lexicographic objective is solved in phases;
 consecutive items are merged into one weighted phase while the weights fit in
 64 bits. :func:`run_phases` solves them from a hint; planner/solver/cpsat.py decides when
 the whole model is built, and planner/solver/lns.py builds it for parts of the cluster.
@@ -116,7 +120,7 @@ class CpsatModel:
         p = self.p
         groups: dict[tuple, list[PendingInfo]] = defaultdict(list)
         for info in sorted(p.pending.values(), key=lambda i: i.job.id):
-            if info.held_until is None and info.candidates:
+            if not self._r09_backoff(info) and info.candidates:
                 groups[_class_key(info)].append(info)
         for key in sorted(groups, key=repr):
             jobs = sorted(groups[key], key=lambda i: (-i.job.priority, i.job.id))
@@ -133,19 +137,69 @@ class CpsatModel:
             self._class_vars(c)
             self._check_time()
         self._exempt_vars()
-        self._capacity()
-        self._check_time()
-        self._gpu_capacity()
-        self._beneficiary()
-        self._storm()
-        self._budgets()
-        self._thrash_budget()
+        self._r01_capacity()
+        self._r07_beneficiary()
+        self._r11_storm()
+        self._r13_budgets()
+        self._r15_thrash_budget()
         self._objective_items()
 
     def _check_time(self) -> None:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise BuildTimeout
 
+    # -- rules applied in preprocessing (planner/core/problem.py, for every planner) ---
+    def _r04_pools(self, info: PendingInfo) -> list[int]:
+        """R4, with R1's and R3's node filters: the nodes a job's shards may use are its
+        candidate nodes, which problem.py chose (``node_can_host``: up, of its GPU
+        type, in a pool that admits its tier, in a block or NVLink domain when it
+        keeps one, with room for a connected shard when it needs NVLink)."""
+        return info.candidates
+
+    def _r05_preemptible(self) -> list[str]:
+        """R5: a running job of a tier that is not preemptible gets no eviction
+        variable: problem.py marks it not evictable. The jobs of this model's problem
+        that R5 protects."""
+        return self._protected_by("R5")
+
+    def _r06_immunity(self) -> list[str]:
+        """R6: a running job inside its tier's ``min_runtime_s`` gets no eviction
+        variable: problem.py marks it not evictable. The jobs R6 protects here."""
+        return self._protected_by("R6")
+
+    def _r08_windows(self) -> list[str]:
+        """R8: a running job of a tier outside its preemption windows gets no eviction
+        variable: problem.py marks it not evictable. The jobs R8 protects here."""
+        return self._protected_by("R8")
+
+    def _r09_backoff(self, info: PendingInfo) -> bool:
+        """R9: is the job in backoff (problem.py: ``held_until``)? Then it gets no
+        variables and stays deferred."""
+        return info.held_until is not None
+
+    def _r10_cascade_guard(self) -> list[str]:
+        """R10: a job preempted within ``cascade_guard_s`` takes only free GPUs:
+        problem.py gives it no rights, so its class draws on no victim's GPUs in the
+        capacity rows. The pending jobs R10 restricts here."""
+        return sorted(j for j, i in self.p.pending.items() if i.guarded)
+
+    def _r16_patience(self) -> list[str]:
+        """R16: a job queued for less than its tier's ``preempt_after_s`` takes only free
+        GPUs: problem.py gives it no rights, as for R10. The pending jobs R16
+        restricts here."""
+        return sorted(j for j, i in self.p.pending.items() if i.patient_until is not None)
+
+    def _r17_ending_soon(self) -> list[str]:
+        """R17: a running job expected to end within ``spare_ending_within_s`` gets no
+        eviction variable: problem.py marks it not evictable. The jobs R17 protects
+        here."""
+        return self._protected_by("R17")
+
+    def _protected_by(self, rule: str) -> list[str]:
+        """The running jobs that ``rule`` is the first to protect (``VictimInfo.rule``)."""
+        return sorted(v for v, i in self.p.running.items() if i.rule == rule)
+
+    # -- variables ------------------------------------------------------------------
     def _rightful_mask(self, node: int, rights: frozenset[int]) -> int:
         """Free GPUs plus GPUs of evictable victims of the given tiers (cached)."""
         key = (node, rights)
@@ -172,7 +226,7 @@ class CpsatModel:
                             self._victims_on[ni].append(vid)
                             self._vmask[(vid, ni)] = m
         need = c.jobs[0].need_nvlink
-        for ni in c.jobs[0].candidates:
+        for ni in self._r04_pools(c.jobs[0]):
             m = self._rightful_mask(ni, c.rights)
             if m.bit_count() < c.gpn:
                 continue
@@ -254,6 +308,13 @@ class CpsatModel:
             if terms:
                 c.node_total[ni] = terms
         c.candidates = [ni for ni in c.candidates if ni in c.node_total]
+        self._r02_gang(c)
+
+    def _r02_gang(self, c: _Class) -> None:
+        """R2: every admitted job of class c gets exactly ``c.nodes`` shards, on distinct
+        nodes (a node holds at most one shard per admitted job); a gang that keeps one
+        block or NVLink domain gets them inside one group (:meth:`_r03_topology`)."""
+        m = self.m
         total = [v for ni in c.candidates for v in c.node_total[ni]]
         if c.nodes == 1:
             m.add(_wsum([*total, c.count], [1] * len(total) + [-1]) == 0)
@@ -264,6 +325,18 @@ class CpsatModel:
                 vs = c.node_total[ni]
                 m.add(_wsum([*vs, c.count], [1] * len(vs) + [-1]) <= 0)
             return
+        self._r03_topology(c)
+
+    def _r03_topology(self, c: _Class) -> None:
+        """R3: NVLink jobs get connected GPUs by the shard variables themselves (a shard
+        inside one island, which is a clique, or on one connected GPU set of a node
+        whose graph is not a union of cliques: :meth:`_class_vars`,
+        :meth:`_gpu_level_vars`). Here, ``same_block`` / ``same_nvlink_domain``: the
+        admitted jobs of class c are counted per group (``kg``), each group holding
+        ``c.nodes`` shards per job on distinct nodes, and the groups' jobs add up to
+        the class's."""
+        m = self.m
+        n_jobs = len(c.jobs)
         by_group: dict[tuple, list[int]] = defaultdict(list)
         for ni in c.candidates:
             node = self.p.nodes[ni].node
@@ -353,7 +426,17 @@ class CpsatModel:
             else:
                 self.m.add(_sum(vs) == 0)
 
-    def _capacity(self) -> None:
+    def _r01_capacity(self) -> None:
+        """R1, with R7's rights: no GPU serves two shards, and a shard takes only GPUs
+        free in the snapshot or freed by victims of tiers its class may preempt:
+        Hall's condition per island (:meth:`_island_capacity`), one row per GPU on
+        nodes modelled GPU by GPU (:meth:`_gpu_capacity`). (Down and draining nodes
+        have no free GPUs and host no candidate shards: problem.py.)"""
+        self._island_capacity()
+        self._check_time()
+        self._gpu_capacity()
+
+    def _island_capacity(self) -> None:
         """Per island: Hall's condition between demand by rights set and supply."""
         p = self.p
         split = p.thrash is not None and p.thrash.exempt_all
@@ -393,8 +476,10 @@ class CpsatModel:
             return c.rights
         return c.rights | frozenset(("exempt", t) for t in c.rights)
 
-    def _beneficiary(self) -> None:
-        """R7: every victim has a placed job that may take its GPUs on one of its nodes."""
+    def _r07_beneficiary(self) -> None:
+        """R7: every victim has a placed job that may take its GPUs on one of its nodes
+        (the other half of R7, who may take whose GPUs, is in the capacity rows:
+        :meth:`_r01_capacity`)."""
         users: dict[str, list] = defaultdict(list)
         for c in self.classes:
             for ni in c.candidates:
@@ -408,8 +493,10 @@ class CpsatModel:
             else:
                 self.m.add(e == 0)
 
-    def _storm(self) -> None:
-        """R11/R12: F_s <= cap of every flushing victim chosen on storage s."""
+    def _r11_storm(self) -> None:
+        """R11: on each storage target s, the load F_s of this tick's flushing victims
+        stays within the cap of every one of them (:meth:`_r12_grace`). A victim whose
+        flush breaks it even alone is protected in problem.py (no eviction variable)."""
         by_storage: dict[str, list[str]] = defaultdict(list)
         for vid in self.evict:
             v = self.p.running[vid]
@@ -418,7 +505,7 @@ class CpsatModel:
         for s, vids in sorted(by_storage.items()):
             sizes = [math.ceil(self.p.running[v].flush_gb * MB_PER_GB - 1e-9) for v in vids]
             total = sum(sizes)
-            caps = [math.floor(self.p.running[v].storm_cap_gb * MB_PER_GB + 1e-9) for v in vids]
+            caps = self._r12_grace(vids)
             if max(sizes) <= 0 or min(caps) >= total:
                 continue
             cap = self.m.new_int_var(0, total, f"cap[{s}]")
@@ -428,7 +515,17 @@ class CpsatModel:
                 if cv < total:
                     self.m.add(cap <= max(cv, 0)).only_enforce_if(self.evict[v])
 
-    def _budgets(self) -> None:
+    def _r12_grace(self, vids: list[str]) -> list[int]:
+        """R12: a flushing victim needs a grace of ``max(min_s, safety x (F_s / bandwidth
+        + barrier + cleanup))`` (or its local flush) within ``max_s``: the largest load
+        F_s of its storage target for which that holds (problem.py, ``storm_cap_gb``),
+        in MB, for each of ``vids``. The grace itself is derived from the loads after
+        the solve (planner/checks/assemble.py)."""
+        return [math.floor(self.p.running[v].storm_cap_gb * MB_PER_GB + 1e-9) for v in vids]
+
+    def _r13_budgets(self) -> None:
+        """R13: at most ``max_evictions_per_tick`` victims, whose GPUs are at most
+        ``max_evicted_gpu_fraction`` of those on up and drain nodes."""
         pol = self.p.policy
         es = list(self.evict.items())
         if pol.max_evictions_per_tick is not None:
@@ -451,7 +548,7 @@ class CpsatModel:
         victim's GPUs off from classes of other tiers under ``exempt_if: all``). A
         victim's literal needs a shard of a class of an exempt tier, with the right to
         take its GPUs, on one of its nodes; on each node at most one exempt victim
-        (wholly there) per GPU such shards take (rows in _thrash_budget)."""
+        (wholly there) per GPU such shards take (rows in _r15_thrash_budget)."""
         tb = self.p.thrash
         if tb is None or not self._thrash_binds():
             return
@@ -482,7 +579,7 @@ class CpsatModel:
         """Under ``exempt_if: all``, may shards of class c take exempt victims' GPUs?"""
         return self.p.thrash is not None and self.p.thrash.exempt_all and self.p.exempt(c.tier)
 
-    def _thrash_budget(self) -> None:
+    def _r15_thrash_budget(self) -> None:
         """R15: ``X <= max(E, B - H)`` (X victims, E of them exempt): either within what
         the window has left (``within``), or every victim exempt (literals from
         _exempt_vars); extraction then gives exempt classes the exempt victims' GPUs
