@@ -248,6 +248,8 @@ def test_progress_on_a_terminal_and_none_with_quiet(
     (["--space", "BADKEY"], "params.thrash.max_fractoin = 0.1: --set policy.thrash.max_fractoin"),
     (["--space", "BADRANGE"], "params.grace.min_s: low 90 is more than high 30"),
     (["--trace", "-"], "--trace -: tune reads its files again in every worker"),
+    (["--windows", "2026-01-05,2027-01-01"], "window 2027-01-01: trace: no job in the simulated"),
+    (["--windows", "2026-01-05", "--start", "2026-01-05"], "--start: with --windows, each window"),
 ])
 def test_bad_input_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      args: list[str], message: str) -> None:

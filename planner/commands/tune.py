@@ -186,6 +186,8 @@ def run(args: Any) -> int:
     objectives = parse_objectives(args.objective)
     constraints = parse_constraints(args.constraints)
     space = load_space(args.space)
+    if args.windows and args.start:
+        raise InputError(["--start: with --windows, each window gives its start"])
     settings = settings_from_args(args)
     jobs = args.jobs
     if not args.ray:
@@ -209,6 +211,7 @@ def run(args: Any) -> int:
                     else f"Optuna {args.sampler.upper()}, {args.trials} trial(s)")
             err_console.print(f"tuning: {size} x {cells} simulation(s) each, plus the default "
                               f"policy and naive, {backend.where}...", markup=False)
+        tuner.check_inputs()  # (bad input is reported here, before any worker starts)
         rec = tuner.run()
     except BaseException:
         backend.close(cancel=True)

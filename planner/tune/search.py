@@ -232,6 +232,21 @@ class Tuner:
         self.refs[name] = t
         return t
 
+    def check_inputs(self) -> None:
+        """Load the trace and cluster of every window once, at the first load and seed
+        (InputError: a bad file, an empty window), before anything is submitted."""
+        from planner.sim.runner import prepare
+
+        ref = Trial("default", 0, {}, [], self.s.planner)
+        for w in range(len(self.s.windows)):
+            try:
+                prepare(self.spec(ref, Cell(w, self.s.loads[0], self.s.seeds[0])))
+            except InputError as exc:
+                label = self.s.windows[w].label
+                raise InputError(exc.errors if len(self.s.windows) == 1 else
+                                 [f"window {label}: {e}" for e in exc.errors],
+                                 exc.source) from None
+
     # ---------------------------------------------------------------- runs
     def spec(self, t: Trial, cell: Cell) -> Any:
         from planner.sim.runner import RunSpec
