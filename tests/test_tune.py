@@ -298,6 +298,21 @@ def test_missing_optuna_and_ray_name_their_extras(
     assert cli.main([*base, "--space", BUDGET_SPACE, "--days", "0.5", "-o", "json"]) == 0
 
 
+def test_ray_address_where_nothing_answers_is_bad_input_at_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'preempt-planner[ray]')")
+    from ray_cluster import free_ports
+
+    address = f"127.0.0.1:{free_ports(1)[0]}"  # (Ray would try for minutes)
+    assert cli.main(["tune", "--cluster", CLUSTER, "--trace", BURST, "--space", BUDGET_SPACE,
+                     "--planner", "greedy", "--days", "0.5", "--out", str(tmp_path / "o"),
+                     "--ray", address]) == 2
+    assert f"--ray {address}: no Ray head node answers there" in capsys.readouterr().err
+    assert cli.main(["compare", "--cluster", CLUSTER, "--trace", BURST, "--planners", "naive",
+                     "--ray", "head-node", "--out", str(tmp_path / "c")]) == 2
+    assert "--ray head-node: expected HOST:PORT" in capsys.readouterr().err
+
+
 def _die_once(marker: str) -> int:
     """A worker process that dies the first time it runs (as if killed)."""
     if not os.path.exists(marker):

@@ -79,7 +79,7 @@ class LocalBackend(_Backend):
             return []
         done, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
         out: list[tuple[Any, bool, Any]] = []
-        broken = []
+        broken: list[tuple[Any, Callable[[Any], Any], Any, int, BaseException | None]] = []
         for f in done:
             tid, fn, spec, tries = self._running.pop(f)
             try:
@@ -90,19 +90,19 @@ class LocalBackend(_Backend):
                 out.append((tid, False, exc))
         if broken:  # a worker died: the pool is gone, with every simulation in it
             for f, (tid, fn, spec, tries) in self._running.items():
-                exc = f.exception() if f.done() and not f.cancelled() else None
-                if f.done() and not f.cancelled() and exc is None:
+                err = f.exception() if f.done() and not f.cancelled() else None
+                if f.done() and not f.cancelled() and err is None:
                     out.append((tid, True, f.result()))
-                elif exc is not None and not isinstance(exc, BrokenProcessPool):
-                    out.append((tid, False, exc))
+                elif err is not None and not isinstance(err, BrokenProcessPool):
+                    out.append((tid, False, err))
                 else:
-                    broken.append((tid, fn, spec, tries, exc))
+                    broken.append((tid, fn, spec, tries, err))
             self._running = {}
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = ProcessPoolExecutor(max_workers=self.slots)
-            for tid, fn, spec, tries, exc in broken:  # ... submitted again to a new pool
+            for tid, fn, spec, tries, err in broken:  # ... submitted again to a new pool
                 if tries + 1 > RETRIES:
-                    out.append((tid, False, exc or BrokenProcessPool("worker died")))
+                    out.append((tid, False, err or BrokenProcessPool("worker died")))
                 else:
                     self.submit(tid, fn, spec, tries + 1)
         return out
@@ -145,6 +145,26 @@ def _ray_call(fn: Callable[[Any], Any], spec: Any, names: list[tuple[str, str, s
     return fn(_localize(spec, names, blobs))
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A ``host:port`` where nothing answers is bad input at once (Ray itself would try
+    to connect for minutes)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        if address != "auto" and not address.startswith("ray://"):
+            raise InputError([(f"--ray {address}: expected HOST:PORT (the head node's GCS "
+                               "port, 6379 by default) or auto")])
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise InputError([(f"--ray {address}: no Ray head node answers there "
+                           f"({exc.strerror or exc}); start one with 'ray start --head "
+                           f"--port {port}'")]) from None
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -182,6 +202,7 @@ class RayBackend(_Backend):
         super().__init__()
         ray = _import_ray()
         self._ray = ray
+        _check_reachable(address)
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False,
                      configure_logging=False)

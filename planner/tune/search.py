@@ -23,6 +23,7 @@ trade-off chosen from it.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import warnings
@@ -359,7 +360,12 @@ class Tuner:
 
     def front(self) -> tuple[list[Trial], bool]:
         """(the front's trials in trial order, whether they meet the constraints)."""
-        done = [t for t in self.trials if t.state == "complete"]
+        done, seen = [], set()
+        for t in self.trials:  # (a policy Optuna proposed again counts once)
+            key = json.dumps(t.params, sort_keys=True)
+            if t.state == "complete" and key not in seen:
+                seen.add(key)
+                done.append(t)
         ok = [t for t in done if self.feasible(t)]
         pool = ok or done
         idx = pareto_front([self.values(t) for t in pool])
