@@ -30,6 +30,8 @@ def fmt_value(name: str, x: float | None) -> str:
             return f"{x / 60:.1f} min"
         return f"{x / 3600:.1f} h"
     if unit == "GPU-h":
+        if 0 < x < 0.005:
+            return "< 0.01"
         return f"{x:,.2f}" if x < 10 else f"{x:,.1f}"
     if name == "evictions":
         return f"{x:.3f}"
@@ -133,6 +135,11 @@ def report_markdown(rec: dict[str, Any], chart: str | None, skipped: str | None)
         by = {t["trial"]: t for t in rec["trials"]}
         t = by[ch["trial"]]
         dflt, naive = rec["references"]["default"], rec["references"]["naive"]
+        objs = objs + [c for c in t.get("constrained", {}) if c not in objs]
+
+        def value(run: dict[str, Any], n: str) -> float:
+            return float({**run["values"], **run.get("constrained", {})}[n])
+
         changes = ", ".join(f"`{k}={_param_text(v)}`" for k, v in
                             [*rec["space"]["fixed"], *ch["params"].items()])
         lines += [f"## Chosen: {ch['trial']}", "",
@@ -142,10 +149,10 @@ def report_markdown(rec: dict[str, Any], chart: str | None, skipped: str | None)
                   ("Against the default policy and the naive planner (means over the "
                    "simulations):"), "",
                   _md_table(["objective", "chosen", "default policy", "change", "naive"],
-                            [[metric(n)[0], fmt_value(n, t["values"][n]),
-                              fmt_value(n, dflt["values"][n]),
-                              _change(dflt["values"][n], t["values"][n]),
-                              fmt_value(n, naive["values"][n])] for n in objs]), "",
+                            [[metric(n)[0], fmt_value(n, value(t, n)),
+                              fmt_value(n, value(dflt, n)),
+                              _change(value(dflt, n), value(t, n)),
+                              fmt_value(n, value(naive, n))] for n in objs]), "",
                   "### Per window", ""]
         header = ["window", "load", "seed", "run", *[metric(n)[0] for n in objs]]
         rows = []

@@ -502,6 +502,8 @@ class Tuner:
         if t.state == "complete" or t.reference:
             d["values"] = dict(zip([o.name for o in self.objectives], self.values(t),
                                    strict=True))
+            if self._extra_metrics():  # (constrained metrics that are no objective)
+                d["constrained"] = self.metric_means(t, self._extra_metrics())
             if self.constraints and not t.reference:
                 d["violations"] = {c.text: v for c, v in zip(self.constraints,
                                                               self.violations(t), strict=True)}
