@@ -231,13 +231,13 @@ class _JsonLog(logging.Formatter):
         return json.dumps(out)
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _Stderr(logging.StreamHandler):
     """A handler writing to the current sys.stderr (which tests replace)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> object:
         return sys.stderr
 
@@ -265,7 +265,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose "invalid choice" errors suggest the nearest choice
     (a misspelt command, action or format)."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         import difflib
         import re
 

@@ -43,6 +43,7 @@ def _article(word: str) -> str:
 def _kubernetes(doc: Any) -> Seen | None:
     """Kubernetes objects: a List (``kubectl get ... -o json``), a bare list of
     objects, or one object; ``detail`` is ``PodList``, ``Pod``, ``List of A, B``."""
+    items: Any
     if isinstance(doc, list):
         if not doc or not all(isinstance(o, Mapping) and isinstance(o.get("kind"), str)
                               and ("apiVersion" in o or "metadata" in o) for o in doc):

@@ -237,7 +237,7 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     prefix = _tmp_prefix(path)
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except FileNotFoundError:

@@ -1251,8 +1251,8 @@ def test_real_documents_of_the_wrong_kind_are_named() -> None:
         build_snapshot(_real("nodes-a16-vgpu.json"), _real("nodes-aks.json"), K8sConfig(),
                        REAL_NOW)
     assert exc.value.errors == [
-        "--pods: this looks like a Node list (the output of 'kubectl get nodes -o json'); use "
-        "it as --nodes, and give the output of 'kubectl get pods -A -o json' as --pods"]
+        ("--pods: this looks like a Node list (the output of 'kubectl get nodes -o json'); use "
+         "it as --nodes, and give the output of 'kubectl get pods -A -o json' as --pods")]
     with pytest.raises(InputError) as exc:
         build_snapshot(_real("pods-kuard.json"), _real("pods-kuard.json"), K8sConfig(),
                        REAL_NOW)

@@ -1,4 +1,5 @@
-"""Tests of the independent plan verifier (``planner.checks.verify``) and ``preempt-planner verify``.
+"""Tests of the independent plan verifier (``planner.checks.verify``) and
+``preempt-planner verify``.
 
 One small story-like cluster (``snapshot()``) with a hand-computed valid plan
 (``valid_plan()``); every test changes one thing and expects the rule it breaks.

@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from models import Deferred
+from models import Deferred, Job
 from models.rules import gang_group, keeps_group
 from planner.core.decision import Decision, exempt_victims, preemptors_of
 from planner.core.problem import PendingInfo, Problem, fmt_duration
 
 
-def shape(job) -> str:
+def shape(job: Job) -> str:
+    """What a job needs, in words: ``needs 2 nodes x 8 GPUs (H100, NVLink)``."""
     gpus = f"{job.gpus_per_node} GPU" + ("s" if job.gpus_per_node > 1 else "")
     s = gpus if job.nodes == 1 else f"{job.nodes} nodes x {gpus}"
     extra = []
@@ -40,7 +41,7 @@ def _enough(problem: Problem, info: PendingInfo, hosts: Iterable[int]) -> bool:
     domain when it asks for that)? Stops at the first node that makes enough."""
     job = info.job
     grouped = keeps_group(job)
-    groups: dict[tuple, int] = {}
+    groups: dict[tuple | None, int] = {}
     for i in hosts:
         key = gang_group(problem.nodes[i].node, job) if grouped else None
         groups[key] = groups.get(key, 0) + 1
@@ -315,6 +316,7 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
         return Deferred(job=job.id, reason="OUTRANKED",
                         detail=f"{shape(job)}; {_takers(problem, info, d)}")
     if info.guarded:
+        assert job.last_preempted_at is not None  # (the guard counts from it)
         ago = (problem.now - job.last_preempted_at).total_seconds()
         return Deferred(job=job.id, reason="CASCADE_GUARD",
                         detail=f"{shape(job)}; preempted {fmt_duration(ago)} ago, so within the "

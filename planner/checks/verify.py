@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from models import rules
-from models.plan import REASONS, Eviction, Objective, Placement, Plan
+from models.plan import REASONS, Deferred, Eviction, Objective, Placement, Plan
 from models.snapshot import Job, Node, Snapshot, Storage, age_s
 
 __all__ = ["CODES", "Violation", "is_valid", "objective_of", "verify"]
@@ -311,7 +312,9 @@ class _Checker:
         listed: dict[str, str] = {}
         running_msg = {"placements": "is already running; only pending jobs are placed",
                        "deferred": "is running; only pending jobs are deferred"}
-        for kind, entries in (("placements", plan.placements), ("deferred", plan.deferred)):
+        kinds: tuple[tuple[str, Sequence[Placement | Deferred]], ...] = (
+            ("placements", plan.placements), ("deferred", plan.deferred))
+        for kind, entries in kinds:
             for i, entry in enumerate(entries):
                 where = f"{kind}[{i}]"
                 job = self.jobs.get(entry.job)

@@ -122,7 +122,7 @@ def render(snap: Snapshot, p: Plan, console: Console) -> None:
         console.print(t)
     for w in p.warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}")
-    s = p.solver
-    gap = "-" if s.gap is None else f"{s.gap:.2%}"
-    console.print(f"solver: {s.engine} {s.status}, {s.wall_s:.3f} s, gap {gap}"
-                  + (f" ({s.detail})" if s.detail else ""), style="dim")
+    info = p.solver
+    gap = "-" if info.gap is None else f"{info.gap:.2%}"
+    console.print(f"solver: {info.engine} {info.status}, {info.wall_s:.3f} s, gap {gap}"
+                  + (f" ({info.detail})" if info.detail else ""), style="dim")

@@ -33,7 +33,7 @@ from planner.commands._common import (
 
 TIER_STYLE = {1: "bold white on red", 2: "bold black on yellow", 3: "bold white on green"}
 OTHER_TIER_STYLE = "bold white on blue"
-STATE_ORDER = {"up": 0, "drain": 1, "down": 2}
+STATE_ORDER: dict[str, int] = {"up": 0, "drain": 1, "down": 2}
 CUBE_MESH = {(0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 5), (2, 3), (2, 6), (3, 7),
              (4, 5), (4, 6), (4, 7), (5, 6), (5, 7), (6, 7)}
 FREE, DRAIN_FREE, DOWN_FREE = "·", "-", "x"
@@ -386,7 +386,7 @@ def as_json(snap: Snapshot) -> dict[str, Any]:
     def placement(job: Job) -> list[dict[str, Any]]:
         return [{"node": p.node, "gpus": list(p.gpus)} for p in job.placement or []]
 
-    states = Counter(n.state for n in snap.nodes)
+    states: Counter[str] = Counter(n.state for n in snap.nodes)
     total = sum(n.gpus for n in snap.nodes)
     running = snap.running()
     immune = sorted(((immune_for_s(pol, now, j), j) for j in running),

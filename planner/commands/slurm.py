@@ -117,9 +117,9 @@ def _config(args: argparse.Namespace) -> SlurmConfig | None:
         try:
             cfg = config_from_dict(doc or {}, base=base, source=name)
         except ConfigError as exc:
-            cause = exc.__cause__
+            errors = getattr(exc.__cause__, "errors", None)  # (pydantic's, when it says)
             lines = ([f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                      for e in cause.errors()] if hasattr(cause, "errors") else [str(exc)])
+                      for e in errors()] if errors is not None else [str(exc)])
             raise InputError(suggest_fields(lines, SlurmConfig), name) from None
     tier = getattr(args, "default_tier", None)
     if tier is not None:

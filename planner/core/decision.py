@@ -48,9 +48,9 @@ def preemptors_of(problem: Problem, d: Decision) -> dict[str, list[str]]:
     for j, parts in d.placements.items():
         for ni, m in parts:
             for g in bits(m):
-                v = gpu_victim.get((ni, g))
-                if v is not None:
-                    out[v].add(j)
+                owner = gpu_victim.get((ni, g))
+                if owner is not None:
+                    out[owner].add(j)
     return {v: sorted(js) for v, js in out.items()}
 
 

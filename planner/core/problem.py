@@ -263,19 +263,19 @@ def build_problem(snap: Snapshot) -> Problem:
             flush_gb=j.checkpoint.size_gb if flushes(j) else 0.0, flushing=flushes(j),
             storm_cap_gb=cap)
     total = 0
-    for ni in nodes:
-        if ni.node.state == "up":
-            ni.free = ni.full & ~ni.held
-        if ni.node.state in ("up", "drain"):
-            total += ni.node.gpus
+    for nd in nodes:
+        if nd.node.state == "up":
+            nd.free = nd.full & ~nd.held
+        if nd.node.state in ("up", "drain"):
+            total += nd.node.gpus
     pending: dict[str, PendingInfo] = {}
     hosts: dict[tuple, list[int]] = {}  # shared by jobs of the same shape (read-only)
     # node_can_host only looks at a node's kind: decide once per kind, not per node
     kinds: dict[tuple, list[int]] = {}
-    for ni in nodes:
-        n = ni.node
+    for nd in nodes:
+        n = nd.node
         kinds.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
-                          n.nvlink_domain is None, ni.layout), []).append(ni.idx)
+                          n.nvlink_domain is None, nd.layout), []).append(nd.idx)
     for j in sorted(snap.pending(), key=lambda j: j.id):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None

@@ -1,1 +1,2 @@
-"""Planners without a solver: the greedy planner, its passes and the baselines (see README.md here)."""
+"""Planners without a solver: the greedy planner, its passes and the baselines
+(see README.md here)."""

@@ -134,8 +134,10 @@ class PerNodeBaseline(GreedyPlanner):
         for v in victims:
             avail |= masks[v]
         opt = self._option(info, ni, avail, tuple(victims))
+        mask = opt.mask
+        assert mask is not None  # (_option chooses the shard's GPUs)
         # keep only victims whose GPUs the shard really uses (R7: no idle eviction)
-        used = tuple(v for v in opt.victims if masks[v] & opt.mask)
+        used = tuple(v for v in opt.victims if masks[v] & mask)
         return opt if used == opt.victims else NodeOption(ni, used, opt.mask, opt.leftover,
                                                           opt.avail)
 
@@ -295,7 +297,7 @@ class K8sPlanner(PerNodeBaseline):
         job = self.p.running[top].job
         return (-job.tier, job.priority)
 
-    def _scalar(self, v: str) -> int:
+    def _scalar(self, v: str) -> float:
         """A pod priority as one integer (larger is more important): tiers apart by
         more than any in-tier priority (+-10^9), shifted to be positive."""
         job = self.p.running[v].job

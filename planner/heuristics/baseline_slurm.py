@@ -108,7 +108,7 @@ class SlurmPlanner(PerNodeBaseline):
         self.youngest_first = youngest_first
         self.reorder_count = reorder_count
         self.strict_order = strict_order
-        self.order = sorted((v for v, info in problem.running.items() if info.evictable),
+        self.preempt_order = sorted((v for v, info in problem.running.items() if info.evictable),
                             key=self.preempt_key)
         self._usable: dict[int, frozenset[int]] = {}
         self._by_rights: dict[tuple, tuple[GreedyState, list[tuple[str, tuple[int, ...]]]]] = {}
@@ -214,7 +214,7 @@ class SlurmPlanner(PerNodeBaseline):
             return key, got
         running, rights = self.p.running, info.rights
         got = [(v, tuple(ni for ni, _m in running[v].parts))
-               for v in self.order if running[v].job.tier in rights]
+               for v in self.preempt_order if running[v].job.tier in rights]
         if usable is not None:
             got = [(v, nodes) for v, nodes in got if not usable.isdisjoint(nodes)]
         self._by_rights[key] = (st, got)

@@ -203,7 +203,8 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
             continue  # (left in an earlier swap)
         budget[0] -= 1
         ops = [ej._leave(k)]
-        got = value = 0
+        got = 0
+        value: float = 0
         for i in queue:
             if got + i.job.total_gpus > size:
                 continue
@@ -531,12 +532,12 @@ class _Ejector:
         if best is None:
             return False
         self.budget[0] -= 1
-        movers = sorted(best[1], key=lambda k: (-p.pending[k].job.total_gpus, k))
-        ops = [self._leave(k) for k in movers]
+        leaving = sorted(best[1], key=lambda k: (-p.pending[k].job.total_gpus, k))
+        ops = [self._leave(k) for k in leaving]
         placed = self._place(info)
         if placed is not None:
             ops.append(placed)
-            if self._place_all(movers, ops):
+            if self._place_all(leaving, ops):
                 self.moves += 1
                 return True
         self._undo(ops)

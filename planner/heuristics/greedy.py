@@ -471,9 +471,8 @@ class GreedyPlanner:
         to (or any, with an eviction budget) fall."""
         key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink)
         memo = self._grouped.setdefault(key, {})
-        ver = st.version.get(ni, 0)
-        if self._relief:
-            ver = (ver, *self._relief_key(ni))
+        version = st.version.get(ni, 0)
+        ver: int | tuple[int, ...] = (version, *self._relief_key(ni)) if self._relief else version
         hit = memo.get(ni)
         if hit is not None and hit[0] == ver:
             opt = hit[1]
@@ -489,8 +488,8 @@ class GreedyPlanner:
         ss = self._node_storages.get(ni)
         if ss is None:
             ss = self._node_storages[ni] = (None, *sorted(
-                {self.p.running[v].storage for v in self.by_node.get(ni, ())
-                 if self.p.running[v].flushing and self.p.running[v].storage}))
+                {s for v in self.by_node.get(ni, ())
+                 if self.p.running[v].flushing and (s := self.p.running[v].storage)}))
         return ss
 
     def _relief_key(self, ni: int) -> tuple[int, ...]:
@@ -638,6 +637,7 @@ class GreedyPlanner:
         finds no place."""
         self.placing(info)
         job = info.job
+        chosen: list | None
         if not keeps_group(job):
             chosen = self._best_nodes(st, info, job.nodes)
             if len(chosen) < job.nodes:
@@ -673,9 +673,9 @@ class GreedyPlanner:
                 for bound, name, key in sorted(bounds):
                     if best is not None and bound > best[0]:
                         break
-                    grp = pick(st, groups[key], job.nodes)
-                    if grp is not None:
-                        cand = (sum(o[0] for o in grp), name, grp)
+                    found = pick(st, groups[key], job.nodes)
+                    if found is not None:
+                        cand = (sum(o[0] for o in found), name, found)
                         if best is None or cand[:2] < best[:2]:
                             best = cand
                 if best is not None:
@@ -832,9 +832,9 @@ class GreedyPlanner:
             st.free[ni] = st.free.get(ni, 0) | back
         for g in range(node.node.gpus):
             if mask >> g & 1:
-                v = self.p.owner.get((ni, g))
-                if v is not None and v in st.victims:
-                    st.freed.setdefault(ni, {})[v] = st.freed[ni].get(v, 0) | (1 << g)
+                owner = self.p.owner.get((ni, g))
+                if owner is not None and owner in st.victims:
+                    st.freed.setdefault(ni, {})[owner] = st.freed[ni].get(owner, 0) | (1 << g)
         st.version[ni] = st.version.get(ni, 0) + 1
         st.log.append(ni)
 

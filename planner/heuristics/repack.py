@@ -185,9 +185,9 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
         for ni, m in parts:
             used[ni] |= m
             for g in _bits(m):
-                v = gpu_victim.get((ni, g))
-                if v is not None:
-                    users[v].add(j)
+                owner = gpu_victim.get((ni, g))
+                if owner is not None:
+                    users[owner].add(j)
 
     def idle_any(ni: int) -> int:
         """GPUs of node ni no job uses: free, or of victims (any tier)."""
@@ -266,17 +266,17 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
         _key, ni, mask = best
         for ni2, m2 in placements[j]:
             for g in _bits(m2):
-                v = gpu_victim.get((ni2, g))
-                if v is not None:
-                    users[v].discard(j)
+                owner = gpu_victim.get((ni2, g))
+                if owner is not None:
+                    users[owner].discard(j)
         for v in drop:
             users.pop(v, None)
         placements[j] = [(ni, mask)]
         used[ni] |= mask
         for g in _bits(mask):
-            v = gpu_victim.get((ni, g))
-            if v is not None:
-                users[v].add(j)
+            owner = gpu_victim.get((ni, g))
+            if owner is not None:
+                users[owner].add(j)
         refresh({ni})
         moves += 1
     return Decision(victims, placements), moves

@@ -483,7 +483,7 @@ def _end_with(server_pid: int) -> None:
 
     fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
     if fd is not None:
-        forkserver._forkserver._forkserver_alive_fd = None
+        forkserver._forkserver._forkserver_alive_fd = None  # type: ignore[attr-defined]
         try:
             os.close(fd)
         except OSError:  # (not open: nothing to close)

@@ -555,7 +555,8 @@ class Simulator:
                 info[st]["lost"] += 1
             # the grace is a deadline: a saved flush ends the job early, a failed one is
             # killed at the deadline, one without a trap stops at once (teardown)
-            held = flush if saved else (grace if s.signal is not None else min(grace, s.cleanup_s))
+            held = (flush if saved and flush is not None
+                    else grace if s.signal is not None else min(grace, s.cleanup_s))
             exit_at = now + held
             self.totals["lost_gpu_s"] += j.gpus * lost
             self.totals["flush_gpu_s"] += j.gpus * min(held, max(0.0, self.t_stop - now))

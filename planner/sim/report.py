@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from rich.table import Table
@@ -294,7 +294,8 @@ def _wasted(plt: Any, metrics: Sequence[dict[str, Any]], labels: Sequence[str],
             path: Path) -> Path:
     """Wasted GPU time by cause, a stacked bar per planner, in a unit that suits it."""
     values = {c: np.array([float(m["wasted_gpu_h"][c]) for m in metrics]) for c, _n, _h in CAUSES}
-    top = max(float(sum(values.values()).max()) if len(metrics) else 0.0, 0.0)
+    sums = cast(np.ndarray, sum(values.values()))  # (elementwise: arrays of one length)
+    top = max(float(sums.max()) if len(metrics) else 0.0, 0.0)
     scale, unit = ((1.0, "GPU-hours") if top >= 1 else (60.0, "GPU-minutes") if top >= 1 / 60
                    else (3600.0, "GPU-seconds"))
     fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 1.0 * len(metrics) + 3)), 4))

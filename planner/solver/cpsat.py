@@ -367,7 +367,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         # no time for them)
         todo: list[dict | str] = [*storm_variants, PRIORITY_FIRST]
         if spare.budget_rejected:
-            todo = (["k8s"] if "k8s" not in baselines_ran else []) + ["slurm"] + todo
+            todo = [*(["k8s"] if "k8s" not in baselines_ran else []), "slurm", *todo]
         if _lane_runs(todo[0]) * first_s <= lane_end - time.perf_counter():  # (as there)
             try:
                 lane = Lane(_second_lane, problem, todo, first_s, lane_end)
@@ -429,6 +429,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     def eject_limit() -> dict[str, float]:
         if deterministic:
             return {"tries": EJECT_TRIES}
+        assert late is not None  # (set unless deterministic)
         return {"deadline": eject_deadline(time.perf_counter(), end, late)}
 
     def skipped(why: str) -> Plan:
@@ -483,6 +484,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
         best, cheaper = cheaper_victims(problem, best, late)
         after = _also(_moved(ejected, swaps), cheaper)
         if lane is not None:
+            assert late is not None  # (a second lane runs only with a wall-clock budget)
             other = lane.result(late - LANE_GRACE_S)
             if other is None:
                 why += ("; the second lane gave no plan ("
@@ -557,8 +559,8 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     if objective_of(problem, packed).key() > objective_of(problem, best).key():
         best, proven, cost_bound = packed, False, None
     more = ""
-    if not proven:  # an unproven plan may still leave a swap or a move (planner/heuristics/repack.py,
-        # planner/heuristics/eject.py)
+    if not proven:  # an unproven plan may still leave a swap or a move
+        # (planner/heuristics/repack.py, planner/heuristics/eject.py)
         best, ejected, swaps = eject_and_upgrade(problem, best, eject_limit())
         best, more = polish(problem, best, late)
         if ejected or swaps:  # the phases' bounds were for other admissions

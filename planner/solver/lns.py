@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planner.core.decision import Decision, clean, exempt_victims, objective_of, preemptors_of
@@ -94,6 +95,7 @@ def sub_problem(problem: Problem, d: Decision,
     keep_victims = {v for v in d.victims
                     if any(ni not in area for ni, _ in problem.running[v].parts)}
     todo = list(keep_jobs) + list(keep_victims)
+    linked: Iterable[str]
     while todo:  # closure: what stays keeps its victims and the victims' beneficiaries
         x = todo.pop()
         if x in keep_jobs:
@@ -131,7 +133,7 @@ def sub_problem(problem: Problem, d: Decision,
                                      - load[vi.storage])
         running[vid] = vi
     pol = problem.policy
-    update = {}
+    update: dict[str, float] = {}
     if pol.max_evictions_per_tick is not None:
         left = pol.max_evictions_per_tick - len(keep_victims)
         if left < 0:

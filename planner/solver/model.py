@@ -37,7 +37,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ortools.sat.python import cp_model
 
@@ -73,7 +73,7 @@ class _Class:
     group_by: tuple[bool, bool]  # same_block, same_nvlink_domain
     candidates: list[int]
     admit: list[cp_model.IntVar] = field(default_factory=list)
-    count: cp_model.IntVar | None = None
+    count: cp_model.IntVar = field(init=False)  # (set by _class_vars)
     shards: dict[int, list] = field(default_factory=dict)  # node -> [(island idx|comp, var)]
     node_total: dict[int, list[cp_model.IntVar]] = field(default_factory=dict)  # shards per node
     groups: list[tuple[cp_model.IntVar, list[int]]] = field(default_factory=list)
@@ -278,7 +278,7 @@ class CpsatModel:
         cap_shards = n_jobs
         for ni in c.candidates:
             info = self.p.nodes[ni]
-            terms = []
+            terms: list[cp_model.IntVar] = []
             if info.composites:  # NVLink graph is not a union of cliques: GPU level
                 self._gpu_level_vars(c, ni, terms)
             elif c.single_island:
@@ -511,9 +511,9 @@ class CpsatModel:
             cap = self.m.new_int_var(0, total, f"cap[{s}]")
             self.caps.append((cap, vids, caps, total))
             self.m.add(_wsum([*(self.evict[v] for v in vids), cap], [*sizes, -1]) <= 0)
-            for v, cv in zip(vids, caps):
+            for vid, cv in zip(vids, caps):
                 if cv < total:
-                    self.m.add(cap <= max(cv, 0)).only_enforce_if(self.evict[v])
+                    self.m.add(cap <= max(cv, 0)).only_enforce_if(self.evict[vid])
 
     def _r12_grace(self, vids: list[str]) -> list[int]:
         """R12: a flushing victim needs a grace of ``max(min_s, safety x (F_s / bandwidth
@@ -646,7 +646,8 @@ class CpsatModel:
         vs, cs = [], []
         for c in self.classes:
             for i, a in enumerate(c.admit):
-                w = c.jobs[i].job.priority * c.gpn * c.nodes
+                # (an integer: plan() scales fractional priorities to integers)
+                w = cast(int, c.jobs[i].job.priority) * c.gpn * c.nodes
                 if w:
                     vs.append(a)
                     cs.append(w)
@@ -707,9 +708,9 @@ class CpsatModel:
             for info in c.jobs:
                 cls_of[info.job.id] = ci
         for j, parts in d.placements.items():
-            ci = cls_of.get(j)
-            if ci is None:
+            if j not in cls_of:
                 continue
+            ci = cls_of[j]
             c = self.classes[ci]
             placed_by_class[ci] += 1
             for gi, (_kg, nodes) in enumerate(c.groups):
@@ -830,8 +831,8 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
     # which jobs of each class, and their shards per node/island
     freed: dict[int, dict[str, int]] = defaultdict(dict)
     for v in d.victims:
-        for ni, mask in p.running[v].parts:
-            freed[ni][v] = mask
+        for ni, vm in p.running[v].parts:
+            freed[ni][v] = vm
     free = {n.idx: n.free for n in p.nodes}
     demands: dict[int, list] = defaultdict(list)  # node -> [(rights, class idx, island, gpus)]
     jobs_of: list[list[str]] = []

@@ -70,7 +70,7 @@ class SimCache:
     def get(self, key: str) -> dict[str, Any] | None:
         path = self._path(key)
         try:
-            return json.loads(path.read_text())  # type: ignore[no-any-return]
+            return json.loads(path.read_text())
         except (OSError, ValueError):
             return None  # (missing, or unreadable: run it again)
 

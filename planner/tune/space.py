@@ -235,7 +235,8 @@ class Objective:
 
 def parse_objectives(text: str) -> list[Objective]:
     """``wasted,thrash=2,t2_p95`` (NAME[=WEIGHT], comma-separated; InputError)."""
-    out, errors = [], []
+    out: list[Objective] = []
+    errors: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue

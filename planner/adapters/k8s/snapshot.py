@@ -710,7 +710,7 @@ class _Builder:
         """R17: the earliest ``startTime + activeDeadlineSeconds`` of the pods (the
         kubelet kills a pod at its deadline, and a gang with it); None when a pod has
         no deadline. An annotation is no source: its owner could claim any end."""
-        ends = []
+        ends: list[datetime] = []
         for p in pods:
             limit = p.spec.get("activeDeadlineSeconds")
             if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0 \

@@ -1,4 +1,5 @@
-"""``python -m planner.adapters.slurm snapshot|apply|run ...`` (same as ``preempt-planner slurm``)."""
+"""``python -m planner.adapters.slurm snapshot|apply|run ...`` (the same as
+``preempt-planner slurm``)."""
 
 import sys
 

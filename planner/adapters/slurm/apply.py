@@ -483,8 +483,8 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
             now = clock()
             polled = query_states(cfg, [v.job for v in waiting], runner)
             for v in waiting:
-                st = polled.get(v.job) if polled is not None else None
-                stopped = st is not None and st not in ACTIVE
+                now_state = polled.get(v.job) if polled is not None else None
+                stopped = now_state is not None and now_state not in ACTIVE
                 if stopped or now >= v.deadline:
                     v.outcome.stopped_in_grace = stopped and v.signal is not None
                     if not stopped and v.signal is not None:

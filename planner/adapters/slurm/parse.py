@@ -522,7 +522,7 @@ def build_nodes(slurm_nodes: Mapping[str, SlurmNode], cfg: SlurmConfig,
         types: dict[str | None, int] = {}
         for g in gpus:
             types[g.type] = types.get(g.type, 0) + g.count
-        mig = sorted({t for t in types if mig_profile(t)})
+        mig = sorted({t for t in types if t is not None and mig_profile(t)})
         gtype = next(iter(types)) if len(types) == 1 else None
         node: dict[str, Any] = {"id": name, "gpus": count,
                                 "gpu_type": contract_gpu_type(gtype, cfg),
