@@ -44,14 +44,15 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def _worker_range() -> tuple[int, int]:
-    """A run of 20 ports that are free (for one node's worker processes)."""
+def _worker_range(n: int = 200) -> tuple[int, int]:
+    """A run of ``n`` ports that are free (for one node's workers and drivers: Ray
+    gives each a port of the range and takes a while to reuse one)."""
     for _ in range(50):
         base = free_ports(1)[0]
-        if base + 20 > 65000:
+        if base + n > 65000:
             continue
         ok = True
-        for p in range(base, base + 20):
+        for p in range(base, base + n):
             with socket.socket() as s:
                 try:
                     s.bind((HOST, p))
@@ -59,8 +60,8 @@ def _worker_range() -> tuple[int, int]:
                     ok = False
                     break
         if ok:
-            return base, base + 19
-    raise RuntimeError("no run of 20 free ports for Ray workers")
+            return base, base + n - 1
+    raise RuntimeError(f"no run of {n} free ports for Ray workers")
 
 
 class LocalRayCluster:

@@ -92,16 +92,16 @@ def test_an_interrupted_tune_on_ray_resumes_from_the_cache(
             proc.send_signal(signal.SIGINT)
             break
         time.sleep(0.02)
-    proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     cached = len(list((out / "cache").glob("*/*.json")))
-    assert proc.returncode == 130 and 2 <= cached < 14
+    assert (proc.returncode, 2 <= cached < 14) == (130, True), (cached, err[-3000:])
     again = subprocess.run(tune_args(out, ray_cluster.address), cwd=ROOT, env=ray_cluster.env,
                            capture_output=True, text=True, timeout=300, check=False)
     assert again.returncode == 0, again.stderr[-3000:]
     rec = json.loads(again.stdout)
     check_outcome(rec)
-    assert rec["simulations"]["cached"] == cached
-    assert rec["simulations"]["run"] == 14 - cached
+    assert (rec["simulations"]["cached"], rec["simulations"]["run"]) == (cached, 14 - cached), \
+        (err[-3000:], again.stderr[-3000:])
 
 
 def test_compare_on_ray_gives_what_local_processes_give(

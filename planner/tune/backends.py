@@ -253,12 +253,10 @@ class RayBackend(_Backend):
         return out
 
     def close(self, cancel: bool = False) -> None:
-        if cancel:
-            for ref in self._running:
-                try:
-                    self._ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001,S110 (already finished or gone)
-                    pass
+        """Disconnect; the cluster ends the tasks of a driver that leaves (``cancel``
+        needs nothing more: ``ray.cancel`` on tasks whose result is on its way can make
+        Ray's core worker abort the process, "Tried to complete task that was not
+        pending")."""
         self._ray.shutdown()
 
 
