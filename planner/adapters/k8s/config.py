@@ -13,8 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models import InputError, Storage, read_document
-from models.policy import MAX_GB, MAX_SECONDS
+from models.policy import MAX_SECONDS
 from models.snapshot import NvlinkSpec
+from planner.adapters.checkpoint import CheckpointDefaultsBase
 
 PREFIX = "preempt-planner.io/"
 
@@ -51,20 +52,13 @@ class GroupKey(_Cfg):
         return f"annotation {self.annotation}" if self.annotation else f"label {self.label}"
 
 
-CHECKPOINT_FIELDS = ("size_gb", "signal", "barrier_s", "cleanup_s", "restore_s")
-
-
-class CheckpointDefaults(_Cfg):
+class CheckpointDefaults(CheckpointDefaultsBase):
     """Checkpoint fields for pods whose annotations do not give them (the contract's
     ``checkpoint`` object without ``last_at``). Only the fields written in the config
     count: an override for a namespace or a PriorityClass changes those and keeps
     the others."""
 
-    size_gb: float | None = Field(default=None, ge=0, le=MAX_GB)
-    signal: str | None = None
-    barrier_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
-    cleanup_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
-    restore_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     @field_validator("signal")
     @classmethod
@@ -76,17 +70,6 @@ class CheckpointDefaults(_Cfg):
             raise ValueError(f"unknown signal {v!r} (e.g. SIGTERM, SIGUSR1, or null: it "
                              "cannot checkpoint on demand)")
         return sig
-
-    @model_validator(mode="after")
-    def _numbers(self) -> CheckpointDefaults:
-        for f in ("size_gb", "barrier_s", "cleanup_s", "restore_s"):
-            if f in self.model_fields_set and getattr(self, f) is None:
-                raise ValueError(f"{f}: must be a number >= 0, not null")
-        return self
-
-    def given(self) -> dict[str, Any]:
-        """The fields written in the config (``signal: null`` included)."""
-        return {f: getattr(self, f) for f in CHECKPOINT_FIELDS if f in self.model_fields_set}
 
 
 class JobDefaults(_Cfg):

@@ -21,8 +21,9 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
-    model_validator,
 )
+
+from planner.adapters.checkpoint import CheckpointDefaultsBase
 
 CONFIG_ENV = "PREEMPT_PLANNER_SLURM_CONFIG"
 """Environment variable naming the config file when ``--config`` is not given."""
@@ -84,27 +85,10 @@ CHECKPOINT_BASE: dict[str, Any] = {
 so an eviction is priced as losing its work since start (contract objective item 4)."""
 
 
-class CheckpointDefaults(_Strict):
+class CheckpointDefaults(CheckpointDefaultsBase):
     """Checkpoint fields of a job whose comment and sidecar do not give them. Only
     the fields written in the config count (over :data:`CHECKPOINT_BASE`): an
     override for a partition, QOS or account changes those and keeps the others."""
-
-    size_gb: float | None = Field(default=None, ge=0)
-    signal: str | None = None
-    barrier_s: float | None = Field(default=None, ge=0)
-    cleanup_s: float | None = Field(default=None, ge=0)
-    restore_s: float | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _numbers(self) -> CheckpointDefaults:
-        for f in ("size_gb", "barrier_s", "cleanup_s", "restore_s"):
-            if f in self.model_fields_set and getattr(self, f) is None:
-                raise ValueError(f"{f}: must be a number >= 0, not null")
-        return self
-
-    def given(self) -> dict[str, Any]:
-        """The fields written in the config (``signal: null`` included)."""
-        return {f: getattr(self, f) for f in CHECKPOINT_BASE if f in self.model_fields_set}
 
 
 class JobDefaults(_Strict):
