@@ -307,3 +307,17 @@ def test_running_jobs_carry_their_time_limit_and_the_history_of_evictions():
     off.plan_fn = lambda snap: seen.setdefault(-1, snap) and real(snap)
     off.run()
     assert seen[-1].job_map()["x"].expected_end_at is None
+
+
+def test_pending_time_is_split_by_the_reason_each_plan_gave():
+    # X (tier 3) runs 0-7,200 s on the only node; Y (tier 2) arrives at 60. Y waits out
+    # its patience, 600 s to 660 (PATIENCE), then X's immunity up to 1,800 s (tier 3:
+    # 1,800 s, PROTECTED: 1,140 s), and evicts X at 1,800. Under naive, X is evicted at
+    # 60 and waits for Y to end at 660: 600 s OUTRANKED.
+    trace = [job("x", 0, 7200, 3), job("y", 60, 600, 2)]
+    res, m = run("cpsat", cluster(), trace)
+    assert res.wait_by_reason_s == {"2:PATIENCE": 600.0, "2:PROTECTED": 1140.0}
+    assert m["wait_by_reason_h"] == {"2": {"PROTECTED": 0.32, "PATIENCE": 0.17}}
+    assert rel(res, "x", "evict") == [1800]
+    res, m = run("naive", cluster(), trace)
+    assert res.wait_by_reason_s == {"3:OUTRANKED": 600.0}

@@ -207,6 +207,8 @@ class SimResult:
     planner_max_wall_s: float
     wall_s: float
     plan_errors: list[str] = field(default_factory=list)
+    # pending time by "tier:reason" of the plan that left the job pending (job-seconds)
+    wait_by_reason_s: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -268,6 +270,10 @@ class Simulator:
             "t", "alloc_gpus", "running", "pending", "evictions", "placements",
             "periodic_gb_per_s")}
         self.plan_errors: list[str] = []
+        # why pending jobs waited: each job a plan deferred waits, for the reason the
+        # plan gave, until the next planner call (or the end of the run)
+        self.wait_by_reason: dict[str, float] = {}
+        self._deferred_at: tuple[float, list[str]] | None = None
         self.calls = 0
         self.call_wall = 0.0
         self.call_max = 0.0
@@ -643,6 +649,9 @@ class Simulator:
                 self.calls += 1
                 self.call_wall += w
                 self.call_max = max(self.call_max, w)
+                self._count_waits(now)
+                self._deferred_at = (now, [f"{j.spec.tier}:{d.reason}" for d in plan.deferred
+                                           if (j := self._by_id(d.job)) is not None])
                 ev, placed = self._apply(plan, now)
                 dirty = bool(ev or placed or any(d.reason in ("STORM", "BUDGET")
                                                  for d in plan.deferred))
@@ -670,10 +679,18 @@ class Simulator:
             t_end = max([last] + [j.done_at for j in self.jobs if j.done_at is not None])
         return self._finish(t_end, time.perf_counter() - wall0)
 
+    def _count_waits(self, now: float) -> None:
+        if self._deferred_at is not None:
+            t, keys = self._deferred_at
+            for key in keys:
+                self.wait_by_reason[key] = self.wait_by_reason.get(key, 0.0) + (now - t)
+        self._deferred_at = None
+
     def _horizon_guess(self) -> float:
         return max((j.submit for j in self.jobs), default=self.t0) + 1.0
 
     def _finish(self, t_end: float, wall: float) -> SimResult:
+        self._count_waits(t_end)
         for idx in sorted(self.running):
             j = self.jobs[idx]
             j.progress = self._close_segment(j, t_end)
@@ -696,7 +713,8 @@ class Simulator:
             storage_bw=storage_bw, jobs=jobs, evictions=self.eviction_log, storms=self.storm_log,
             samples=self.samples, totals=dict(self.totals), planner_calls=self.calls,
             planner_wall_s=self.call_wall, planner_max_wall_s=self.call_max, wall_s=wall,
-            plan_errors=self.plan_errors)
+            plan_errors=self.plan_errors,
+            wait_by_reason_s={k: round(v, 3) for k, v in sorted(self.wait_by_reason.items())})
 
 
 def simulate(cluster: Snapshot, trace: list[TraceJob], config: SimConfig | None = None,

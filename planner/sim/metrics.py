@@ -184,4 +184,17 @@ def compute_metrics(res: SimResult) -> dict[str, Any]:
     for e in ev:
         by_tier[str(e["tier"])] += 1
     out["evictions_by_tier"] = dict(sorted(by_tier.items()))
+    out["wait_by_reason_h"] = wait_by_reason(res)
     return out
+
+
+def wait_by_reason(res: SimResult) -> dict[str, dict[str, float]]:
+    """Job-hours pending per tier and deferral reason, largest first: each job a plan
+    deferred counts, for the reason that plan gave, until the next planner call.
+    Waits before the first call and of jobs no plan saw are not counted."""
+    by: dict[str, dict[str, float]] = defaultdict(dict)
+    for key, s in (getattr(res, "wait_by_reason_s", None) or {}).items():
+        tier, reason = key.split(":", 1)
+        by[tier][reason] = by[tier].get(reason, 0.0) + s / 3600
+    return {t: dict(sorted(((r, round(h, 2)) for r, h in rs.items()), key=lambda x: -x[1]))
+            for t, rs in sorted(by.items(), key=lambda x: int(x[0]))}

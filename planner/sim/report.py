@@ -60,6 +60,13 @@ def _pick(key: str, tier: str, q: str) -> Callable[[dict[str, Any]], Any]:
     return get
 
 
+def _reasons(tier: str) -> Callable[[dict[str, Any]], str]:
+    def get(m: dict[str, Any]) -> str:
+        rs = m.get("wait_by_reason_h", {}).get(tier, {})
+        return ", ".join(f"{r} {h:,.1f}" for r, h in list(rs.items())[:3]) or "-"
+    return get
+
+
 def comparison_rows(metrics: Sequence[dict[str, Any]]) -> list[Row]:
     """Rows (name, getter, format) shown for every run; per-tier rows for every tier seen."""
     rows: list[Row] = [
@@ -87,6 +94,8 @@ def comparison_rows(metrics: Sequence[dict[str, Any]]) -> list[Row]:
     for t in tiers:
         for q in ("p50", "p95", "p99", "max"):
             rows.append((f"tier {t} queueing delay {q}", _pick("queue_delay_s", t, q), "dur"))
+    for t in tiers:
+        rows.append((f"tier {t} pending job-h by deferral reason", _reasons(t), "s"))
     for t in tiers:
         for q in ("p50", "p95"):
             rows.append((f"tier {t} completion time {q}", _pick("completion_time_s", t, q),
