@@ -12,6 +12,8 @@ so the two versions never share a process. Plans are compared lexicographically
 
     git worktree add /tmp/old <commit>
     python benchmarks/bench_ab.py --old /tmp/old --clusters 36 --out ab.json
+    python benchmarks/bench_ab.py --old /tmp/old --deterministic --clusters 200 \
+        --sizes 64:0.3,128:0.3,256:0.5,512:0.5,1024:1,2048:1 --out ab.json   # a refactor
 
 Plans on 2 cores vary from run to run (how far each step gets depends on the
 machine's speed), so a single "worse" may be noise: re-run that cluster (``--only``)
@@ -67,7 +69,8 @@ if spec["grace"]:
 s["policy"].update(spec.get("policy", {}))
 snap = load_snapshot(s)
 t = time.perf_counter()
-p = planner.plan(snap, time_limit_s=spec["time_limit_s"])
+p = planner.plan(snap, time_limit_s=spec["time_limit_s"],
+                 deterministic=spec.get("deterministic", False))
 wall = time.perf_counter() - t
 o = p.objective
 print(json.dumps({"key": [o.admitted_gpus.get(str(t), 0) for t in (1, 2, 3)]
@@ -76,15 +79,16 @@ print(json.dumps({"key": [o.admitted_gpus.get(str(t), 0) for t in (1, 2, 3)]
 """
 
 
-def clusters(n: int, seed: int, budgets: bool = False,
-             small: bool = False) -> list[dict[str, Any]]:
+def clusters(n: int, seed: int, budgets: bool = False, small: bool = False,
+             sizes: list[tuple[int, float]] | None = None) -> list[dict[str, Any]]:
     """``n`` cluster specs: generator settings, grace policy and time limit; with
     ``budgets``, BUDGET_SIZES and an eviction budget each (a count, sometimes a GPU
     fraction too; drawn from a second random stream, so that the clusters without
-    them stay those of earlier runs); with ``small``, SMALL_SIZES."""
+    them stay those of earlier runs); with ``small``, SMALL_SIZES; ``sizes`` replaces
+    the list."""
     r = random.Random(seed)
     rb = random.Random(seed + 1)
-    sizes = BUDGET_SIZES if budgets else SMALL_SIZES if small else SIZES
+    sizes = sizes or (BUDGET_SIZES if budgets else SMALL_SIZES if small else SIZES)
     out = []
     for i in range(n):
         nodes, limit = sizes[i % len(sizes)]
@@ -152,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="clusters of 512-1,536 nodes with eviction budgets (R13)")
     ap.add_argument("--small", action="store_true",
                     help="clusters of 80-256 nodes at budgets where the whole model fits")
+    ap.add_argument("--sizes", type=str, default="",
+                    help="NODES:TIME_LIMIT_S pairs, comma-separated, taken in turn "
+                         "(replaces the built-in list)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="plan in deterministic mode (one worker, no clock): the same code "
+                         "gives the same plan, so a refactor that keeps the plans shows as "
+                         "'same' on every cluster")
     ap.add_argument("--only", type=str, default="", help="cluster ids, comma-separated")
     ap.add_argument("--out", type=str, default="", help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -162,7 +173,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.budgets and args.small:
         err.print("error: --budgets and --small choose different clusters: pass one")
         return 2
-    specs = clusters(args.clusters, args.seed, args.budgets, args.small)
+    try:
+        sizes = [(int(a), float(b)) for a, b in
+                 (x.split(":") for x in args.sizes.split(",") if x.strip())]
+    except ValueError:
+        err.print(f"error: --sizes {args.sizes!r}: give NODES:TIME_LIMIT_S pairs, "
+                  "e.g. 64:0.3,2048:2")
+        return 2
+    specs = clusters(args.clusters, args.seed, args.budgets, args.small, sizes or None)
+    for spec in specs:
+        spec["deterministic"] = args.deterministic
     if args.only:
         keep = {int(x) for x in args.only.split(",")}
         specs = [s for s in specs if s["id"] in keep]
