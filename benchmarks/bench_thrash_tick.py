@@ -7,7 +7,8 @@ allows ``max(min_evictions, floor(max_fraction x running jobs))`` evictions per
 hour (and, where ``max_gpu_fraction`` is set, that share of the GPUs), none of them
 spent yet (no ``recent_evictions``), and, for comparison, with ``"thrash": null``.
 Reported per run: wall time, evictions in all, those of exempt tiers' placements
-(tier 1) and the others, the budget B, whether the plan is within it, the GPUs
+(tier 1) and the others, the GPUs they free, the budget B (and the GPU budget
+of ``thrash.max_gpu_fraction``), whether the plan is within them, the GPUs
 admitted per tier and the verifier's verdict.
 
     python benchmarks/bench_thrash_tick.py --out benchmarks/results/bench_thrash_tick.json
@@ -40,6 +41,7 @@ def one(data: dict, time_limit: float, label: str) -> dict:
     p = plan(snap, time_limit_s=time_limit)
     wall = time.perf_counter() - t0
     tiers = {j.id: j.tier for j in snap.jobs}
+    jobs = snap.job_map()
     th = snap.policy.thrash
     exempt = [e for e in p.evictions
               if th is not None and th.exempt_by(tiers[j] for j in e.preemptors)]
@@ -49,13 +51,15 @@ def one(data: dict, time_limit: float, label: str) -> dict:
         "label": label, "wall_s": round(wall, 3), "status": p.status,
         "solver": p.solver.status, "evictions": len(p.evictions),
         "exempt": len(exempt), "not_exempt": len(p.evictions) - len(exempt),
+        "evicted_gpus": sum(jobs[e.job].total_gpus for e in p.evictions),
         "running": sum(1 for j in snap.jobs if j.state == "running"),
         "admitted_gpus": p.objective.admitted_gpus,
         "violations": [str(v) for v in verify(snap, p)],
     }
     if tb is not None:
-        out.update(budget=tb.limit, recent=tb.recent,
-                   within=(out["not_exempt"] == 0 or out["evictions"] <= tb.left),
+        out.update(budget=tb.limit, recent=tb.recent, gpu_budget=tb.gpu_limit,
+                   within=(out["not_exempt"] == 0 or (out["evictions"] <= tb.left
+                                                      and out["evicted_gpus"] <= tb.gpus_left)),
                    share_of_running=round(len(p.evictions) / max(1, out["running"]), 4))
     else:
         out["share_of_running"] = round(len(p.evictions) / max(1, out["running"]), 4)
