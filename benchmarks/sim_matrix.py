@@ -31,6 +31,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 CLUSTER = REPO / "tests" / "data" / "sim" / "cluster-1024.yaml"
 TRACE = "philly-2017-09-10.csv"  # found in ../shared/traces
@@ -57,8 +58,44 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     res = prepare(spec).run()
     m = compute_metrics(res)
-    m["run"] = {**job, "wall_s": time.perf_counter() - t0}
+    m["run"] = {**job, "wall_s": time.perf_counter() - t0, "commit": _commit()}
     return m
+
+
+def _commit() -> str:
+    import subprocess
+
+    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                         capture_output=True, text=True, check=False)
+    return res.stdout.strip() or "unknown"
+
+
+KEPT = ("thrash_windows", "thrash_by_preemptor_tier", "thrash_repeats", "wasted_gpu_h",
+        "evictions", "evictions_by_tier", "eviction_rate", "queue_delay_s", "utilization",
+        "goodput", "completed", "jobs", "cascades", "failed_flushes", "wait_by_reason_h",
+        "planner_calls", "wall_s")
+
+
+def save(out: Path, dest: Path, weeks: list[str], loads: list[float], seeds: list[int],
+         planners: list[str], tag: str = "") -> None:
+    """The main metrics of every run found, with the machine and each run's settings,
+    as one JSON file."""
+    from bench_planner import machine
+
+    runs = []
+    for load in loads:
+        for week in weeks:
+            for seed in seeds:
+                for planner in planners:
+                    f = out / f"{_name(week, load, seed, planner, tag)}.json"
+                    if f.exists():
+                        m = json.loads(f.read_text())
+                        m["run"].setdefault("commit", _commit())
+                        runs.append({"run": m["run"], **{k: m[k] for k in KEPT if k in m}})
+    doc = {"benchmark": "sim_matrix", "machine": machine(),
+           "command": " ".join(["python", "benchmarks/sim_matrix.py", *sys.argv[1:]]),
+           "runs": runs}
+    dest.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="suffix of the files (a policy variant)")
     ap.add_argument("--tier-rule", help="as simulate --tier-rule")
     ap.add_argument("--report", action="store_true", help="print the tables and stop")
+    ap.add_argument("--save", metavar="FILE",
+                    help="with --report: also write every run's main metrics to FILE "
+                         "(benchmarks/results/sim_matrix.json)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     weeks = [w.strip() for w in args.weeks.split(",") if w.strip()]
@@ -87,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     planners = [p.strip() for p in args.planners.split(",") if p.strip()]
     if args.report:
         print(report(out, weeks, loads, seeds, planners, args.tag))
+        if args.save:
+            save(out, Path(args.save), weeks, loads, seeds, planners, args.tag)
         return 0
     from planner.sim.whatif import parse_assignment
 
