@@ -405,7 +405,7 @@ def test_nodes_the_storm_limit_refused_come_back_when_the_load_falls() -> None:
 def test_a_cluster_of_one_neighbourhood_gets_the_whole_model(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The whole model is skipped for LNS when its solve would be short next to its
-    # size (FULL_SOLVE_EXACT_PER_PAIR_S). A cluster of one LNS neighbourhood has no
+    # size (portfolio.SOLVE_TIMES_EXACT). A cluster of one LNS neighbourhood has no
     # rounds to run (planner/solver/lns.py), so there the model gets any time worth a solve.
     # With the per-pair time set absurdly high, the 16-node bundled instance (one
     # storage target, one neighbourhood) is still solved and proven optimal, with
@@ -413,10 +413,10 @@ def test_a_cluster_of_one_neighbourhood_gets_the_whole_model(
     import json
     from pathlib import Path
 
-    from planner.solver import cpsat
+    from planner.solver import portfolio
 
     data = json.loads((Path(__file__).parent.parent / "instances" / "gen-small.json").read_text())
-    monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1.0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e5)
     p = plan(data, time_limit_s=1.0)
     assert p.status == "optimal"
     assert p.objective.admitted_gpus == {"1": 0, "2": 24, "3": 2}
@@ -461,18 +461,18 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
     import json
     from pathlib import Path
 
-    from planner.solver import cpsat, lns
+    from planner.solver import cpsat, lns, portfolio
 
     def no_model(*_a: Any, **_k: Any) -> Any:
-        raise cpsat.BuildTimeout
+        raise portfolio.BuildTimeout
 
     data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
     monkeypatch.setattr(cpsat, "EXTRA_SHARE", 0.0)
-    monkeypatch.setattr(cpsat, "CpsatModel", no_model)
-    monkeypatch.setattr(cpsat, "improve",
+    monkeypatch.setattr(portfolio, "CpsatModel", no_model)
+    monkeypatch.setattr(portfolio, "improve",
                         lambda problem, d, deadline, **k: lns.LnsResult(d, 0, 0))
-    monkeypatch.setattr(cpsat, "eject", lambda problem, d, *a, **k: (d, 0))
-    monkeypatch.setattr(cpsat, "upgrade", lambda problem, d, *a, **k: (d, 0))
+    monkeypatch.setattr(portfolio, "eject", lambda problem, d, *a, **k: (d, 0))
+    monkeypatch.setattr(portfolio, "upgrade", lambda problem, d, *a, **k: (d, 0))
     p = plan(data, time_limit_s=1.0)
     assert p.status == "fallback" and p.solver.status == "SKIPPED"
     # both baselines admit 16/97/6; the Slurm-style plan costs less (32,090 GPU-s
@@ -596,7 +596,7 @@ def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(
     assert admitted(spare_lower=True, **storm) == {"1": 8, "2": 8, "3": 0}
     assert admitted(spare_lower=True, spare_free=False, **storm) == {"1": 16, "2": 0, "3": 0}
     # the planner runs that variant when the storm limit refused a victim and time allows
-    from planner.solver import cpsat
+    from planner.solver import portfolio
 
     seen: list[dict] = []
 
@@ -605,7 +605,7 @@ def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(
             seen.append(settings)
             super().__init__(problem, **settings)
 
-    monkeypatch.setattr(cpsat, "GreedyPlanner", Recording)
+    monkeypatch.setattr(portfolio, "GreedyPlanner", Recording)
     p = plan(data, time_limit_s=2.0)
     assert {"spare_lower": True, "spare_free": False, **storm} in seen
     assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 0}
@@ -620,7 +620,7 @@ def test_ejection_gets_at_least_half_the_time_left_before_the_last_pass() -> Non
     # stops at `end`, which keeps CHEAPER_TIMES x the first passes' time for that
     # pass. When those passes were slow, `end` comes before ejection starts (at 4,096
     # nodes, 0.06 s of ejection instead of 0.4 s): it then gets half the time left.
-    from planner.solver.cpsat import EJECT_LEAST_SHARE, eject_deadline
+    from planner.solver.portfolio import EJECT_LEAST_SHARE, eject_deadline
 
     assert EJECT_LEAST_SHARE == 0.5
     assert eject_deadline(10.0, 9.5, 11.0) == 10.5  # end past: half of 1.0 s

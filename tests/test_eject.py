@@ -147,13 +147,13 @@ def test_the_planner_returns_the_plan_after_ejection(monkeypatch: pytest.MonkeyP
     # The first case through plan(), with the whole model unbuildable and the
     # optional candidates off: every greedy plan places k on n1 and defers j (8
     # tier-2 GPUs); ejection admits j (16), and the detail says so.
-    from planner.solver import cpsat
+    from planner.solver import cpsat, portfolio
 
     def no_model(*_a: Any, **_k: Any) -> Any:
-        raise cpsat.BuildTimeout
+        raise portfolio.BuildTimeout
 
     monkeypatch.setattr(cpsat, "EXTRA_SHARE", 0.0)
-    monkeypatch.setattr(cpsat, "CpsatModel", no_model)
+    monkeypatch.setattr(portfolio, "CpsatModel", no_model)
     snap = _snap([_node("n1"), _node("n2", PAIRS)],
                  [_job("k", 20), _job("j", 10, topology="nvlink")])
     p = plan(snap, time_limit_s=1.0)
@@ -164,15 +164,15 @@ def test_the_planner_returns_the_plan_after_ejection(monkeypatch: pytest.MonkeyP
 
 
 def test_deterministic_mode_counts_tries_not_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The same case in deterministic mode: ejection is bounded by EJECT_TRIES, not by
+    # The same case in deterministic mode: ejection is bounded by portfolio.EJECT_TRIES, not by
     # a deadline, so a deadline long past changes nothing and two runs give the same
     # plan; with no tries allowed j stays deferred.
-    from planner.solver import cpsat
+    from planner.solver import cpsat, portfolio
 
     def no_model(*_a: Any, **_k: Any) -> Any:
-        raise cpsat.BuildTimeout
+        raise portfolio.BuildTimeout
 
-    monkeypatch.setattr(cpsat, "CpsatModel", no_model)
+    monkeypatch.setattr(portfolio, "CpsatModel", no_model)
     monkeypatch.setattr(cpsat, "_reserve", lambda problem, limit: 10.0 * limit)  # past
     snap = _snap([_node("n1"), _node("n2", PAIRS)],
                  [_job("k", 20), _job("j", 10, topology="nvlink")])
@@ -180,7 +180,7 @@ def test_deterministic_mode_counts_tries_not_the_clock(monkeypatch: pytest.Monke
     assert first.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
     assert plan(snap, time_limit_s=0.1, deterministic=True).model_dump_json(
         exclude={"solver"}) == first.model_dump_json(exclude={"solver"})
-    monkeypatch.setattr(cpsat, "EJECT_TRIES", 0)
+    monkeypatch.setattr(portfolio, "EJECT_TRIES", 0)
     assert plan(snap, time_limit_s=0.1, deterministic=True).objective.admitted_gpus["2"] == 8
 
 

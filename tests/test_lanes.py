@@ -18,7 +18,7 @@ import pytest
 from models import load_snapshot
 from planner import plan
 from planner.checks.verify import verify
-from planner.solver import cpsat, lanes
+from planner.solver import cpsat, lanes, portfolio
 from planner.solver.lanes import Lane
 
 fork_only = pytest.mark.skipif(not lanes.available(2), reason="needs fork and two cores")
@@ -148,11 +148,11 @@ def forced_lane(monkeypatch: pytest.MonkeyPatch) -> None:
     a second lane allowed), and keep ejection moves and squeaky-wheel passes (which
     place j first) out of the parent process, so that only the child can admit j."""
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)  # "more usable nodes than that"
-    monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1e3)  # the model never fits
-    parent, eject, squeaky = os.getpid(), cpsat.eject, cpsat.squeaky_wheel
-    monkeypatch.setattr(cpsat, "eject", lambda problem, d, **kw:
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)  # the model never fits
+    parent, eject, squeaky = os.getpid(), portfolio.eject, portfolio.squeaky_wheel
+    monkeypatch.setattr(portfolio, "eject", lambda problem, d, **kw:
                         (d, 0) if os.getpid() == parent else eject(problem, d, **kw))
-    monkeypatch.setattr(cpsat, "squeaky_wheel", lambda problem, d, **kw:
+    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw:
                         d if os.getpid() == parent else squeaky(problem, d, **kw))
 
 
@@ -188,7 +188,7 @@ def test_a_failed_second_lane_leaves_the_first_lanes_plan(
     def broken(*_a: Any) -> None:
         raise RuntimeError("no luck")
 
-    monkeypatch.setattr(cpsat, "_second_lane", broken)
+    monkeypatch.setattr(portfolio, "second_lane", broken)
     p = plan(_snap(), time_limit_s=0.5)
     assert _admitted(p) == 8
     assert "the second lane gave no plan (failed (RuntimeError: no luck))" in p.solver.detail
@@ -199,7 +199,7 @@ def test_deterministic_mode_never_forks(monkeypatch: pytest.MonkeyPatch) -> None
     def refuse(*_a: Any, **_k: Any) -> None:
         raise AssertionError("no second lane in deterministic mode")
 
-    monkeypatch.setattr(cpsat, "Lane", refuse)
+    monkeypatch.setattr(portfolio, "Lane", refuse)
     p = plan(_snap(), time_limit_s=0.5, deterministic=True)
     assert "second lane" not in p.solver.detail
 
@@ -230,11 +230,11 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     monkeypatch.setattr(cpsat.GreedyPlanner, "solve", logged)
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
-    monkeypatch.setattr(cpsat, "FULL_SOLVE_EXACT_PER_PAIR_S", 1e3)
-    monkeypatch.setattr(cpsat, "BASELINE_RUN", 1e6)  # never room for a baseline here
-    monkeypatch.setattr(cpsat, "_lane_runs", lambda _c: 0.0)  # but a lane starts
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
+    monkeypatch.setattr(portfolio, "BASELINE_RUN", 1e6)  # never room for a baseline here
+    monkeypatch.setattr(portfolio, "lane_runs", lambda _c: 0.0)  # but a lane starts
     monkeypatch.setattr(cpsat, "lanes_available", lambda _w: True)
-    monkeypatch.setattr(cpsat, "Lane", Spy)
+    monkeypatch.setattr(portfolio, "Lane", Spy)
     return events
 
 
@@ -256,7 +256,7 @@ def test_with_an_eviction_budget_the_lane_starts_early_with_the_per_node_baselin
     # With max_evictions_per_tick 0 the budget refuses t3: j waits. The policy has a
     # budget and the whole model is out of reach, so the second lane starts before
     # the first greedy plan, with the Kubernetes-style baseline, then the
-    # Slurm-style one, then the priority-first variant (_early_lane); the first
+    # Slurm-style one, then the priority-first variant (_Run.early_lane); the first
     # lane runs neither baseline.
     events = _spy_lanes(monkeypatch)
     p = plan(_budget_snap({"max_evictions_per_tick": 0}), time_limit_s=0.5)
@@ -287,7 +287,7 @@ def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
     from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
-    d, said = cpsat._second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
+    d, said = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
                                  time.perf_counter() - 1)
     assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
             for j, parts in d.placements.items()} == {"k": ["n1"]}
@@ -306,7 +306,7 @@ def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
     from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
-    d, said = cpsat._second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
+    d, said = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
                                  time.perf_counter() + 30)
     assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
             for j, parts in d.placements.items()} == {"j": ["n1"], "k": ["n2"]}

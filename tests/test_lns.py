@@ -24,6 +24,7 @@ from planner.core.decision import Decision, objective_of
 from planner.core.problem import build_problem
 from planner.heuristics.greedy import GreedyPlanner
 from planner.sim.generate import generate
+from planner.solver import portfolio
 from planner.solver.lns import improve, neighbourhoods, sub_problem
 
 NOW = "2026-11-30T08:00:00Z"
@@ -165,15 +166,15 @@ def test_improve_never_worsens_nor_breaks_a_rule(seed: int) -> None:
 def _whole_model_too_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole model's build runs out of time for any model with more than 60
     pending jobs."""
-    real = cpsat_mod.CpsatModel
+    real = portfolio.CpsatModel
 
     class SlowWhole(real):  # type: ignore[misc, valid-type]
         def __init__(self, problem: Any, **kw: Any) -> None:
             if len(problem.pending) > 60:
-                raise cpsat_mod.BuildTimeout
+                raise portfolio.BuildTimeout
             super().__init__(problem, **kw)
 
-    monkeypatch.setattr(cpsat_mod, "CpsatModel", SlowWhole)
+    monkeypatch.setattr(portfolio, "CpsatModel", SlowWhole)
 
 
 def test_plan_improves_the_greedy_plan_when_the_whole_model_does_not_fit(

@@ -78,7 +78,7 @@ def test_tiers_keep_their_order_in_the_second_pass() -> None:
 
 
 def test_priority_order_takes_more_important_jobs_first_within_a_tier() -> None:
-    # The order of the priority-first greedy variant (planner.solver.cpsat.PRIORITY_FIRST):
+    # The order of the priority-first greedy variant (planner.solver.portfolio.PRIORITY_FIRST):
     # tiers still go in turn; inside a tier, higher priority first, then larger
     # jobs, then id. Tier 1: a (8 GPUs, priority 1), b (2 GPUs, 5), d (4 GPUs, 5);
     # tier 2: c (8 GPUs, 9). Size order: a, d, b, c. Priority order: d, b, a, c.

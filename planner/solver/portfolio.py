@@ -1,0 +1,456 @@
+"""The strategies :func:`~planner.solver.cpsat.solve_cpsat` chooses from, and what they cost.
+
+Each strategy is a small object with a ``name``, a cost estimate
+(``estimate_s(pace)``, from times measured in this process: :class:`Pace`) and
+``run(problem, budget) -> Decision``. What a strategy did, in words for
+``solver.detail``, is in its ``said`` after it ran. ``keeps`` says how the
+planner keeps its plan: ``"better"``, a candidate kept when it ranks higher than
+the plan so far (lexicographically, :func:`~planner.core.decision.objective_of`);
+``"always"``, a pass that improves the plan so far and never makes it worse;
+``"as good"``, the whole model, whose plan carries its proof and is kept when it
+ranks at least as high.
+
+Costs are measured, not assumed: a greedy run's time is the first greedy plan's,
+measured each call (:class:`Pace`); the whole model's build time per (job,
+candidate node) pair is measured at each build of a big model in this process
+(:class:`Rates`), and the solve worth building it for, and the time kept for
+assembly and checks, are multiples of it. The first build of a process uses the
+rate of the 2-core benchmark machine (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.core.decision import Decision, clean, objective_of
+from planner.core.problem import Problem
+from planner.heuristics.baselines import get_baseline
+from planner.heuristics.eject import eject, upgrade
+from planner.heuristics.greedy import GreedyPlanner, squeaky_wheel
+from planner.heuristics.repack import cheaper_victims, polish, relocate
+from planner.solver.budget import Budget
+from planner.solver.lanes import GRACE_S as LANE_GRACE_S
+from planner.solver.lanes import Lane
+from planner.solver.lns import improve
+from planner.solver.model import MIN_SOLVE_S, BuildTimeout, CpsatModel, PhaseResult, run_phases
+
+EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
+STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
+# settings of the greedy variant that takes the more important jobs of a tier first
+PRIORITY_FIRST: dict[str, Any] = {"spare_lower": True, "order": "priority"}
+BASELINE_NAMES = {"k8s": "Kubernetes-style", "slurm": "Slurm-style"}
+# what a candidate costs, in greedy runs (a greedy run: the first greedy plan's time)
+VARIANT_RUN = 1.5  # a greedy variant (its settings may search more than the first)
+BASELINE_RUN = 1.5  # a baseline: 0.5-1.7 greedy runs at 512-1,024 nodes
+# the squeaky-wheel pass of a plan runs when one greedy run takes at most this share
+# of the time left to improve the plan (docs/planner.md, section 2)
+SQUEAKY_SHARE = 1 / 3
+# the last polishing pass (moves to cheaper victims) is kept this many times the first
+# two passes' time: it took 3-5 times as long on the benchmark clusters, and stops at
+# its deadline, largest savings first
+CHEAPER_TIMES = 4.0
+# ejection moves in deterministic mode stop after this many tried moves (R14)
+EJECT_TRIES = 1000
+# ... and with a wall clock never before this share of the time left until the last
+# polishing pass must end (eject_deadline)
+EJECT_LEAST_SHARE = 0.5
+# The whole model: its build time per (job, candidate node) pair, counted up to
+# EXACT_PAIRS, is measured (Rates); this is the first build's estimate, measured on
+# the benchmark machine. Builds of fewer pairs than MEASURE_PAIRS are not measured:
+# their fixed costs would dominate.
+BUILD_PAIR_S = 6e-6
+MEASURE_PAIRS = 10_000
+# The least solve worth building the whole model for, in multiples of its build
+# time: an exact model pays only near its proof (1.4 s at 256 nodes and 100 jobs on
+# the benchmark machine), a pruned model (more than EXACT_PAIRS pairs, counted as
+# EXACT_PAIRS) competes on admissions; a shorter solve rarely beats LNS
+SOLVE_TIMES_EXACT = 15.0
+SOLVE_TIMES_PRUNED = 20 / 3
+
+
+class Rates:
+    """What the whole model costs on this machine: the build time per pair,
+    measured at each build of at least MEASURE_PAIRS pairs in this process (the
+    mean of the last estimate and the new measurement, within 4 times
+    BUILD_PAIR_S either way: one slow build on a busy machine does not make
+    every later model look unaffordable)."""
+
+    def __init__(self) -> None:
+        self.build_pair_s = BUILD_PAIR_S
+
+    @property
+    def speed(self) -> float:
+        """This machine's time for the same work, relative to the benchmark machine's."""
+        return self.build_pair_s / BUILD_PAIR_S
+
+    def measured_build(self, pairs: int, seconds: float) -> None:
+        """A whole-model build of ``pairs`` pairs took ``seconds``."""
+        counted = min(pairs, EXACT_PAIRS)
+        if counted >= MEASURE_PAIRS:
+            rate = max(0.0, seconds - 0.01) / counted
+            rate = min(max(rate, BUILD_PAIR_S / 4), 4 * BUILD_PAIR_S)
+            self.build_pair_s = (self.build_pair_s + rate) / 2
+
+    def build_s(self, pairs: int) -> float:
+        """The whole model's build: the time per pair up to EXACT_PAIRS, plus 10 ms."""
+        return self.build_pair_s * min(pairs, EXACT_PAIRS) + 0.01
+
+    def full_solve_s(self, pairs: int) -> float:
+        """The least solve worth building the whole model for (SOLVE_TIMES_*)."""
+        if pairs <= EXACT_PAIRS:
+            return SOLVE_TIMES_EXACT * self.build_pair_s * pairs
+        return SOLVE_TIMES_PRUNED * self.build_pair_s * EXACT_PAIRS
+
+    def reserve_s(self, problem: Problem, time_limit_s: float) -> float:
+        """Time kept for extraction, assembly, explanations and the verifier: 5% of
+        the budget and 20 ms as margin, plus what they take, which grows less than
+        linearly with pending jobs x nodes: 0.15 us per pair, at most 0.1 s x (pairs /
+        500,000) ** 0.65 on big clusters (measured on the benchmark machine with the
+        garbage collector paused: 0.10 s at 500 x 1,024, 0.15 s at 1,000 x 2,048,
+        0.54-0.65 s at 2,000 x 4,096), times this machine's ``speed``."""
+        pairs = len(problem.pending) * len(problem.nodes)
+        work = min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
+        return 0.05 * time_limit_s + 0.02 + self.speed * work
+
+
+RATES = Rates()  # measured across the calls of this process
+
+
+@dataclass
+class Pace:
+    """Times measured in this call: one greedy run (``greedy_s``, the first greedy
+    plan's time), and the problem's size in (job, candidate node) pairs."""
+
+    pairs: int
+    greedy_s: float = 0.0
+    rates: Rates = field(default_factory=lambda: RATES)
+
+    def model_s(self, lns_rounds: bool = True, *, measured: bool = True) -> float:
+        """Time to build the whole model and solve it long enough to be worth it: a
+        solve shorter than the build, than 2 x MIN_SOLVE_S or than the full solve
+        (dropped where LNS has no rounds to run: there the model is the only
+        search) is not. The build takes at least twice a greedy run, plus 10 ms
+        (``measured``: once a greedy run is)."""
+        build = self.rates.build_s(self.pairs)
+        if measured:
+            build = max(2 * self.greedy_s + 0.01, build)
+        full = self.rates.full_solve_s(self.pairs) if lns_rounds else 0.0
+        return build + max(build, 2 * MIN_SOLVE_S, full)
+
+
+def _also(*said: str) -> str:
+    """What was done, for solver.detail: the non-empty parts, comma-separated."""
+    return ", ".join(x for x in said if x)
+
+
+def moved(ejected: int, swaps: int) -> str:
+    """What ejection and priority swaps did, for solver.detail."""
+    return _also(f"{ejected} job(s) admitted by ejection moves" if ejected else "",
+                 f"{swaps} priority swap(s)" if swaps else "")
+
+
+def eject_deadline(now: float, end: float, late: float) -> float:
+    """When ejection moves called at ``now`` stop: at ``end``, which leaves the last
+    polishing pass (moves to cheaper victims) CHEAPER_TIMES x the first passes' time
+    before ``late``, but never before EJECT_LEAST_SHARE of the time left until
+    ``late``. Admitted GPUs rank before the cost that pass saves: when the first
+    passes are slow (a busy machine), that pass's share must not leave ejection
+    almost nothing (docs/planner.md, section 2b)."""
+    return max(end, now + EJECT_LEAST_SHARE * (late - now))
+
+
+class Strategy:
+    """A way to get a plan: see the module docstring."""
+
+    name = ""
+    keeps = "better"
+    said = ""  # what it did, for solver.detail (after run)
+    second = ""  # said of a plan that comes from a squeaky-wheel pass
+
+    def estimate_s(self, pace: Pace) -> float:
+        """The time it takes, or the least worth giving it (0: a pass that stops at
+        its budget's end and takes little time when the plan leaves it little to do)."""
+        return 0.0
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        raise NotImplementedError
+
+
+class Greedy(Strategy):
+    """A greedy variant (planner/heuristics/greedy.py) by its settings; ``planner``
+    then says what its limits refused."""
+
+    def __init__(self, settings: dict[str, Any], runs: float | None = None):
+        self.settings = settings
+        self.name = f"greedy {settings}"
+        self.runs = runs  # its cost in greedy runs (None: VARIANT_RUN)
+        self.planner: GreedyPlanner | None = None
+
+    def estimate_s(self, pace: Pace) -> float:
+        return (VARIANT_RUN if self.runs is None else self.runs) * pace.greedy_s
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        self.planner = GreedyPlanner(problem, **self.settings)
+        return clean(problem, self.planner.solve())
+
+
+class Baseline(Strategy):
+    """A baseline's plan (planner/heuristics/baselines.py) by its name."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def estimate_s(self, pace: Pace) -> float:
+        return BASELINE_RUN * pace.greedy_s
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        return clean(problem, get_baseline(self.name)(problem).solve())
+
+
+class Squeaky(Strategy):
+    """A greedy variant once more, with the jobs its plan ``start`` deferred first
+    in their tier (greedy.py's squeaky_wheel)."""
+
+    second = " (a second pass, deferred jobs first)"
+
+    def __init__(self, settings: dict[str, Any], start: Decision):
+        self.name = f"squeaky wheel {settings}"
+        self.settings, self.start = settings, start
+
+    def estimate_s(self, pace: Pace) -> float:
+        return pace.greedy_s
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        return squeaky_wheel(problem, self.start, **self.settings)
+
+
+class Polish(Strategy):
+    """Polishing (planner/heuristics/repack.py) of ``start``: repacking, moves to idle
+    GPUs and, with ``cheaper``, moves to cheaper victims (the slowest pass);
+    ``took`` is its time."""
+
+    keeps = "always"
+
+    def __init__(self, start: Decision, *, cheaper: bool = True):
+        self.name = "polishing" if cheaper else "repacking and relocation"
+        self.start, self.cheaper = start, cheaper
+        self.took = 0.0
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        t = time.perf_counter()
+        d, self.said = polish(problem, self.start, budget.deadline, cheaper=self.cheaper)
+        self.took = time.perf_counter() - t
+        return d
+
+
+class Cheaper(Strategy):
+    """Moves to cheaper victims (the last polishing pass) of ``start``."""
+
+    keeps = "always"
+    name = "cheaper victims"
+
+    def __init__(self, start: Decision):
+        self.start = start
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        d, self.said = cheaper_victims(problem, self.start, budget.deadline)
+        return d
+
+
+class Eject(Strategy):
+    """Ejection moves, then priority swaps (planner/heuristics/eject.py), on ``start``:
+    until the budget's end, of which the swaps get what ejection leaves (it stops
+    early after a round that admits nothing; admitted GPUs rank first), or in
+    deterministic mode EJECT_TRIES tries each. ``ejected``, ``swaps``: how many."""
+
+    keeps = "always"
+    name = "ejection moves"
+
+    def __init__(self, start: Decision):
+        self.start = start
+        self.ejected = self.swaps = 0
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        d = self.start
+        if budget.deadline is not None:
+            d, self.ejected = eject(problem, d, deadline=budget.deadline)
+            d, self.swaps = upgrade(problem, d, deadline=budget.deadline)
+        else:
+            d, self.ejected = eject(problem, d, tries=EJECT_TRIES)
+            d, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
+        self.said = moved(self.ejected, self.swaps)
+        return d
+
+
+class Lns(Strategy):
+    """Large-neighbourhood search (planner/solver/lns.py) from the greedy plan ``start``
+    relocated but not repacked, its rounds until the budget's end, its result then
+    polished by ``polish_by``. Its plan when the rounds improved it and it ranks
+    higher than ``incumbent`` (then ``rounds`` is (rounds that improved, rounds)),
+    else ``incumbent`` (``said`` then says what the rounds found)."""
+
+    name = "LNS"
+
+    def __init__(self, start: Decision, incumbent: Decision, polish_by: Budget, *,
+                 workers: int, seed: int, least_s: float):
+        self.start, self.incumbent, self.polish_by = start, incumbent, polish_by
+        self.workers, self.seed, self.least_s = workers, seed, least_s
+        self.rounds: tuple[int, int] | None = None
+
+    def estimate_s(self, pace: Pace) -> float:
+        return self.least_s  # the whole rounds it needs to be worth running
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        assert budget.deadline is not None  # (LNS runs only with a wall clock)
+        start, _moves = relocate(problem, self.start, budget.deadline)
+        res = improve(problem, start, budget.deadline, workers=self.workers, seed=self.seed)
+        d, more = polish(problem, res.decision, self.polish_by.deadline, cheaper=False)
+        if res.improved and (objective_of(problem, d).key()
+                             > objective_of(problem, self.incumbent).key()):
+            self.rounds, self.said = (res.improved, res.rounds), more
+            return d
+        self.said = (f"{res.rounds} neighbourhood round(s) found nothing better"
+                     + (" than polishing" if res.improved else ""))
+        return self.incumbent
+
+
+class WholeModel(Strategy):
+    """The whole CP-SAT model (planner/solver/model.py), hinted with ``hint``: built by
+    MIN_SOLVE_S before the budget's end (else ``timed_out``), then solved in
+    lexicographic phases in what is left (in deterministic mode its whole length,
+    as a deterministic time). The best phase's plan, or ``hint``."""
+
+    keeps = "as good"
+    name = "whole model"
+
+    def __init__(self, hint: Decision, keep_nodes: dict[str, frozenset[int]], *,
+                 factor: int, deterministic: bool, workers: int, seed: int, log: bool):
+        self.hint, self.keep_nodes, self.factor = hint, keep_nodes, factor
+        self.deterministic, self.workers, self.seed, self.log = deterministic, workers, seed, log
+        self.timed_out = False
+        self.model: CpsatModel | None = None
+        self.result: PhaseResult | None = None
+        self.built_at = 0.0  # seconds into the budget when the build ended
+
+    def estimate_s(self, pace: Pace) -> float:
+        return pace.model_s()
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        t = time.perf_counter()
+        try:
+            self.model = CpsatModel(problem, candidate_factor=self.factor,
+                                    keep_nodes=self.keep_nodes,
+                                    deadline=budget.less(MIN_SOLVE_S).deadline)
+        except BuildTimeout:
+            self.timed_out = True
+            return self.hint
+        RATES.measured_build(sum(len(i.candidates) for i in problem.pending.values()
+                                 if i.held_until is None), time.perf_counter() - t)
+        self.built_at = budget.elapsed()
+        if not self.model.classes:
+            return self.hint
+        self.result = run_phases(self.model, self.hint, budget.left(),
+                                 deterministic=self.deterministic, workers=self.workers,
+                                 seed=self.seed, log=self.log)
+        return self.result.best if self.result.best is not None else self.hint
+
+
+def lane_runs(candidate: dict | str) -> float:
+    """What a second-lane candidate costs, in greedy runs."""
+    return BASELINE_RUN if isinstance(candidate, str) else VARIANT_RUN
+
+
+def candidate(kw: dict | str) -> Greedy | Baseline:
+    """A greedy variant by its settings, or a baseline by its name."""
+    return Baseline(kw) if isinstance(kw, str) else Greedy(kw)
+
+
+def second_lane(problem: Problem, candidates: list[dict | str], first_s: float | None,
+                late: float) -> tuple[Decision, str] | None:
+    """The second lane's plan (planner/solver/lanes.py, in a child process) and what it
+    says: the ``candidates`` in order (greedy variants by their settings, baselines
+    by name), each while its greedy runs (``first_s`` each, lane_runs) fit in
+    SQUEAKY_SHARE of the time left (the first while it fits at all), and the
+    squeaky-wheel pass of each variant's plan better than those before it, while a
+    greedy run fits in SQUEAKY_SHARE of the time left; then, on the best plan,
+    polishing, ejection moves and moves to cheaper victims, as on the first lane,
+    all by ``late``. None if no candidate fits. ``first_s`` None (the early lane):
+    the first candidate always runs, and its time sets the pace of the others."""
+    budget = Budget(0.0, end=late)
+    best: Decision | None = None
+    key: tuple = ()
+    what = ""  # which plan is the best, for solver.detail
+    for kw in candidates:
+        if first_s is not None and lane_runs(kw) * first_s > (
+                SQUEAKY_SHARE * budget.left() if best is not None else budget.left()):
+            break
+        tc = time.perf_counter()
+        s = candidate(kw)
+        d = s.run(problem, budget)
+        if first_s is None:
+            first_s = (time.perf_counter() - tc) / lane_runs(kw)
+        k = objective_of(problem, d).key()
+        if best is not None and k <= key:
+            continue
+        best, key, what = d, k, (f"plan (the {BASELINE_NAMES[kw]} baseline's)"
+                                 if isinstance(kw, str) else "greedy plan")
+        if isinstance(kw, dict) and first_s <= SQUEAKY_SHARE * budget.left():
+            again = Squeaky(kw, d).run(problem, budget)
+            k = objective_of(problem, again).key()
+            if k > key:
+                best, key, what = again, k, "greedy plan (a second pass, deferred jobs first)"
+    if best is None:
+        return None
+    first = Polish(best, cheaper=False)
+    best = first.run(problem, budget)
+    end = budget.less(CHEAPER_TIMES * first.took)
+    ejection = Eject(best)
+    best = ejection.run(problem, budget.until(
+        eject_deadline(time.perf_counter(), end.end, budget.end)))
+    last = Cheaper(best)
+    best = last.run(problem, budget)
+    after = _also(first.said, ejection.said, last.said)
+    return best, (f"the second lane's {what}, better, returned"
+                  + (f" after {after}" if after else ""))
+
+
+class SecondLane(Strategy):
+    """The second lane (planner/solver/lanes.py): ``second_lane`` on ``candidates`` in a
+    child process, started by :meth:`start`, ending GRACE_S before the budget
+    :meth:`run` waits in. Its plan (``said`` says which), or ``fallback`` (the plan
+    so far, set before it runs) when it gave none (``error`` says why)."""
+
+    name = "second lane"
+
+    def __init__(self, candidates: list[dict | str], first_s: float | None):
+        self.candidates, self.first_s = candidates, first_s
+        self.lane: Any = None
+        self.error = ""
+        self.fallback = Decision()
+
+    def estimate_s(self, pace: Pace) -> float:
+        return lane_runs(self.candidates[0]) * pace.greedy_s
+
+    def start(self, problem: Problem, budget: Budget) -> bool:
+        """Fork the child, to end by the budget's end less GRACE_S; False if no
+        process is to be had (then the planner plans in one lane)."""
+        assert budget.deadline is not None  # (a second lane needs a wall clock)
+        try:
+            self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
+                             budget.less(LANE_GRACE_S).end)
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.lane.close()
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        other = self.lane.result(budget.less(LANE_GRACE_S).end)
+        if other is None:
+            self.error = self.lane.error or "no time for one more greedy run"
+            return self.fallback
+        d, self.said = other
+        return d
