@@ -176,10 +176,10 @@ def sub_problem(problem: Problem, d: Decision,
 
 
 def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
-            seed: int = 0, size: int | None = None) -> LnsResult:
+            seed: int = 0, size: int | None = None, speed: float = 1.0) -> LnsResult:
     """Re-solve neighbourhoods (of at most ``size`` nodes) in turn until ``deadline``
     (a ``time.perf_counter()`` value) or a pass without improvement; returns the best
-    plan found, never worse than ``d``."""
+    plan found, never worse than ``d``. ``speed``: as for :func:`run_phases`."""
     areas = neighbourhoods(problem, size)
     best, key = d, objective_of(problem, d).key()
     rounds = improved = 0
@@ -207,7 +207,7 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
         if budget < MIN_SOLVE_S:
             break
         res = run_phases(model, again, budget, deterministic=False, workers=workers,
-                         seed=seed + rounds)
+                         seed=seed + rounds, speed=speed)
         rounds += 1
         if res.best is None:
             continue

@@ -984,17 +984,20 @@ class PhaseResult:
 
 
 def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, deterministic: bool,
-               workers: int, seed: int, log: bool = False) -> PhaseResult:
+               workers: int, seed: int, log: bool = False, speed: float = 1.0) -> PhaseResult:
     """Solve the model's phases in order from the hint, within ``remaining`` seconds
-    (a deterministic budget in deterministic mode)."""
+    (a deterministic budget in deterministic mode). ``speed``: this machine's time
+    for the same work relative to the benchmark machine's (planner/solver/portfolio.py,
+    Rates), which scales the per-variable part of each solve's overhead."""
     phases = model.phases()
     statuses = []
     best: Decision | None = None
     bound_info = None
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # each solve also pays for loading the model and extracting the solution
-    # (measured: the solve ends 10-30 ms after its limit, extraction takes ~2 us/var)
-    overhead = 0.0 if deterministic else 0.02 + 4e-6 * len(model.m.proto.variables)
+    # (measured on the benchmark machine: the solve ends 10-30 ms after its limit,
+    # extraction takes ~2 us/var)
+    overhead = 0.0 if deterministic else 0.02 + 4e-6 * speed * len(model.m.proto.variables)
     model.hint(hint)
     for pi, ks in enumerate(phases):
         if pi and not deterministic and remaining < overhead + MIN_SOLVE_S / 2:

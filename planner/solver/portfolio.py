@@ -13,9 +13,10 @@ ranks at least as high.
 Costs are measured, not assumed: a greedy run's time is the first greedy plan's,
 measured each call (:class:`Pace`); the whole model's build time per (job,
 candidate node) pair is measured at each build of a big model in this process
-(:class:`Rates`), and the solve worth building it for, and the time kept for
-assembly and checks, are multiples of it. The first build of a process uses the
-rate of the 2-core benchmark machine (docs/benchmarks.md).
+(:class:`Rates`): the solve worth building it for is a multiple of it, and the
+time kept for assembly and checks and each solve's overhead per variable scale
+with it. The first build of a process uses the rate of the 2-core benchmark
+machine (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -305,7 +306,8 @@ class Lns(Strategy):
     def run(self, problem: Problem, budget: Budget) -> Decision:
         assert budget.deadline is not None  # (LNS runs only with a wall clock)
         start, _moves = relocate(problem, self.start, budget.deadline)
-        res = improve(problem, start, budget.deadline, workers=self.workers, seed=self.seed)
+        res = improve(problem, start, budget.deadline, workers=self.workers, seed=self.seed,
+                      speed=RATES.speed)
         d, more = polish(problem, res.decision, self.polish_by.deadline, cheaper=False)
         if res.improved and (objective_of(problem, d).key()
                              > objective_of(problem, self.incumbent).key()):
@@ -353,7 +355,7 @@ class WholeModel(Strategy):
             return self.hint
         self.result = run_phases(self.model, self.hint, budget.left(),
                                  deterministic=self.deterministic, workers=self.workers,
-                                 seed=self.seed, log=self.log)
+                                 seed=self.seed, log=self.log, speed=RATES.speed)
         return self.result.best if self.result.best is not None else self.hint
 
 

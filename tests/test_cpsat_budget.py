@@ -1,0 +1,81 @@
+"""The time budget every phase of solve_cpsat takes its time from, and the costs
+measured at run time (planner/solver/budget.py, planner/solver/portfolio.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from planner.solver.budget import Budget
+from planner.solver.portfolio import (
+    BUILD_PAIR_S,
+    EXACT_PAIRS,
+    SOLVE_TIMES_EXACT,
+    SOLVE_TIMES_PRUNED,
+    Pace,
+    Rates,
+)
+
+
+def test_a_budget_counts_from_its_start_and_its_parts_never_end_after_it() -> None:
+    b = Budget(10.0, start=100.0)
+    assert b.end == 110.0 and b.deadline == 110.0
+    assert b.less(2.0).end == 108.0 and b.less(2.0).seconds == 8.0
+    assert b.until(105.0).end == 105.0
+    assert b.until(120.0).end == 110.0  # never after the budget it came from
+    now = time.perf_counter()
+    live = Budget(1.0)
+    assert live.slice(10.0).end == live.end  # at most what is left
+    assert now <= live.slice(0.1).end - 0.1 <= time.perf_counter()
+    half = live.share(0.5)
+    assert live.start < half.end < live.end
+    assert not live.expired() and live.fits(0.1) and not live.fits(2.0)
+    assert 0.0 < live.left() <= 1.0
+    past = Budget(1.0, start=now - 5.0)
+    assert past.expired() and past.left() < 0 and not past.fits(0.0)
+
+
+def test_a_deterministic_budget_has_no_deadline() -> None:
+    # R14: nothing in deterministic mode looks at the clock. The budget never
+    # expires, every time fits, its parts are itself, and its length is what
+    # CP-SAT gets as a deterministic time limit.
+    b = Budget(2.0, wall=False, start=0.0)
+    assert b.deadline is None and not b.expired() and b.fits(1e9)
+    assert b.left() == 2.0
+    assert b.less(1.5) is b and b.until(0.0) is b and b.share(0.1) is b
+
+
+def test_the_whole_models_costs_follow_the_build_time_measured() -> None:
+    # Before any build the rate is the prior (BUILD_PAIR_S): the estimates are those
+    # of the benchmark machine. A build of 40,000 pairs in 0.49 s (12 us per pair
+    # after the 10 ms fixed part) moves the rate halfway to it; the least solve
+    # worth it and the reserve's per-pair part follow (speed 1.5).
+    r = Rates()
+    assert r.build_s(40_000) == pytest.approx(BUILD_PAIR_S * 40_000 + 0.01)
+    assert r.full_solve_s(40_000) == pytest.approx(9e-5 * 40_000)
+    assert r.full_solve_s(10 * EXACT_PAIRS) == pytest.approx(4e-5 * EXACT_PAIRS)
+    r.measured_build(40_000, 0.49)
+    assert r.build_pair_s == pytest.approx(9e-6) and r.speed == pytest.approx(1.5)
+    assert r.full_solve_s(40_000) == pytest.approx(SOLVE_TIMES_EXACT * 9e-6 * 40_000)
+    assert r.full_solve_s(10 * EXACT_PAIRS) == pytest.approx(
+        SOLVE_TIMES_PRUNED * 9e-6 * EXACT_PAIRS)
+    # small builds are not measured (their fixed costs dominate), and one very slow
+    # build counts as at most 4 times the prior
+    r.measured_build(500, 5.0)
+    assert r.build_pair_s == pytest.approx(9e-6)
+    r.measured_build(20_000, 1e3)
+    assert r.build_pair_s == pytest.approx((9e-6 + 4 * BUILD_PAIR_S) / 2)
+
+
+def test_the_model_estimate_is_at_least_twice_a_greedy_run() -> None:
+    # A greedy run measured at 0.2 s: the build is estimated at 0.41 s, more than the
+    # per-pair estimate of a small model; the least solve is the build itself, or
+    # nothing but the build where LNS has no rounds to run
+    pace = Pace(1_000, greedy_s=0.2, rates=Rates())
+    assert pace.model_s(lns_rounds=False) == pytest.approx(0.82)
+    assert pace.model_s(lns_rounds=True) == pytest.approx(
+        0.41 + max(0.41, SOLVE_TIMES_EXACT * BUILD_PAIR_S * 1_000))
+    assert pace.model_s(measured=False) == pytest.approx(
+        BUILD_PAIR_S * 1_000 + 0.01 + max(BUILD_PAIR_S * 1_000 + 0.01, 0.1,
+                                          SOLVE_TIMES_EXACT * BUILD_PAIR_S * 1_000))
