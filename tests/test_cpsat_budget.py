@@ -72,9 +72,10 @@ def test_the_model_estimate_is_at_least_twice_a_greedy_run() -> None:
     # A greedy run measured at 0.2 s: the build is estimated at 0.41 s, more than the
     # per-pair estimate of a small model; the least solve is the build itself, or
     # nothing but the build where LNS has no rounds to run
-    pace = Pace(1_000, greedy_s=0.2, rates=Rates())
-    assert pace.model_s(lns_rounds=False) == pytest.approx(0.82)
-    assert pace.model_s(lns_rounds=True) == pytest.approx(
+    pace = Pace(1_000, greedy_s=0.2, rates=Rates(), lns_rounds=False)
+    assert pace.model_s() == pytest.approx(0.82)
+    pace.lns_rounds = True
+    assert pace.model_s() == pytest.approx(
         0.41 + max(0.41, SOLVE_TIMES_EXACT * BUILD_PAIR_S * 1_000))
     assert pace.model_s(measured=False) == pytest.approx(
         BUILD_PAIR_S * 1_000 + 0.01 + max(BUILD_PAIR_S * 1_000 + 0.01, 0.1,

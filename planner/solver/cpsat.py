@@ -103,7 +103,6 @@ class _Run:
         self.usable = sum(1 for n in problem.nodes if n.usable)
         self.pace = Pace(sum(len(i.candidates) for i in problem.pending.values()
                              if i.held_until is None))
-        self.lns_rounds = True  # has LNS rounds to run (set after the first greedy plan)
         self.best: Decision | None = None  # the plan to return so far
         self.by: Strategy | None = None  # the strategy whose plan it is
         self.plans: list[Decision] = []  # every plan kept as a candidate (model pruning)
@@ -112,6 +111,10 @@ class _Run:
         self.computed: set[str] = set()  # the baselines whose plans were computed
         self.in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates
         self.lane: SecondLane | None = None
+        self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
+        self.greedy: Decision | None = None  # the best greedy plan, before polishing
+        self.polish_s = 0.0  # the time its first polishing passes took
+        self.end = self.work  # when passes before the last polishing pass end
         self._keys: dict[int, tuple[Decision, tuple]] = {}
         # for solver.detail
         self.why = ""  # why the whole model was skipped (and what LNS found)
@@ -162,8 +165,7 @@ class _Run:
         and half as much again (> 0: it is skipped; None: deterministic mode)."""
         if self.det:
             return None
-        return (self.pace.model_s(self.lns_rounds)
-                - self.work.less(MIN_SOLVE_S).left() - MIN_SOLVE_S / 2)
+        return self.pace.model_s() - self.work.less(MIN_SOLVE_S).left() - MIN_SOLVE_S / 2
 
     def affordable(self, *queued: Strategy) -> bool:
         """May optional candidates (``queued``) run? At most EXTRA_SHARE of the time
@@ -178,11 +180,11 @@ class _Run:
         if cost > EXTRA_SHARE * left:
             return False
         missing = self.short() or 0.0
-        if self.lns_rounds and missing <= 0:
+        if self.pace.lns_rounds and missing <= 0:
             # LNS will not run: a round's time kept for it would go unused
             # (test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budget)
             return missing + cost <= 0
-        return left - cost >= (ROUND_S if self.lns_rounds else 2 * MIN_SOLVE_S)
+        return left - cost >= (ROUND_S if self.pace.lns_rounds else 2 * MIN_SOLVE_S)
 
     def early_lane(self) -> bool:
         """Should the second lane start before the first greedy plan, with the
@@ -200,16 +202,43 @@ class _Run:
         need = self.pace.model_s(measured=False)
         return need > self.work.seconds - MIN_SOLVE_S / 2 and lanes_available(self.workers)
 
-    def eject_budget(self, end: Budget) -> Budget:
+    def eject_budget(self) -> Budget:
         """Ejection moves stop at ``end``, which leaves the last polishing pass its
         time, but not before half the time left (eject_deadline)."""
-        return self.work.until(eject_deadline(time.perf_counter(), end.end, self.work.end))
+        return self.work.until(eject_deadline(time.perf_counter(), self.end.end,
+                                              self.work.end))
 
     # -- the schedule -----------------------------------------------------------
 
     def schedule(self) -> Iterator[tuple[Strategy, Budget]]:
         """What runs next, in which budget: the greedy candidates, polishing, then
         the whole model or, when it does not fit, LNS and the passes after it."""
+        yield from self.candidates()
+        # polish the greedy plan: the fallback and the whole model's hint; LNS starts
+        # from the greedy plan relocated but not repacked
+        assert self.best is not None
+        self.greedy = self.best
+        pol = Polish(self.greedy, cheaper=False)
+        yield pol, self.work
+        self.polished, self.polish_s = pol.said, pol.took
+        # the last pass (moves to cheaper victims) is kept CHEAPER_TIMES x this time
+        self.end = self.work.less(CHEAPER_TIMES * pol.took)
+        missing = self.short()
+        if missing is not None and missing > 0:
+            self.why = ("no time left to build and solve the model after the greedy plan "
+                        f"(about {max(missing, 0.1):.1f} s more would let CP-SAT solve the "
+                        "whole model)")
+            yield from self.without_model()
+            return
+        yield from self.whole_model()
+        if self.model is None:
+            self.why = "the model could not be built in time"
+            yield from self.without_model()
+
+    def candidates(self) -> Iterator[tuple[Strategy, Budget]]:
+        """The greedy variants, their squeaky-wheel passes and the baselines, as the
+        time allows (docs/planner.md, section 2); the second lane started where the
+        whole model will be skipped (section 2c)."""
         work = self.work
         if self.early_lane():
             lane = SecondLane(list(EARLY_LANE), None)
@@ -220,10 +249,10 @@ class _Run:
         first = Greedy({"spare_lower": True})
         yield first, work
         assert first.planner is not None
-        spare = first.planner
+        self.spare = spare = first.planner
         self.pace.greedy_s = self.budget.elapsed()
-        self.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
-                           or len(neighbourhoods(self.problem)) > 1)
+        self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
+                                or len(neighbourhoods(self.problem)) > 1)
         variants: list[Greedy] = [Greedy({})] if self.det else []
         k8s = Baseline("k8s")
         if spare.budget_rejected and "k8s" not in self.in_lane and self.room(k8s):
@@ -281,38 +310,25 @@ class _Run:
                                              else self.affordable(b)):
                 self.computed.add(name)
                 yield b, work
-        # polish the greedy plan: the fallback and the whole model's hint; LNS starts
-        # from the greedy plan relocated but not repacked
-        assert self.best is not None
-        greedy = self.best
-        pol = Polish(greedy, cheaper=False)
-        yield pol, work
-        self.polished = pol.said
-        # the last pass (moves to cheaper victims) is kept CHEAPER_TIMES x this time
-        end = work.less(CHEAPER_TIMES * pol.took)
-        missing = self.short()
-        if missing is not None and missing > 0:
-            self.why = ("no time left to build and solve the model after the greedy plan "
-                        f"(about {max(missing, 0.1):.1f} s more would let CP-SAT solve the "
-                        "whole model)")
-            yield from self.without_model(spare, greedy, end, pol.took)
-            return
+
+    def whole_model(self) -> Iterator[tuple[Strategy, Budget]]:
+        """The whole model, hinted with the polished plan (with cheaper victims too),
+        then, on a plan not proven optimal, ejection moves and polishing.
+        ``self.model`` stays None when it could not be built in time."""
+        work = self.work
         if self.lane is not None:  # (not expected: the model was to be skipped)
             self.lane.close()
-        # the whole model's hint: the polished plan with cheaper victims too
+        assert self.best is not None
         yield Cheaper(self.best), work.less(MIN_SOLVE_S)
         used: dict[str, frozenset[int]] = {}  # pruning keeps the nodes greedy plans used
         for d in self.plans:
             for j, parts in d.placements.items():
                 used[j] = used.get(j, frozenset()) | {ni for ni, _m in parts}
-        hint = self.best
-        model = WholeModel(hint, used, factor=0 if self.pace.pairs <= EXACT_PAIRS
+        model = WholeModel(self.best, used, factor=0 if self.pace.pairs <= EXACT_PAIRS
                            or not self.prune else 4, deterministic=self.det,
                            workers=self.workers, seed=self.seed, log=self.log)
         yield model, work
         if model.timed_out:
-            self.why = "the model could not be built in time"
-            yield from self.without_model(spare, greedy, end, pol.took)
             return
         self.model, self.wall = model, self.budget.elapsed()
         res = model.result
@@ -327,7 +343,7 @@ class _Run:
         self.cost_bound = res.cost_bound if self.best is res.best else None
         if not self.proven:  # an unproven plan may still leave a swap or a move
             ejection = Eject(self.best)
-            yield ejection, self.eject_budget(end)
+            yield ejection, self.eject_budget()
             last = Polish(self.best)
             yield last, work
             self.more = last.said
@@ -335,21 +351,20 @@ class _Run:
                 self.more = _also(ejection.said, self.more)
                 self.bound_info = self.cost_bound = None
 
-    def without_model(self, spare: GreedyPlanner, greedy: Decision, end: Budget,
-                      polish_s: float) -> Iterator[tuple[Strategy, Budget]]:
+    def without_model(self) -> Iterator[tuple[Strategy, Budget]]:
         """The whole model does not fit: LNS improves the greedy plan one
         neighbourhood at a time with what is left (planner/solver/lns.py), then ejection
         moves, the baselines not yet computed, the last polishing pass, and the
         second lane's plan."""
-        assert self.best is not None
-        packed = self.best
-        rounds = end.less(1.5 * polish_s)  # LNS keeps as much to polish its result
+        assert self.best is not None and self.spare is not None and self.greedy is not None
+        packed, end, spare = self.best, self.end, self.spare
+        rounds = end.less(1.5 * self.polish_s)  # LNS keeps as much to polish its result
         # keep a share for ejection moves when LNS still gets its whole rounds: one,
         # or two on a cluster of more than two neighbourhoods (fewer re-solve a small
         # part of it; then ejection moves get the time; docs/planner.md, section 3a)
         keep = EJECT_SHARE * max(0.0, end.left())
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
-        lns = Lns(greedy, packed, end, workers=max(1, self.workers - 1) if self.lane
+        lns = Lns(self.greedy, packed, end, workers=max(1, self.workers - 1) if self.lane
                   else self.workers, seed=self.seed, least_s=(2 if big else 1) * ROUND_S)
         worth = True
         if rounds.left() - keep >= lns.estimate_s(self.pace):
@@ -367,7 +382,7 @@ class _Run:
         ejection: Eject | None = None
         if not spare.budget_rejected:
             ejection = Eject(self.best)
-            yield ejection, self.eject_budget(end)
+            yield ejection, self.eject_budget()
         # LNS stops after a pass without improvement, often well before its deadline:
         # the baselines not computed yet compete in the time left
         for name in ("k8s", "slurm"):
@@ -385,7 +400,7 @@ class _Run:
                 ejection = None
         if spare.budget_rejected or self.base_said:
             ejection = Eject(self.best)
-            yield ejection, self.eject_budget(end)
+            yield ejection, self.eject_budget()
         last = Cheaper(self.best)
         yield last, self.work
         self.after = _also(ejection.said if ejection else "", last.said)

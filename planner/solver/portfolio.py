@@ -122,13 +122,15 @@ RATES = Rates()  # measured across the calls of this process
 @dataclass
 class Pace:
     """Times measured in this call: one greedy run (``greedy_s``, the first greedy
-    plan's time), and the problem's size in (job, candidate node) pairs."""
+    plan's time); the problem's size in (job, candidate node) pairs, and whether
+    LNS has rounds to run on it."""
 
     pairs: int
     greedy_s: float = 0.0
     rates: Rates = field(default_factory=lambda: RATES)
+    lns_rounds: bool = True  # LNS has rounds to run (more than one neighbourhood)
 
-    def model_s(self, lns_rounds: bool = True, *, measured: bool = True) -> float:
+    def model_s(self, *, measured: bool = True) -> float:
         """Time to build the whole model and solve it long enough to be worth it: a
         solve shorter than the build, than 2 x MIN_SOLVE_S or than the full solve
         (dropped where LNS has no rounds to run: there the model is the only
@@ -137,7 +139,7 @@ class Pace:
         build = self.rates.build_s(self.pairs)
         if measured:
             build = max(2 * self.greedy_s + 0.01, build)
-        full = self.rates.full_solve_s(self.pairs) if lns_rounds else 0.0
+        full = self.rates.full_solve_s(self.pairs) if self.lns_rounds else 0.0
         return build + max(build, 2 * MIN_SOLVE_S, full)
 
 
