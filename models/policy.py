@@ -175,6 +175,11 @@ class Thrash(Record):
     # (docs/simulation.md, "The default policy")
     max_gpu_fraction: float | None = Field(0.03, ge=0, le=1, strict=True)
     min_gpus: int = Field(32, ge=0, le=MAX_COUNT, strict=True)
+    # an extension of the contract (docs/format.md): a planner's choice, not a rule.
+    # An exempt job placed on victims' GPUs while a job of another tier takes free GPUs
+    # it could use instead swaps with it: otherwise exempt evictions make room for the
+    # other tiers past the budget (docs/simulation.md, "The default policy")
+    exempt_free_first: bool = Field(True, strict=True)
 
     def limit(self, running: int) -> int:
         """``B``: the evictions the window allows with ``running`` running jobs."""

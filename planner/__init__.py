@@ -13,10 +13,13 @@ from __future__ import annotations
 import gc
 import importlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot, range_problems
 from models.rules import priority_scale, priority_value, scaled_priority
+
+if TYPE_CHECKING:
+    from planner.core.problem import Problem
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 
@@ -99,7 +102,7 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         left = time_limit_s if deterministic else max(0.05, time_limit_s - (time.perf_counter() - t0))
         result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
                              workers=workers, seed=seed)
-        candidate = result
+        candidate = _exempt_free_first(problem, result)
     else:
         from planner.heuristics.baselines import get_baseline
 
@@ -129,6 +132,26 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     return finish(exact(assemble(problem, Decision(), "fallback",
                                  SolverInfo(engine="safe", status="FALLBACK",
                                             detail="no valid plan found; evicting nothing"))))
+
+
+def _exempt_free_first(problem: Problem, result: Plan) -> Plan:
+    """CP-SAT's plan with ``thrash.exempt_free_first`` applied (planner/core/decision.py):
+    re-assembled when an exempt job moved, no longer claiming the contract
+    objective's optimum or its bounds."""
+    from planner.checks.assemble import assemble
+    from planner.core.decision import decision_of, exempt_free_first
+
+    if problem.thrash is None or not result.evictions:
+        return result
+    d, moved = exempt_free_first(problem, decision_of(problem, result))
+    if not moved:
+        return result
+    said = (f"then {moved} exempt job(s) moved to free GPUs a job of another tier held "
+            "(thrash.exempt_free_first)")
+    info = result.solver.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
+        x for x in (result.solver.detail, said) if x)})
+    return assemble(problem, d, "feasible" if result.status == "optimal" else result.status,
+                    info)
 
 
 def _scaled(snap: Snapshot, scale: int) -> Snapshot:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_planner_cases import ALL8, NOW, OLD, pend, run, snap, solve
+from test_planner_cases import ALL8, NOW, OLD, node, pend, run, snap, solve
 
 from models import load_snapshot
 from planner import plan
@@ -370,3 +370,52 @@ def test_the_rolling_gpu_budget_counts_the_gpus_of_the_evictions(planner: str) -
     broken = dict(data, recent_evictions=[{"job": "x", "at": "2026-11-30T07:30:00Z",
                                            "gpus": 8}])
     assert rules_broken(broken, free) == {"R15"}
+
+
+def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
+    # n0: r0 (tier 3, 7 GPUs, evicting it costs 7 x 100 = 700 GPU-s) and GPU 7 free.
+    # Pending: a (tier 1) and b (tier 2), one GPU each. The window has 4 evictions
+    # already: B = max(4, floor(0.03 x 1)) = 4, nothing left for evictions that are
+    # not exempt. Admitting both means a evicting r0 (exempt) and b taking GPU 7:
+    # the contract objective's optimum, which thrash.exempt_free_first: false keeps.
+    # By default a takes GPU 7 instead, b's only way in would be evicting r0 outside
+    # the budget: r0 keeps running, b waits.
+    nodes = [node("n0")]
+    jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}),
+            pend("a", 1, 1, submitted_at=OLD), pend("b", 2, 1, submitted_at=OLD)]
+    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(4)]
+    data = {**snap(nodes, jobs), "recent_evictions": recent}
+    p = solve(data)
+    assert [(x["job"], x["placement"]) for x in p["placements"]] == [
+        ("a", [{"node": "n0", "gpus": [7]}])]
+    assert evicted(p) == [] and "b" in reasons(p)
+    assert p["status"] == "feasible" and "exempt_free_first" in p["solver"]["detail"]
+    off = solve({**snap(nodes, jobs, {"thrash": {"exempt_free_first": False}}),
+                 "recent_evictions": recent})
+    assert sorted((x["job"], x["placement"][0]["gpus"]) for x in off["placements"]) == [
+        ("a", [0]), ("b", [7])]
+    assert [(e["job"], e["preemptors"]) for e in off["evictions"]] == [("r0", ["a"])]
+
+
+def test_the_job_an_exempt_job_swaps_with_takes_its_victim_within_the_budget() -> None:
+    # The same cluster with the window empty (4 evictions left). A decision with a on
+    # r0's GPU 0 (r0 exempt) and b on the free GPU 7 becomes a on GPU 7 and b on
+    # GPU 0: r0 is still evicted, now for b, and counts against the budget.
+    from planner.core.decision import Decision, exempt_free_first, preemptors_of
+    from planner.core.problem import build_problem
+
+    jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}),
+            pend("a", 1, 1, submitted_at=OLD), pend("b", 2, 1, submitted_at=OLD)]
+    problem = build_problem(load_snapshot(snap([node("n0")], jobs)))
+    d, moved = exempt_free_first(problem, Decision({"r0"}, {"a": [(0, 1 << 0)],
+                                                            "b": [(0, 1 << 7)]}))
+    assert moved == 1
+    assert d.placements == {"a": [(0, 1 << 7)], "b": [(0, 1 << 0)]}
+    assert preemptors_of(problem, d) == {"r0": ["b"]}
+    # b still patient (submitted 5 min ago: tier 2 waits 600 s): it may not use r0's
+    # GPUs, so it waits, and r0, used by nobody, is no longer evicted
+    jobs[2] = pend("b", 2, 1, submitted_at="2026-11-30T07:55:00Z")
+    problem = build_problem(load_snapshot(snap([node("n0")], jobs)))
+    d, moved = exempt_free_first(problem, Decision({"r0"}, {"a": [(0, 1 << 0)],
+                                                            "b": [(0, 1 << 7)]}))
+    assert (moved, d.victims, d.placements) == (1, set(), {"a": [(0, 1 << 7)]})

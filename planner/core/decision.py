@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models import Objective
+from models import Objective, Plan
 from models.rules import priority_value
 from planner.core.problem import Problem
 
@@ -127,3 +127,88 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
                 d.victims.discard(v)
             elif v not in exempt and tb.exempt_by(pending[u].job.tier for u in pre[v]):
                 exempt.add(v)
+
+
+def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
+    """``thrash.exempt_free_first`` (an extension of R15, a planner's choice, not a
+    rule): a job of an exempt tier placed on victims' GPUs trades places with a
+    placed job of another tier that holds only GPUs free in the snapshot, when it
+    can use them (the same shape, on nodes it may run on, NVLink and block needs
+    met). That job then takes the exempt job's former GPUs where its rights and
+    patience allow (their victims now count against the budget), else it waits;
+    ``clean`` then drops victims nobody uses and re-checks R15. Without it, an
+    objective that admits as many GPUs as it can sends the exempt job to victims and
+    the other tier's job to the free GPUs: exempt evictions that make room for the
+    other tiers, past the budget (docs/simulation.md, "The default policy").
+
+    Returns the decision and the number of exempt jobs moved (``d`` itself and 0
+    when none moves)."""
+    pol = problem.policy.thrash
+    tb = problem.thrash
+    if tb is None or pol is None or not pol.exempt_free_first or not d.victims:
+        return d, 0
+    pending = problem.pending
+    owner: dict[tuple[int, int], str] = {}
+    for v in d.victims:
+        for ni, m in problem.running[v].parts:
+            for g in bits(m):
+                owner[(ni, g)] = v
+
+    def under(parts: list[tuple[int, int]]) -> set[str]:
+        return {owner[(ni, g)] for ni, m in parts for g in bits(m) if (ni, g) in owner}
+
+    movers = sorted((j for j, parts in d.placements.items()
+                     if tb.exempt_tiers and pending[j].job.tier in tb.exempt_tiers
+                     and under(parts)),
+                    key=lambda j: (pending[j].job.tier, -pending[j].job.total_gpus,
+                                   -pending[j].job.priority, j))
+    if not movers:
+        return d, 0
+    donors = sorted((j for j, parts in d.placements.items()
+                     if pending[j].job.tier not in tb.exempt_tiers and not under(parts)),
+                    key=lambda j: (-pending[j].job.tier, pending[j].job.priority, j))
+    if not donors:
+        return d, 0
+    candidates: dict[str, set[int]] = {}
+
+    def fits(j: str, parts: list[tuple[int, int]]) -> bool:
+        info = pending[j]
+        job = info.job
+        if len(parts) != job.nodes:
+            return False
+        if j not in candidates:
+            candidates[j] = set(info.candidates)
+        nodes = [problem.nodes[ni] for ni, _m in parts]
+        for (ni, m), n in zip(parts, nodes, strict=True):
+            if (ni not in candidates[j] or m.bit_count() != job.gpus_per_node
+                    or not n.fits(m, job.gpus_per_node, info.need_nvlink)):
+                return False
+        if job.same_block and len({n.node.block for n in nodes}) != 1:
+            return False
+        return not (job.same_nvlink_domain and len({n.node.nvlink_domain for n in nodes}) != 1)
+
+    out = Decision(set(d.victims), dict(d.placements))
+    moved = 0
+    for j in movers:
+        for q in donors:
+            if q not in out.placements or not fits(j, out.placements[q]):
+                continue
+            old = out.placements[j]
+            out.placements[j] = out.placements.pop(q)
+            if (all(problem.running[v].job.tier in pending[q].rights for v in under(old))
+                    and fits(q, old)):
+                out.placements[q] = old
+            moved += 1
+            break
+    if not moved:
+        return d, 0
+    return clean(problem, out), moved
+
+
+def decision_of(problem: Problem, plan: Plan) -> Decision:
+    """The decision a plan of this problem carries out (its victims and GPUs)."""
+    placements = {}
+    for p in plan.placements:
+        placements[p.job] = [(problem.node_index[part.node],
+                              sum(1 << g for g in part.gpus)) for part in p.placement]
+    return Decision({e.job for e in plan.evictions}, placements)
