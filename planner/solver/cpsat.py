@@ -46,6 +46,7 @@ from planner.solver.portfolio import (
     Squeaky,
     Strategy,
     WholeModel,
+    also,
     eject_deadline,
 )
 
@@ -69,11 +70,6 @@ EJECT_SHARE = 0.1
 def _reserve(problem: Problem, time_limit_s: float) -> float:
     """Time kept for extraction, assembly, explanations and the verifier (Rates)."""
     return RATES.reserve_s(problem, time_limit_s)
-
-
-def _also(*said: str) -> str:
-    """What was done, for solver.detail: the non-empty parts, comma-separated."""
-    return ", ".join(x for x in said if x)
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
@@ -348,7 +344,7 @@ class _Run:
             yield last, work
             self.more = last.said
             if ejection.said:  # the phases' bounds were for other admissions
-                self.more = _also(ejection.said, self.more)
+                self.more = also(ejection.said, self.more)
                 self.bound_info = self.cost_bound = None
 
     def without_model(self) -> Iterator[tuple[Strategy, Budget]]:
@@ -403,7 +399,7 @@ class _Run:
             yield ejection, self.eject_budget()
         last = Cheaper(self.best)
         yield last, self.work
-        self.after = _also(ejection.said if ejection else "", last.said)
+        self.after = also(ejection.said if ejection else "", last.said)
         if self.lane is not None:
             self.lane.fallback = self.best
             yield self.lane, self.work
@@ -429,15 +425,15 @@ class _Run:
             if self.base_said:
                 return assemble(problem, best, "fallback",
                                 info("SKIPPED", f"{self.why}; "
-                                     f"{_also(self.base_said, self.after)}"))
+                                     f"{also(self.base_said, self.after)}"))
             if self.lns is not None:
                 assert self.lns.rounds is not None
-                more = _also(self.lns.said, self.after)
+                more = also(self.lns.said, self.after)
                 return assemble(problem, best, "feasible", info(
                     "LNS", f"{self.why}; the greedy plan{self.second} was improved in "
                     f"{self.lns.rounds[0]} of {self.lns.rounds[1]} neighbourhood rounds"
                     + (f", then by {more}" if more else "")))
-            said = _also(self.polished, self.after)
+            said = also(self.polished, self.after)
             return assemble(problem, best, "fallback", info(
                 "SKIPPED", f"{self.why}; greedy plan{self.second} returned"
                 + (f" after {said}" if said else "")))

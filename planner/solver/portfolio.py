@@ -143,14 +143,14 @@ class Pace:
         return build + max(build, 2 * MIN_SOLVE_S, full)
 
 
-def _also(*said: str) -> str:
+def also(*said: str) -> str:
     """What was done, for solver.detail: the non-empty parts, comma-separated."""
     return ", ".join(x for x in said if x)
 
 
 def moved(ejected: int, swaps: int) -> str:
     """What ejection and priority swaps did, for solver.detail."""
-    return _also(f"{ejected} job(s) admitted by ejection moves" if ejected else "",
+    return also(f"{ejected} job(s) admitted by ejection moves" if ejected else "",
                  f"{swaps} priority swap(s)" if swaps else "")
 
 
@@ -415,7 +415,7 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
         eject_deadline(time.perf_counter(), end.end, budget.end)))
     last = Cheaper(best)
     best = last.run(problem, budget)
-    after = _also(first.said, ejection.said, last.said)
+    after = also(first.said, ejection.said, last.said)
     return best, (f"the second lane's {what}, better, returned"
                   + (f" after {after}" if after else ""))
 
