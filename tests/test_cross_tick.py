@@ -398,24 +398,30 @@ def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
 
 
 def test_the_job_an_exempt_job_swaps_with_takes_its_victim_within_the_budget() -> None:
-    # The same cluster with the window empty (4 evictions left). A decision with a on
-    # r0's GPU 0 (r0 exempt) and b on the free GPU 7 becomes a on GPU 7 and b on
-    # GPU 0: r0 is still evicted, now for b, and counts against the budget.
+    # n0 and n1: r0 and r1 (tier 3) on GPUs 0-6 of each, GPU 7 free on both. 3
+    # evictions in the window: 1 left. A decision with the tier-1 jobs a and a2 on
+    # r0's and r1's GPU 0 (both victims exempt) and the tier-2 jobs b and c on the
+    # free GPUs 7 has 2 victims: past what is left, were they not exempt. a swaps
+    # with b, a2 with c (donors least important first, then by id); b and c take
+    # GPU 0 of r0 and r1, now victims that are not exempt: 2 > 1, so clean drops the
+    # least valuable placement using one, b (the order: tier, GPUs, priority, id),
+    # and r0 with it. a and a2 end on the free GPUs, c evicts r1 within the budget.
     from planner.core.decision import Decision, exempt_free_first, preemptors_of
     from planner.core.problem import build_problem
 
-    jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}),
-            pend("a", 1, 1, submitted_at=OLD), pend("b", 2, 1, submitted_at=OLD)]
-    problem = build_problem(load_snapshot(snap([node("n0")], jobs)))
-    d, moved = exempt_free_first(problem, Decision({"r0"}, {"a": [(0, 1 << 0)],
-                                                            "b": [(0, 1 << 7)]}))
-    assert moved == 1
-    assert d.placements == {"a": [(0, 1 << 7)], "b": [(0, 1 << 0)]}
-    assert preemptors_of(problem, d) == {"r0": ["b"]}
-    # b still patient (submitted 5 min ago: tier 2 waits 600 s): it may not use r0's
-    # GPUs, so it waits, and r0, used by nobody, is no longer evicted
-    jobs[2] = pend("b", 2, 1, submitted_at="2026-11-30T07:55:00Z")
-    problem = build_problem(load_snapshot(snap([node("n0")], jobs)))
-    d, moved = exempt_free_first(problem, Decision({"r0"}, {"a": [(0, 1 << 0)],
-                                                            "b": [(0, 1 << 7)]}))
-    assert (moved, d.victims, d.placements) == (1, set(), {"a": [(0, 1 << 7)]})
+    nodes = [node("n0"), node("n1")]
+    jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}), run("r1", 3, {"n1": [0, 1, 2, 3, 4, 5, 6]}),
+            pend("a", 1, 1, submitted_at=OLD), pend("a2", 1, 1, submitted_at=OLD),
+            pend("b", 2, 1, submitted_at=OLD), pend("c", 2, 1, submitted_at=OLD)]
+    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(3)]
+    problem = build_problem(load_snapshot({**snap(nodes, jobs), "recent_evictions": recent}))
+    before = Decision({"r0", "r1"}, {"a": [(0, 1 << 0)], "a2": [(1, 1 << 0)],
+                                     "b": [(0, 1 << 7)], "c": [(1, 1 << 7)]})
+    d, moved = exempt_free_first(problem, before)
+    assert moved == 2
+    assert d.placements == {"a": [(0, 1 << 7)], "a2": [(1, 1 << 7)], "c": [(1, 1 << 0)]}
+    assert preemptors_of(problem, d) == {"r1": ["c"]}
+    # with the window empty (4 left) the two victims fit even were they not exempt:
+    # nothing moves
+    problem = build_problem(load_snapshot(snap(nodes, jobs)))
+    assert exempt_free_first(problem, before) == (before, 0)

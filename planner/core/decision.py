@@ -131,7 +131,9 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
 
 def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     """``thrash.exempt_free_first`` (an extension of R15, a planner's choice, not a
-    rule): a job of an exempt tier placed on victims' GPUs trades places with a
+    rule). When the plan's victims would not fit in what the window has left were
+    none of them exempt (so exemptions let some through), a job of an exempt tier
+    placed on victims' GPUs trades places with a
     placed job of another tier that holds only GPUs free in the snapshot, when it
     can use them (the same shape, on nodes it may run on, NVLink and block needs
     met). That job then takes the exempt job's former GPUs where its rights and
@@ -147,6 +149,8 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     tb = problem.thrash
     if tb is None or pol is None or not pol.exempt_free_first or not d.victims:
         return d, 0
+    if len(d.victims) <= tb.left and _victim_gpus(problem, d.victims) <= tb.gpus_left:
+        return d, 0  # within the budget even were no victim exempt: nothing got past it
     pending = problem.pending
     owner: dict[tuple[int, int], str] = {}
     for v in d.victims:
@@ -189,10 +193,12 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
 
     out = Decision(set(d.victims), dict(d.placements))
     moved = 0
+    used: set[str] = set()
     for j in movers:
         for q in donors:
-            if q not in out.placements or not fits(j, out.placements[q]):
+            if q in used or not fits(j, out.placements[q]):
                 continue
+            used.add(q)
             old = out.placements[j]
             out.placements[j] = out.placements.pop(q)
             if (all(problem.running[v].job.tier in pending[q].rights for v in under(old))
