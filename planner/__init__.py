@@ -107,8 +107,14 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         from planner.heuristics.baselines import get_baseline
 
         decision = get_baseline(planner)(problem).solve()
+        detail = None
+        if planner == "greedy":  # (the baselines keep the schedulers' own choices)
+            from planner.core.decision import exempt_free_first
+
+            decision, moved = exempt_free_first(problem, decision)
+            detail = _moved(moved) if moved else None
         candidate = assemble(problem, decision, "feasible",
-                             SolverInfo(engine=planner, status="HEURISTIC"))
+                             SolverInfo(engine=planner, status="HEURISTIC", detail=detail))
     if _valid(snap, exact(candidate)):
         return finish(candidate)
     if planner == "cpsat":  # the better greedy plan (CP-SAT's own fallback) comes next
@@ -134,6 +140,11 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
                                             detail="no valid plan found; evicting nothing"))))
 
 
+def _moved(moved: int) -> str:
+    return (f"{moved} exempt job(s) moved to free GPUs a job of another tier held "
+            "(thrash.exempt_free_first)")
+
+
 def _exempt_free_first(problem: Problem, result: Plan) -> Plan:
     """CP-SAT's plan with ``thrash.exempt_free_first`` applied (planner/core/decision.py):
     re-assembled when an exempt job moved, no longer claiming the contract
@@ -146,10 +157,8 @@ def _exempt_free_first(problem: Problem, result: Plan) -> Plan:
     d, moved = exempt_free_first(problem, decision_of(problem, result))
     if not moved:
         return result
-    said = (f"then {moved} exempt job(s) moved to free GPUs a job of another tier held "
-            "(thrash.exempt_free_first)")
     info = result.solver.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
-        x for x in (result.solver.detail, said) if x)})
+        x for x in (result.solver.detail, "then " + _moved(moved)) if x)})
     return assemble(problem, d, "feasible" if result.status == "optimal" else result.status,
                     info)
 

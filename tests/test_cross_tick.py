@@ -390,6 +390,9 @@ def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
         ("a", [{"node": "n0", "gpus": [7]}])]
     assert evicted(p) == [] and "b" in reasons(p)
     assert p["status"] == "feasible" and "exempt_free_first" in p["solver"]["detail"]
+    g = solve(data, "greedy")  # the greedy planner gets the same choice
+    assert [x["job"] for x in g["placements"]] == ["a"] and evicted(g) == []
+    assert g["placements"][0]["placement"] == [{"node": "n0", "gpus": [7]}]
     off = solve({**snap(nodes, jobs, {"thrash": {"exempt_free_first": False}}),
                  "recent_evictions": recent})
     assert sorted((x["job"], x["placement"][0]["gpus"]) for x in off["placements"]) == [

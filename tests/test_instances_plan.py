@@ -68,12 +68,24 @@ def test_plan_is_valid(name: str, planner: str) -> None:
     assert all(any(j in w for w in p.warnings) for j in on_down)
 
 
+@cache
+def planned_contract(name: str, planner: str) -> Plan:
+    """The plan for the contract objective alone (thrash.exempt_free_first off: with
+    it, a plan gives up admissions that exempt evictions would carry past the
+    rolling budget, which the objective does not rank)."""
+    data = json.loads(json.dumps(load(name)))
+    policy = data.setdefault("policy", {})
+    if policy.get("thrash", {}) is not None:
+        policy["thrash"] = {**policy.get("thrash", {}), "exempt_free_first": False}
+    return plan(data, planner=planner, time_limit_s=2.0, deterministic=planner == "cpsat")
+
+
 @pytest.mark.parametrize("name", [n for n in INSTANCES if n not in SLOW_FOR_CPSAT])
 def test_cpsat_no_worse_than_heuristics(name: str) -> None:
     snap = load_snapshot(load(name))
-    key = objective_of(snap, planned(name, "cpsat")).key()
+    key = objective_of(snap, planned_contract(name, "cpsat")).key()
     for other in HEURISTICS:
-        assert key >= objective_of(snap, planned(name, other)).key(), other
+        assert key >= objective_of(snap, planned_contract(name, other)).key(), other
 
 
 # name -> (victims, eviction cost in GPU-s, {deferred job: reason}), from each story
