@@ -70,6 +70,7 @@ class LocalRayCluster:
     def __init__(self) -> None:
         self.groups: list[int] = []
         self.folders: list[str] = []
+        self.ranges: list[tuple[int, int]] = []  # the nodes' worker port ranges
         self.address = ""
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
                     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
@@ -78,8 +79,16 @@ class LocalRayCluster:
     def _start(self, head: bool) -> None:
         folder = tempfile.mkdtemp(prefix="ppray", dir="/tmp")  # (short: socket paths)
         self.folders.append(folder)
-        (gcs, nm, om, agent, agent_grpc, env_agent, metrics, dash) = free_ports(8)
         lo, hi = _worker_range()
+        self.ranges.append((lo, hi))
+        # the node's own ports outside every node's worker range (chosen apart, they
+        # could meet: 'worker_ports is trying to use a port number ... used by other
+        # components')
+        ports: list[int] = []
+        while len(ports) < 8:
+            ports += [p for p in free_ports(8) if p not in ports
+                      and not any(a <= p <= b for a, b in self.ranges)]
+        (gcs, nm, om, agent, agent_grpc, env_agent, metrics, dash) = ports[:8]
         ip = NODE_IPS[len(self.folders) - 1]
         cmd = [str(RAY), "start", "--num-cpus", "1", "--node-ip-address", ip,
                "--node-manager-port", str(nm), "--object-manager-port", str(om),
