@@ -193,7 +193,7 @@ def wait_by_reason(res: SimResult) -> dict[str, dict[str, float]]:
     deferred counts, for the reason that plan gave, until the next planner call.
     Waits before the first call and of jobs no plan saw are not counted."""
     by: dict[str, dict[str, float]] = defaultdict(dict)
-    for key, s in (getattr(res, "wait_by_reason_s", None) or {}).items():
+    for key, s in res.wait_by_reason_s.items():
         tier, reason = key.split(":", 1)
         by[tier][reason] = by[tier].get(reason, 0.0) + s / 3600
     return {t: dict(sorted(((r, round(h, 2)) for r, h in rs.items()), key=lambda x: -x[1]))

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from models import InputError, Plan
+from models import Eviction, InputError, Plan
 from planner.adapters.k8s.config import PREFIX, K8sConfig
 from planner.adapters.k8s.objects import iso, what_is
 from planner.adapters.k8s.snapshot import META_KIND
@@ -113,11 +114,11 @@ def preconditions(job_id: str, pod: str, meta: dict[str, Any] | None) -> dict[st
     return out
 
 
-def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One Eviction per pod of each victim, grace = the victim's ``grace_s`` rounded up
-    (a pod planned as several jobs, one per GPU resource, is evicted once), with the
-    pod's uid and resourceVersion as preconditions when the snapshot saw them."""
-    out = []
+def _victim_pods(plan: Plan, meta: dict[str, Any] | None
+                 ) -> Iterator[tuple[Eviction, str, str]]:
+    """(eviction, namespace, pod) for each pod of each victim, once per pod (a pod
+    planned as several jobs, one per GPU resource, is evicted once); the victims
+    whose pods are unknown are bad input, all named after the others."""
     errors = []
     seen: set[tuple[str, str]] = set()
     for ev in plan.evictions:
@@ -127,21 +128,29 @@ def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dic
             errors += exc.errors
             continue
         for pod in jp.pods:
-            if (jp.namespace, pod) in seen:
-                continue
-            seen.add((jp.namespace, pod))
-            options: dict[str, Any] = {"gracePeriodSeconds": grace_seconds(ev.grace_s)}
-            pre = preconditions(ev.job, pod, meta)
-            if pre:
-                options["preconditions"] = pre
-            out.append({
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {"name": pod, "namespace": jp.namespace},
-                "deleteOptions": options,
-            })
+            if (jp.namespace, pod) not in seen:
+                seen.add((jp.namespace, pod))
+                yield ev, jp.namespace, pod
     if errors:
         raise InputError(errors, "plan")
+
+
+def eviction_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One Eviction per pod of each victim, grace = the victim's ``grace_s`` rounded up
+    (a pod planned as several jobs, one per GPU resource, is evicted once), with the
+    pod's uid and resourceVersion as preconditions when the snapshot saw them."""
+    out = []
+    for ev, namespace, pod in _victim_pods(plan, meta):
+        options: dict[str, Any] = {"gracePeriodSeconds": grace_seconds(ev.grace_s)}
+        pre = preconditions(ev.job, pod, meta)
+        if pre:
+            options["preconditions"] = pre
+        out.append({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
+            "deleteOptions": options,
+        })
     return out
 
 
@@ -155,27 +164,21 @@ def event_objects(plan: Plan, meta: dict[str, Any] | None = None) -> list[dict[s
     now = plan.model_dump(mode="json")["now"]
     stamp = int(plan.now.timestamp())
     out = []
-    seen: set[tuple[str, str]] = set()
-    for ev in plan.evictions:
-        jp = job_pods(ev.job, meta)
-        for pod in jp.pods:
-            if (jp.namespace, pod) in seen:
-                continue
-            seen.add((jp.namespace, pod))
-            out.append({
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{pod}.preempt-planner-{stamp}"[:253],
-                             "namespace": jp.namespace},
-                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod,
-                                   "namespace": jp.namespace},
-                "reason": EVENT_REASON, "type": "Normal", "count": 1,
-                "message": (f"evicted by preempt-planner (job {ev.job}, tier {ev.tier}, grace "
-                            f"{grace_seconds(ev.grace_s)} s) for "
-                            f"{', '.join(ev.preemptors) or 'no placed job'}"),
-                "firstTimestamp": now, "lastTimestamp": now,
-                "source": {"component": "preempt-planner"},
-                "reportingComponent": "preempt-planner", "reportingInstance": "preempt-planner",
-            })
+    for ev, namespace, pod in _victim_pods(plan, meta):
+        out.append({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{pod}.preempt-planner-{stamp}"[:253],
+                         "namespace": namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod,
+                               "namespace": namespace},
+            "reason": EVENT_REASON, "type": "Normal", "count": 1,
+            "message": (f"evicted by preempt-planner (job {ev.job}, tier {ev.tier}, grace "
+                        f"{grace_seconds(ev.grace_s)} s) for "
+                        f"{', '.join(ev.preemptors) or 'no placed job'}"),
+            "firstTimestamp": now, "lastTimestamp": now,
+            "source": {"component": "preempt-planner"},
+            "reportingComponent": "preempt-planner", "reportingInstance": "preempt-planner",
+        })
     return out
 
 
