@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_serializer
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+)
 
 from models.snapshot import PlacementPart
 
@@ -33,12 +41,24 @@ class Objective(_Out):
     priority_value: int | float = 0  # a float only for fractional priorities
     eviction_cost_gpu_s: float = 0.0
     evictions: int = 0
+    # an extension (policy thrash.fewest_past_budget): victims past what R15's window
+    # has left, all exempt; written only when not 0 (0 when the policy item is off)
+    evictions_past_budget: int = 0
+
+    @model_serializer(mode="wrap")
+    def _ser(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if not out.get("evictions_past_budget"):
+            out.pop("evictions_past_budget", None)
+        return out
 
     def key(self) -> tuple[float, ...]:
-        """Lexicographic key, larger is better (items 1-5 of the objective)."""
+        """Lexicographic key, larger is better (items 1-5 of the objective, with
+        ``evictions_past_budget`` before the eviction cost)."""
         tiers = sorted(self.admitted_gpus, key=int)
         return (*[self.admitted_gpus[t] for t in tiers], self.priority_value,
-                -round(self.eviction_cost_gpu_s, 6), -self.evictions)
+                -self.evictions_past_budget, -round(self.eviction_cost_gpu_s, 6),
+                -self.evictions)
 
 
 class Eviction(_Out):

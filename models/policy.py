@@ -180,6 +180,12 @@ class Thrash(Record):
     # it could use instead swaps with it: otherwise exempt evictions make room for the
     # other tiers past the budget (docs/simulation.md, "The default policy")
     exempt_free_first: bool = Field(True, strict=True)
+    # an extension of the contract (docs/format.md): a planner's choice, not a rule.
+    # When exempt victims take a plan past what the window has left, the plan has as
+    # few victims past it as it can (an objective item before the eviction cost): the
+    # thrash alert counts evictions, and the cheapest way to free a tier-1 gang's
+    # nodes is often the one with the most victims (docs/simulation.md)
+    fewest_past_budget: bool = Field(True, strict=True)
 
     def limit(self, running: int) -> int:
         """``B``: the evictions the window allows with ``running`` running jobs."""

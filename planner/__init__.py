@@ -157,8 +157,22 @@ def _exempt_free_first(problem: Problem, result: Plan) -> Plan:
     d, moved = exempt_free_first(problem, decision_of(problem, result))
     if not moved:
         return result
+    # the swap may leave the other job without a place that a plan built around the
+    # free GPUs from the start has: the greedy plans (the swap applied) compete
+    from planner.core.decision import clean, objective_of
+    from planner.heuristics.greedy import GreedyPlanner
+
+    key = objective_of(problem, d).key()
+    for spare in (True, False):
+        g, g_moved = exempt_free_first(problem, clean(problem, GreedyPlanner(
+            problem, spare_lower=spare).solve()))
+        if objective_of(problem, g).key() > key:
+            d, moved, key = g, g_moved, objective_of(problem, g).key()
+            note = "the greedy plan is better once exempt jobs take free GPUs first"
+            result = result.model_copy(update={"solver": result.solver.model_copy(update={
+                "detail": "; ".join(x for x in (result.solver.detail, note) if x)})})
     info = result.solver.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
-        x for x in (result.solver.detail, "then " + _moved(moved)) if x)})
+        x for x in (result.solver.detail, "then " + _moved(moved) if moved else "") if x)})
     return assemble(problem, d, "feasible" if result.status == "optimal" else result.status,
                     info)
 

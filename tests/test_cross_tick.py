@@ -400,6 +400,32 @@ def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
     assert [(e["job"], e["preemptors"]) for e in off["evictions"]] == [("r0", ["a"])]
 
 
+def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() -> None:
+    # n0 and n1 each hold eight 1-GPU tier-3 jobs (restore 100 s: 100 GPU-s each, 800
+    # a node); n2 and n3 one 8-GPU tier-3 job each (restore 150 s: 1,200 GPU-s). The
+    # window has 4 evictions: B = max(4, floor(0.03 x 18)) = 4, nothing left. The
+    # tier-1 gang g (2 nodes x 8 GPUs) is exempt either way. The contract's objective
+    # takes the cheapest nodes, n0 and n1: 16 victims for 1,600 GPU-s, 16 past the
+    # budget. With thrash.fewest_past_budget (the default) the victims past the budget
+    # come first: n2 and n3, 2 victims for 2,400 GPU-s.
+    nodes = [node(f"n{i}") for i in range(4)]
+    jobs = [run(f"s{n}{k}", 3, {f"n{n}": [k]}) for n in (0, 1) for k in range(8)]
+    jobs += [run(f"b{n}", 3, {f"n{n}": ALL8}, restore=150.0) for n in (2, 3)]
+    jobs.append(pend("g", 1, 8, nodes=2, submitted_at=OLD))
+    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(4)]
+    data = {**snap(nodes, jobs), "recent_evictions": recent}
+    for planner in ("cpsat", "greedy"):
+        p = solve(data, planner)
+        assert evicted(p) == ["b2", "b3"], planner
+        assert p["objective"]["eviction_cost_gpu_s"] == 2400
+        assert p["objective"]["evictions_past_budget"] == 2
+    off = solve({**snap(nodes, jobs, {"thrash": {"fewest_past_budget": False}}),
+                 "recent_evictions": recent})
+    assert evicted(off) == sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
+    assert off["objective"]["eviction_cost_gpu_s"] == 1600
+    assert "evictions_past_budget" not in off["objective"]  # written only when not 0
+
+
 def test_the_job_an_exempt_job_swaps_with_takes_its_victim_within_the_budget() -> None:
     # n0 and n1: r0 and r1 (tier 3) on GPUs 0-6 of each, GPU 7 free on both. 3
     # evictions in the window: 1 left. A decision with the tier-1 jobs a and a2 on

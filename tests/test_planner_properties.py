@@ -614,7 +614,8 @@ def test_optimal_matches_enumeration(family: str, chunk: int) -> None:
         data = tiny(family, seed)
         if data["policy"].get("thrash", {}) is not None:  # the contract objective's optimum
             data["policy"]["thrash"] = {**data["policy"].get("thrash", {}),
-                                        "exempt_free_first": False}
+                                        "exempt_free_first": False,
+                                        "fewest_past_budget": False}
         found = enumerate_best(data)
         if found is None:
             continue

@@ -82,7 +82,22 @@ def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
     storages = snapshot.storage_map()
     cost = sum(_cost(snapshot, nodes, storages, jobs[v]) for v in victims)
     return Objective(admitted_gpus=admitted, priority_value=priority,
-                     eviction_cost_gpu_s=float(cost), evictions=len(victims))
+                     eviction_cost_gpu_s=float(cost), evictions=len(victims),
+                     evictions_past_budget=_past_budget(snapshot, len(victims)))
+
+
+def _past_budget(snap: Snapshot, victims: int) -> int:
+    """Victims past what R15's window has left (``thrash.fewest_past_budget``; 0 when
+    it is off or there is no budget)."""
+    th = snap.policy.thrash
+    if th is None or not th.fewest_past_budget or not victims:
+        return 0
+    down = {n.id for n in snap.nodes if n.state == "down"}
+    running = sum(1 for j in snap.running()
+                  if not any(p.node in down for p in j.placement or []))
+    start = snap.now - timedelta(seconds=th.window_s)
+    recent = sum(1 for e in snap.recent_evictions if start <= e.at < snap.now)
+    return max(0, victims - max(0, th.limit(running) - recent))
 
 
 # ---------------------------------------------------------------- helpers
@@ -725,3 +740,9 @@ class _Checker:
         if got.evictions != want.evictions:
             self.add("OBJECTIVE", None, f"objective.evictions is {got.evictions}, expected "
                                         f"{want.evictions}")
+        # (victims past the budget mean something only for a plan that keeps R15)
+        if (got.evictions_past_budget != want.evictions_past_budget
+                and not any(v.rule == "R15" for v in self.out)):
+            self.add("OBJECTIVE", None, "objective.evictions_past_budget is "
+                                        f"{got.evictions_past_budget}, expected "
+                                        f"{want.evictions_past_budget}")

@@ -62,8 +62,10 @@ def objective_of(problem: Problem, d: Decision) -> Objective:
         admitted[str(job.tier)] += job.total_gpus
     prio = priority_value(problem.pending[j].job for j in d.placements)
     cost = sum(problem.running[v].cost for v in d.victims)
+    past = problem.thrash.past_budget(len(d.victims)) if problem.thrash is not None else 0
     return Objective(admitted_gpus=admitted, priority_value=prio,
-                     eviction_cost_gpu_s=round(cost, 6), evictions=len(d.victims))
+                     eviction_cost_gpu_s=round(cost, 6), evictions=len(d.victims),
+                     evictions_past_budget=past)
 
 
 def exempt_victims(problem: Problem, pre: dict[str, list[str]] | dict[str, set[str]]

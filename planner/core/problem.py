@@ -147,6 +147,9 @@ class ThrashBudget:
     # the extension thrash.exempt_if: "all" (True) asks every preemptor of an exempt
     # victim to be of an exempt tier, "any" (False, the contract's reading) one of them
     exempt_all: bool = False
+    # the extension thrash.fewest_past_budget: victims past ``left`` are an objective
+    # item before the eviction cost (see past_budget)
+    fewest_past: bool = False
 
     @property
     def left(self) -> int:
@@ -160,6 +163,11 @@ class ThrashBudget:
     def exempt_by(self, tiers: Iterable[int]) -> bool:
         """Is a victim whose preemptors are of these tiers exempt?"""
         return exempt_by(tiers, self.exempt_tiers, self.exempt_all)
+
+    def past_budget(self, victims: int) -> int:
+        """Victims past what the window has left (all exempt in a valid plan), the
+        objective item of ``thrash.fewest_past_budget`` (0 when it is off)."""
+        return max(0, victims - max(0, self.left)) if self.fewest_past else 0
 
     def allows(self, victims: int, exempt: int, gpus: int = 0) -> bool:
         """``N <= max(0, B - H - E)`` with N = victims - exempt (and, with a GPU
@@ -334,7 +342,8 @@ def thrash_budget(snap: Snapshot, running: int) -> ThrashBudget | None:
     live = sum(n.gpus for n in snap.nodes if n.state in ("up", "drain"))
     return ThrashBudget(th.limit(running), len(counted), frozenset(th.exempt_tiers),
                         float(th.window_s), running, oldest, th.gpu_limit(live),
-                        sum(e.gpus or 0 for e in counted), th.exempt_if == "all")
+                        sum(e.gpus or 0 for e in counted), th.exempt_if == "all",
+                        th.fewest_past_budget)
 
 
 def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:

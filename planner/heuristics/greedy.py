@@ -96,6 +96,9 @@ def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
 
 GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
+# per victim of an exempt job when the window has nothing left (thrash.fewest_past_budget):
+# dominates any eviction cost, below the spare penalty
+PAST_PENALTY = 1e8
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
 
 
@@ -182,6 +185,13 @@ class GreedyPlanner:
         # R15: are the victims of the job being placed exempt (its tier is)? Set by
         # placing() before every search and commit for one job
         self.placing_exempt = False
+        # thrash.fewest_past_budget: when the window has nothing left at the start of
+        # the tick, every victim of an exempt job is past the budget, and its options
+        # are compared by their victims first (an approximation of the objective item,
+        # which also counts victims past a budget that this tick's plan used up)
+        tb = problem.thrash
+        self.past_penalty = (PAST_PENALTY if tb is not None and tb.fewest_past
+                             and tb.left <= 0 else 0.0)
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
@@ -337,11 +347,12 @@ class GreedyPlanner:
             ranks.append(r)
         return tuple(sorted(ranks))
 
-    def _weight(self, v: str, contested: frozenset[int]) -> float:
+    def _weight(self, v: str, contested: frozenset[int], past: bool = False) -> float:
         """What evicting v counts for a job whose tier's contested tiers are given:
-        its cost, plus the spare penalty and the storm price of the variants."""
+        its cost, plus the spare penalty and the storm price of the variants, plus the
+        past-budget penalty for an exempt job (``past``) when the window is spent."""
         vi = self.p.running[v]
-        w = vi.cost
+        w = vi.cost + (self.past_penalty if past else 0.0)
         if vi.job.tier in contested:
             w += SPARE_PENALTY * vi.job.total_gpus
         if self.storm_price and vi.flushing and (self.priced is None
@@ -368,9 +379,10 @@ class GreedyPlanner:
         if not self.fits(ni, total, info):
             return []
         contested = self.contested.get(info.job.tier, frozenset())
+        past = self.p.exempt(info.job.tier)
 
         def weight(v: str) -> float:
-            return self._weight(v, contested)
+            return self._weight(v, contested, past)
 
         if contested or self.storm_price:
             cands.sort(key=lambda v: (weight(v), v))
@@ -535,7 +547,8 @@ class GreedyPlanner:
         # every option evicts at least one allowed victim: the least weight of one is a
         # bound (the least cost, plus the variants' penalties when they count)
         contested = self.contested.get(info.job.tier, frozenset())
-        ws = [self._weight(v, contested) for v in self.by_node.get(ni, ())
+        past = self.p.exempt(info.job.tier)
+        ws = [self._weight(v, contested, past) for v in self.by_node.get(ni, ())
               if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not ws:
             return None
@@ -552,12 +565,13 @@ class GreedyPlanner:
         fits = self._free_fits.get(fits_key)
         if fits is None:
             fits = self._free_fits[fits_key] = {}
-        wkey = (info.rights, contested)
+        past = self.p.exempt(info.job.tier)
+        wkey = (info.rights, contested, past)
         least = self._least_weight.get(wkey)
         if least is None:
             least = self._least_weight[wkey] = {}
             for ni, vids in self.by_node.items():
-                ws = [self._weight(v, contested) for v in vids
+                ws = [self._weight(v, contested, past) for v in vids
                       if self.p.running[v].job.tier in info.rights]
                 if ws:
                     least[ni] = min(ws)

@@ -655,21 +655,36 @@ class CpsatModel:
             self.items.append(("priority", vs, cs, sum(min(0, w) for w in cs),
                                sum(max(0, w) for w in cs)))
         evs = sorted(self.evict)
+        self._past_budget_item(evs)
         costs = [-round(self.p.running[v].cost * COST_SCALE) for v in evs]
         if evs:
             self.items.append(("cost", [self.evict[v] for v in evs], costs, sum(costs), 0))
             self.items.append(("evictions", [self.evict[v] for v in evs], [-1] * len(evs),
                                -len(evs), 0))
 
+    def _past_budget_item(self, evs: list[str]) -> None:
+        """``thrash.fewest_past_budget``: the victims past what R15's window has left
+        (possible only when they are all exempt), minimised before the eviction cost."""
+        tb = self.p.thrash
+        left = 0 if tb is None else max(0, tb.left)
+        if tb is None or not tb.fewest_past or not self.exempt or len(evs) <= left:
+            return
+        past = self.m.new_int_var(0, len(evs) - left, "past_budget")
+        self.m.add(past >= _sum([self.evict[v] for v in evs]) - left)
+        self.items.append(("past_budget", [past], [-1], left - len(evs), 0))
+
     # -- phases ---------------------------------------------------------------------
     def phases(self) -> list[list[int]]:
-        """Group consecutive objective items into weighted phases that fit 64 bits."""
+        """Group consecutive objective items into weighted phases that fit 64 bits
+        (the cost starts a phase after the past-budget item, so that the phase's
+        bound is a bound on the cost)."""
         out: list[list[int]] = []
         cur: list[int] = []
         span = 1
-        for k, (_n, _v, _c, lo, hi) in enumerate(self.items):
+        for k, (name, _v, _c, lo, hi) in enumerate(self.items):
             r = hi - lo + 1
-            if cur and span * r < _LIMIT:
+            after_past = name == "cost" and any(self.items[i][0] == "past_budget" for i in cur)
+            if cur and span * r < _LIMIT and not after_past:
                 cur.append(k)
                 span *= r
             else:
