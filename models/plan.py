@@ -10,6 +10,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     field_serializer,
     model_serializer,
@@ -41,9 +42,11 @@ class Objective(_Out):
     priority_value: int | float = 0  # a float only for fractional priorities
     eviction_cost_gpu_s: float = 0.0
     evictions: int = 0
-    # an extension (policy thrash.fewest_past_budget): victims past what R15's window
+    # an extension (policy thrash.past_budget_gpu_s): victims past what R15's window
     # has left, all exempt; written only when not 0 (0 when the policy item is off)
     evictions_past_budget: int = 0
+    # what each of them costs (thrash.past_budget_gpu_s), set by objective_of
+    _past_gpu_s: float = PrivateAttr(0.0)
 
     @model_serializer(mode="wrap")
     def _ser(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -52,13 +55,29 @@ class Objective(_Out):
             out.pop("evictions_past_budget", None)
         return out
 
+    def __eq__(self, other: object) -> bool:  # (the fields; not the weight set aside)
+        if not isinstance(other, Objective):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def with_past_cost(self, gpu_s: float) -> Objective:
+        """This objective, its victims past the budget costing ``gpu_s`` each."""
+        self._past_gpu_s = gpu_s
+        return self
+
+    def planned_cost(self) -> float:
+        """Item 4 as the planners minimise it: the eviction cost, plus the cost of the
+        victims past the rolling budget (``thrash.past_budget_gpu_s``)."""
+        return self.eviction_cost_gpu_s + self._past_gpu_s * self.evictions_past_budget
+
     def key(self) -> tuple[float, ...]:
-        """Lexicographic key, larger is better (items 1-5 of the objective, with
-        ``evictions_past_budget`` before the eviction cost)."""
+        """Lexicographic key, larger is better (items 1-5 of the objective; item 4 as
+        :meth:`planned_cost`)."""
         tiers = sorted(self.admitted_gpus, key=int)
         return (*[self.admitted_gpus[t] for t in tiers], self.priority_value,
-                -self.evictions_past_budget, -round(self.eviction_cost_gpu_s, 6),
-                -self.evictions)
+                -round(self.planned_cost(), 6), -self.evictions)
 
 
 class Eviction(_Out):

@@ -151,6 +151,9 @@ class Grace(Record):
         return max(self.min_s, self.safety * (flush_s + barrier_s + cleanup_s))
 
 
+PAST_BUDGET_GPU_S = 600.0  # thrash.past_budget_gpu_s (docs/simulation.md)
+
+
 class Thrash(Record):
     """R15, the rolling eviction budget (section 9): at most
     ``max(min_evictions, floor(max_fraction * running jobs))`` evictions per
@@ -181,11 +184,11 @@ class Thrash(Record):
     # other tiers past the budget (docs/simulation.md, "The default policy")
     exempt_free_first: bool = Field(True, strict=True)
     # an extension of the contract (docs/format.md): a planner's choice, not a rule.
-    # When exempt victims take a plan past what the window has left, the plan has as
-    # few victims past it as it can (an objective item before the eviction cost): the
-    # thrash alert counts evictions, and the cheapest way to free a tier-1 gang's
-    # nodes is often the one with the most victims (docs/simulation.md)
-    fewest_past_budget: bool = Field(True, strict=True)
+    # When exempt victims take a plan past what the window has left, each victim past
+    # it adds this many GPU-seconds to the eviction cost the planner minimises (0:
+    # off): the thrash alert counts evictions, and the cheapest way to free a tier-1
+    # gang's nodes is often the one with the most victims (docs/simulation.md)
+    past_budget_gpu_s: float = Field(PAST_BUDGET_GPU_S, ge=0, le=MAX_SECONDS, strict=True)
 
     def limit(self, running: int) -> int:
         """``B``: the evictions the window allows with ``running`` running jobs."""

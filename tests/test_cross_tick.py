@@ -405,23 +405,30 @@ def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() ->
     # a node); n2 and n3 one 8-GPU tier-3 job each (restore 150 s: 1,200 GPU-s). The
     # window has 4 evictions: B = max(4, floor(0.03 x 18)) = 4, nothing left. The
     # tier-1 gang g (2 nodes x 8 GPUs) is exempt either way. The contract's objective
-    # takes the cheapest nodes, n0 and n1: 16 victims for 1,600 GPU-s, 16 past the
-    # budget. With thrash.fewest_past_budget (the default) the victims past the budget
-    # come first: n2 and n3, 2 victims for 2,400 GPU-s.
+    # takes the cheapest nodes, n0 and n1: 16 victims for 1,600 GPU-s, all past the
+    # budget. With thrash.past_budget_gpu_s 600 (the default) each victim past the
+    # budget costs 600 GPU-s more: n0 and n1 1,600 + 16 x 600 = 11,200, n2 and n3
+    # 2,400 + 2 x 600 = 3,600: 2 victims. At 50 GPU-s each, 2,400 against 2,400 + 100:
+    # n2 and n3 cost more, n0 and n1 again.
     nodes = [node(f"n{i}") for i in range(4)]
     jobs = [run(f"s{n}{k}", 3, {f"n{n}": [k]}) for n in (0, 1) for k in range(8)]
     jobs += [run(f"b{n}", 3, {f"n{n}": ALL8}, restore=150.0) for n in (2, 3)]
     jobs.append(pend("g", 1, 8, nodes=2, submitted_at=OLD))
     recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(4)]
     data = {**snap(nodes, jobs), "recent_evictions": recent}
+    smalls = sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
     for planner in ("cpsat", "greedy"):
         p = solve(data, planner)
         assert evicted(p) == ["b2", "b3"], planner
         assert p["objective"]["eviction_cost_gpu_s"] == 2400
         assert p["objective"]["evictions_past_budget"] == 2
-    off = solve({**snap(nodes, jobs, {"thrash": {"fewest_past_budget": False}}),
+        low = solve({**snap(nodes, jobs, {"thrash": {"past_budget_gpu_s": 50}}),
+                     "recent_evictions": recent}, planner)
+        assert evicted(low) == smalls, planner
+        assert low["objective"]["evictions_past_budget"] == 16
+    off = solve({**snap(nodes, jobs, {"thrash": {"past_budget_gpu_s": 0}}),
                  "recent_evictions": recent})
-    assert evicted(off) == sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
+    assert evicted(off) == smalls
     assert off["objective"]["eviction_cost_gpu_s"] == 1600
     assert "evictions_past_budget" not in off["objective"]  # written only when not 0
 

@@ -71,14 +71,14 @@ def test_plan_is_valid(name: str, planner: str) -> None:
 @cache
 def planned_contract(name: str, planner: str) -> Plan:
     """The plan for the contract objective alone (thrash.exempt_free_first and
-    fewest_past_budget off: with the first a plan gives up admissions that exempt
+    past_budget_gpu_s off: with the first a plan gives up admissions that exempt
     evictions would carry past the rolling budget, the second ranks victims past the
     budget before eviction cost; the contract's objective does neither)."""
     data = json.loads(json.dumps(load(name)))
     policy = data.setdefault("policy", {})
     if policy.get("thrash", {}) is not None:
         policy["thrash"] = {**policy.get("thrash", {}), "exempt_free_first": False,
-                            "fewest_past_budget": False}
+                            "past_budget_gpu_s": 0}
     return plan(data, planner=planner, time_limit_s=2.0, deterministic=planner == "cpsat")
 
 

@@ -188,7 +188,7 @@ def test_plan_improves_the_greedy_plan_when_the_whole_model_does_not_fit(
     data = generate(nodes=128, pending=80, seed=1)
     # the contract objective's plans (thrash.exempt_free_first would trade tier-2
     # admissions for fewer exempt evictions after LNS, as its test shows)
-    data["policy"]["thrash"] = {"exempt_free_first": False, "fewest_past_budget": False}
+    data["policy"]["thrash"] = {"exempt_free_first": False, "past_budget_gpu_s": 0}
     p = plan(data, time_limit_s=20)
     snap = load_snapshot(data)
     assert verify(snap, p) == []

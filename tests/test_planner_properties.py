@@ -615,7 +615,7 @@ def test_optimal_matches_enumeration(family: str, chunk: int) -> None:
         if data["policy"].get("thrash", {}) is not None:  # the contract objective's optimum
             data["policy"]["thrash"] = {**data["policy"].get("thrash", {}),
                                         "exempt_free_first": False,
-                                        "fewest_past_budget": False}
+                                        "past_budget_gpu_s": 0}
         found = enumerate_best(data)
         if found is None:
             continue

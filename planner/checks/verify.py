@@ -81,16 +81,18 @@ def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
     priority = rules.priority_value(jobs[jid] for jid in placed)
     storages = snapshot.storage_map()
     cost = sum(_cost(snapshot, nodes, storages, jobs[v]) for v in victims)
+    th = snapshot.policy.thrash
     return Objective(admitted_gpus=admitted, priority_value=priority,
                      eviction_cost_gpu_s=float(cost), evictions=len(victims),
-                     evictions_past_budget=_past_budget(snapshot, len(victims)))
+                     evictions_past_budget=_past_budget(snapshot, len(victims))
+                     ).with_past_cost(th.past_budget_gpu_s if th is not None else 0.0)
 
 
 def _past_budget(snap: Snapshot, victims: int) -> int:
-    """Victims past what R15's window has left (``thrash.fewest_past_budget``; 0 when
-    it is off or there is no budget)."""
+    """Victims past what R15's window has left (``thrash.past_budget_gpu_s``; 0 when
+    it is 0 or there is no budget)."""
     th = snap.policy.thrash
-    if th is None or not th.fewest_past_budget or not victims:
+    if th is None or not th.past_budget_gpu_s or not victims:
         return 0
     down = {n.id for n in snap.nodes if n.state == "down"}
     running = sum(1 for j in snap.running()

@@ -62,10 +62,12 @@ def objective_of(problem: Problem, d: Decision) -> Objective:
         admitted[str(job.tier)] += job.total_gpus
     prio = priority_value(problem.pending[j].job for j in d.placements)
     cost = sum(problem.running[v].cost for v in d.victims)
-    past = problem.thrash.past_budget(len(d.victims)) if problem.thrash is not None else 0
+    tb = problem.thrash
+    past = tb.past_budget(len(d.victims)) if tb is not None else 0
     return Objective(admitted_gpus=admitted, priority_value=prio,
                      eviction_cost_gpu_s=round(cost, 6), evictions=len(d.victims),
-                     evictions_past_budget=past)
+                     evictions_past_budget=past).with_past_cost(
+                         tb.past_gpu_s if tb is not None else 0.0)
 
 
 def exempt_victims(problem: Problem, pre: dict[str, list[str]] | dict[str, set[str]]

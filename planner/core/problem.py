@@ -147,9 +147,9 @@ class ThrashBudget:
     # the extension thrash.exempt_if: "all" (True) asks every preemptor of an exempt
     # victim to be of an exempt tier, "any" (False, the contract's reading) one of them
     exempt_all: bool = False
-    # the extension thrash.fewest_past_budget: victims past ``left`` are an objective
-    # item before the eviction cost (see past_budget)
-    fewest_past: bool = False
+    # the extension thrash.past_budget_gpu_s: what each victim past ``left`` adds to
+    # the eviction cost the planners minimise (see past_budget)
+    past_gpu_s: float = 0.0
 
     @property
     def left(self) -> int:
@@ -165,9 +165,9 @@ class ThrashBudget:
         return exempt_by(tiers, self.exempt_tiers, self.exempt_all)
 
     def past_budget(self, victims: int) -> int:
-        """Victims past what the window has left (all exempt in a valid plan), the
-        objective item of ``thrash.fewest_past_budget`` (0 when it is off)."""
-        return max(0, victims - max(0, self.left)) if self.fewest_past else 0
+        """Victims past what the window has left (all exempt in a valid plan), each
+        costing ``past_gpu_s`` (0 when that is 0: off)."""
+        return max(0, victims - max(0, self.left)) if self.past_gpu_s > 0 else 0
 
     def allows(self, victims: int, exempt: int, gpus: int = 0) -> bool:
         """``N <= max(0, B - H - E)`` with N = victims - exempt (and, with a GPU
@@ -343,7 +343,7 @@ def thrash_budget(snap: Snapshot, running: int) -> ThrashBudget | None:
     return ThrashBudget(th.limit(running), len(counted), frozenset(th.exempt_tiers),
                         float(th.window_s), running, oldest, th.gpu_limit(live),
                         sum(e.gpus or 0 for e in counted), th.exempt_if == "all",
-                        th.fewest_past_budget)
+                        float(th.past_budget_gpu_s))
 
 
 def node_can_host(ni: NodeInfo, job: Job, policy: Policy) -> bool:

@@ -96,9 +96,6 @@ def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
 
 GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
-# per victim of an exempt job when the window has nothing left (thrash.fewest_past_budget):
-# dominates any eviction cost, below the spare penalty
-PAST_PENALTY = 1e8
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
 
 
@@ -185,13 +182,12 @@ class GreedyPlanner:
         # R15: are the victims of the job being placed exempt (its tier is)? Set by
         # placing() before every search and commit for one job
         self.placing_exempt = False
-        # thrash.fewest_past_budget: when the window has nothing left at the start of
-        # the tick, every victim of an exempt job is past the budget, and its options
-        # are compared by their victims first (an approximation of the objective item,
-        # which also counts victims past a budget that this tick's plan used up)
+        # thrash.past_budget_gpu_s: when the window has nothing left at the start of
+        # the tick, every victim of an exempt job is past the budget and weighs that
+        # much more (an approximation of the objective, which also counts victims past
+        # a budget that this tick's plan used up)
         tb = problem.thrash
-        self.past_penalty = (PAST_PENALTY if tb is not None and tb.fewest_past
-                             and tb.left <= 0 else 0.0)
+        self.past_penalty = tb.past_gpu_s if tb is not None and tb.left <= 0 else 0.0
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending

@@ -458,10 +458,10 @@ class _Run:
             obj, bnd = self.bound_info
             gap = 0.0 if self.proven else abs(bnd - obj) / max(1.0, abs(obj))
             if self.more and cost_bound is not None:  # the polished plan's cost
-                cost = objective_of(problem, best).eviction_cost_gpu_s
+                cost = objective_of(problem, best).planned_cost()
                 gap = max(0.0, cost - cost_bound) / max(1.0, cost)
         if self.proven:
-            cost_bound = objective_of(problem, best).eviction_cost_gpu_s
+            cost_bound = objective_of(problem, best).planned_cost()
         built = "" if self.det else f"; model built in {model.built_at:.3f} s"
         detail = (f"{len(res.phases)} phase(s): {', '.join(statuses)}{built}"
                   + ("; NVLink sets across cliques not modelled" if model.model.approximate

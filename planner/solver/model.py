@@ -655,36 +655,39 @@ class CpsatModel:
             self.items.append(("priority", vs, cs, sum(min(0, w) for w in cs),
                                sum(max(0, w) for w in cs)))
         evs = sorted(self.evict)
-        self._past_budget_item(evs)
         costs = [-round(self.p.running[v].cost * COST_SCALE) for v in evs]
         if evs:
-            self.items.append(("cost", [self.evict[v] for v in evs], costs, sum(costs), 0))
+            vs, cs, lo = [self.evict[v] for v in evs], list(costs), sum(costs)
+            past = self._past_budget(evs)
+            if past is not None:  # (var, GPU-s x COST_SCALE each, most victims past)
+                vs.append(past[0])
+                cs.append(-past[1])
+                lo -= past[1] * past[2]
+            self.items.append(("cost", vs, cs, lo, 0))
             self.items.append(("evictions", [self.evict[v] for v in evs], [-1] * len(evs),
                                -len(evs), 0))
 
-    def _past_budget_item(self, evs: list[str]) -> None:
-        """``thrash.fewest_past_budget``: the victims past what R15's window has left
-        (possible only when they are all exempt), minimised before the eviction cost."""
+    def _past_budget(self, evs: list[str]) -> tuple[cp_model.IntVar, int, int] | None:
+        """``thrash.past_budget_gpu_s``: the victims past what R15's window has left
+        (possible only when they are all exempt), each costing that much in the cost
+        item: (the count's variable, its weight, its largest value), or None."""
         tb = self.p.thrash
         left = 0 if tb is None else max(0, tb.left)
-        if tb is None or not tb.fewest_past or not self.exempt or len(evs) <= left:
-            return
+        if tb is None or tb.past_gpu_s <= 0 or not self.exempt or len(evs) <= left:
+            return None
         past = self.m.new_int_var(0, len(evs) - left, "past_budget")
         self.m.add(past >= _sum([self.evict[v] for v in evs]) - left)
-        self.items.append(("past_budget", [past], [-1], left - len(evs), 0))
+        return past, round(tb.past_gpu_s * COST_SCALE), len(evs) - left
 
     # -- phases ---------------------------------------------------------------------
     def phases(self) -> list[list[int]]:
-        """Group consecutive objective items into weighted phases that fit 64 bits
-        (the cost starts a phase after the past-budget item, so that the phase's
-        bound is a bound on the cost)."""
+        """Group consecutive objective items into weighted phases that fit 64 bits."""
         out: list[list[int]] = []
         cur: list[int] = []
         span = 1
-        for k, (name, _v, _c, lo, hi) in enumerate(self.items):
+        for k, (_n, _v, _c, lo, hi) in enumerate(self.items):
             r = hi - lo + 1
-            after_past = name == "cost" and any(self.items[i][0] == "past_budget" for i in cur)
-            if cur and span * r < _LIMIT and not after_past:
+            if cur and span * r < _LIMIT:
                 cur.append(k)
                 span *= r
             else:
