@@ -176,8 +176,8 @@ class Thrash(Record):
     # than min_gpus (null: no limit). With the count alone, a planner that maximises
     # admitted GPUs spends each eviction on the largest victim it can use
     # (docs/simulation.md, "The default policy")
-    max_gpu_fraction: float | None = Field(0.03, ge=0, le=1, strict=True)
-    min_gpus: int = Field(32, ge=0, le=MAX_COUNT, strict=True)
+    max_gpu_fraction: float | None = Field(0.015, ge=0, le=1, strict=True)
+    min_gpus: int = Field(16, ge=0, le=MAX_COUNT, strict=True)
     # an extension of the contract (docs/format.md): a planner's choice, not a rule.
     # An exempt job placed on victims' GPUs while a job of another tier takes free GPUs
     # it could use instead swaps with it: otherwise exempt evictions make room for the

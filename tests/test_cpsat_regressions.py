@@ -333,7 +333,8 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
               "nodes": 2, "same_block": True, "topology": "any"} for j, p in (("A", 20), ("B", 10))]
     snap = {"version": 1, "now": now, "storage": [{"id": "s", "write_gb_per_s": 1.0}],
             "nodes": nodes, "jobs": jobs,
-            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0},
+                       "thrash": {"max_gpu_fraction": None}}}  # (the storm limit's story)
     problem = build_problem(load_snapshot(snap))
     g = GreedyPlanner(problem)
     st = GreedyState(free={})

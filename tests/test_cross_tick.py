@@ -55,7 +55,8 @@ def test_the_rolling_budget_counts_the_evictions_already_in_the_window(planner: 
     # [07:00, 08:00): the evictions at 07:00 (its first instant), 07:30 and 07:50
     # count, the one at 06:59:59 does not: H = 3, so this plan may evict 4 - 3 = 1
     # job for the six tier-2 jobs of 8 GPUs (priorities 1..6), none exempt. The most
-    # important one (p6, 8 x 6 = 48 priority value) takes n0 from its cheapest
+    # important one (p6, 8 x 6 = 48 priority value; the GPU budget, max(16, floor(0.015
+    # x 48)) = 16, has 16 - 4 - 4 = 8 left) takes n0 from its cheapest
     # holder r0 (800 GPU-s); the others wait for the window: THRASH_BUDGET, until
     # the oldest counted eviction leaves it at 07:00 + 1 h = 08:00:00 (now: it leaves
     # it at the next tick).
@@ -63,9 +64,9 @@ def test_the_rolling_budget_counts_the_evictions_already_in_the_window(planner: 
     jobs += [pend(f"p{k}", 2, 8, priority=k, submitted_at=OLD) for k in range(1, 7)]
     data = snap(nodes, jobs)
     data["recent_evictions"] = [
-        {"job": "gone-1", "at": "2026-11-30T07:00:00Z", "gpus": 8},
+        {"job": "gone-1", "at": "2026-11-30T07:00:00Z", "gpus": 4},
         {"job": "gone-2", "at": "2026-11-30T07:30:00Z"},
-        {"job": "r5", "at": "2026-11-30T07:50:00Z", "gpus": 8},  # (need not be gone)
+        {"job": "r5", "at": "2026-11-30T07:50:00Z", "gpus": 4},  # (need not be gone)
         {"job": "old", "at": "2026-11-30T06:59:59Z", "gpus": 8}]
     p = solve(data, planner)
     assert len(p["evictions"]) == 1
@@ -288,9 +289,9 @@ def test_the_verifier_rejects_plans_that_break_r15_r16_or_r17() -> None:
     assert rules_broken(data, free) == {"R15"}
     msg = " | ".join(str(v) for v in verify(load_snapshot(data), free))
     assert "6 evictions not exempt" in msg and "leave 4" in msg
-    # and the GPU budget: 6 x 8 = 48 GPUs over max(32, floor(0.03 x 48)) = 32
-    assert ("free 48 GPUs, over the rolling GPU budget: 32 (max(min_gpus=32, "
-            "floor(0.03 x 48 GPUs on up/drain nodes)))") in msg
+    # and the GPU budget: 6 x 8 = 48 GPUs over max(16, floor(0.015 x 48)) = 16
+    assert ("free 48 GPUs, over the rolling GPU budget: 16 (max(min_gpus=16, "
+            "floor(0.015 x 48 GPUs on up/drain nodes)))") in msg
 
     young = jobs[:1] + [pend("young", 2, 8, submitted_at="2026-11-30T07:55:00Z")]
     eager = plan(snap(nodes[:1], young, policy={"tiers": {"2": {"preempt_after_s": 0}}}),
@@ -331,12 +332,13 @@ def test_the_defaults_of_section_9() -> None:
     pol = load_snapshot(snap([], [])).policy
     assert pol.thrash is not None
     # max_fraction 0.03 rather than the contract's starting point 0.05, and the
-    # extensions exempt_if "all" and a GPU budget of 3% (at least 32 GPUs): measured,
-    # docs/simulation.md
+    # extensions exempt_if "all", a GPU budget of 1.5% (at least 16 GPUs) and 600
+    # GPU-s per victim past the budget: measured, docs/simulation.md
     assert (pol.thrash.window_s, pol.thrash.max_fraction, pol.thrash.min_evictions,
             pol.thrash.exempt_tiers, pol.thrash.exempt_if, pol.thrash.max_gpu_fraction,
-            pol.thrash.min_gpus) == (3600, 0.03, 4, [1], "all", 0.03, 32)
-    assert pol.thrash.gpu_limit(1024) == 32 and pol.thrash.gpu_limit(100_000) == 3000
+            pol.thrash.min_gpus, pol.thrash.past_budget_gpu_s) == (
+                3600, 0.03, 4, [1], "all", 0.015, 16, 600)
+    assert pol.thrash.gpu_limit(1024) == 16 and pol.thrash.gpu_limit(100_000) == 1500
     assert [pol.tiers[t].preempt_after_s for t in (1, 2, 3)] == [0, 600, 0]
     assert pol.spare_ending_within_s == 600
     merged = load_snapshot(snap([], [], policy={"thrash": {"window_s": 600},

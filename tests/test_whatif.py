@@ -167,8 +167,9 @@ def test_cli_table_and_bad_key(tmp_path, capsys):
 def test_whatif_switches_the_cross_tick_rules(tmp_path, capsys):
     # Six 8-GPU nodes held by tier-3 jobs, six tier-2 jobs of 8 GPUs (queued since
     # 04:00, 5 min before now for "late"), one eviction in the last hour: the rolling
-    # budget B = 4 leaves 3 (THRASH_BUDGET for the others). Off (thrash null), all six
-    # but late evict (late is still patient, R16); with patience off too, all six.
+    # budget B = 4 leaves 3 (THRASH_BUDGET for the others; the GPU budget of the
+    # extension is off: the story is the count's). Off (thrash null), all six but late
+    # evict (late is still patient, R16); with patience off too, all six.
     nodes = [{"id": f"n{i}", "gpus": 8} for i in range(6)]
     jobs = [{"id": f"r{i}", "tier": 3, "state": "running", "gpus_per_node": 8,
              "started_at": "2026-11-30T04:00:00Z",
@@ -180,7 +181,8 @@ def test_whatif_switches_the_cross_tick_rules(tmp_path, capsys):
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"version": 1, "now": "2026-11-30T08:00:00Z", "nodes": nodes,
                                 "jobs": jobs, "recent_evictions": [
-                                    {"job": "x", "at": "2026-11-30T07:30:00Z"}]}))
+                                    {"job": "x", "at": "2026-11-30T07:30:00Z"}],
+                                "policy": {"thrash": {"max_gpu_fraction": None}}}))
     rc = cli.main(["whatif", str(path), "--deterministic", "--format", "json",
                    "--set", "policy.thrash=null", "--name", "off"])
     assert rc == 0
