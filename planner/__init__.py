@@ -13,13 +13,10 @@ from __future__ import annotations
 import gc
 import importlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot, range_problems
 from models.rules import priority_scale, priority_value, scaled_priority
-
-if TYPE_CHECKING:
-    from planner.core.problem import Problem
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 
@@ -102,7 +99,7 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         left = time_limit_s if deterministic else max(0.05, time_limit_s - (time.perf_counter() - t0))
         result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
                              workers=workers, seed=seed)
-        candidate = _exempt_free_first(problem, result)
+        candidate = result  # (with thrash.exempt_free_first applied: planner/solver/cpsat.py)
     else:
         from planner.heuristics.baselines import get_baseline
 
@@ -143,38 +140,6 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
 def _moved(moved: int) -> str:
     return (f"{moved} exempt job(s) moved to free GPUs a job of another tier held "
             "(thrash.exempt_free_first)")
-
-
-def _exempt_free_first(problem: Problem, result: Plan) -> Plan:
-    """CP-SAT's plan with ``thrash.exempt_free_first`` applied (planner/core/decision.py):
-    re-assembled when an exempt job moved, no longer claiming the contract
-    objective's optimum or its bounds."""
-    from planner.checks.assemble import assemble
-    from planner.core.decision import decision_of, exempt_free_first
-
-    if problem.thrash is None or not result.evictions:
-        return result
-    d, moved = exempt_free_first(problem, decision_of(problem, result))
-    if not moved:
-        return result
-    # the swap may leave the other job without a place that a plan built around the
-    # free GPUs from the start has: the greedy plans (the swap applied) compete
-    from planner.core.decision import clean, objective_of
-    from planner.heuristics.greedy import GreedyPlanner
-
-    key = objective_of(problem, d).key()
-    for spare in (True, False):
-        g, g_moved = exempt_free_first(problem, clean(problem, GreedyPlanner(
-            problem, spare_lower=spare).solve()))
-        if objective_of(problem, g).key() > key:
-            d, moved, key = g, g_moved, objective_of(problem, g).key()
-            note = "the greedy plan is better once exempt jobs take free GPUs first"
-            result = result.model_copy(update={"solver": result.solver.model_copy(update={
-                "detail": "; ".join(x for x in (result.solver.detail, note) if x)})})
-    info = result.solver.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
-        x for x in (result.solver.detail, "then " + _moved(moved) if moved else "") if x)})
-    return assemble(problem, d, "feasible" if result.status == "optimal" else result.status,
-                    info)
 
 
 def _scaled(snap: Snapshot, scale: int) -> Snapshot:

@@ -19,7 +19,7 @@ from typing import Any
 
 from models import Plan, SolverInfo
 from planner.checks.assemble import assemble
-from planner.core.decision import Decision, objective_of
+from planner.core.decision import Decision, clean, exempt_free_first, objective_of
 from planner.core.problem import Problem
 from planner.heuristics.greedy import GreedyPlanner
 from planner.solver.budget import Budget
@@ -409,7 +409,36 @@ class _Run:
     # -- the plan ---------------------------------------------------------------
 
     def plan(self) -> Plan:
-        """The best plan, assembled, with what the strategies did."""
+        """The best plan, assembled, with what the strategies did; with
+        ``thrash.exempt_free_first`` applied (planner/core/decision.py): a plan in
+        which an exempt job moved no longer claims the objective's optimum or its
+        bounds."""
+        assert self.best is not None
+        status, info = self._outcome()
+        best, moved, note = self._exempt_free_first(self.best)
+        if moved:
+            said = (f"then {moved} exempt job(s) moved to free GPUs a job of another tier "
+                    "held (thrash.exempt_free_first)")
+            info = info.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
+                x for x in (info.detail, note, said) if x)})
+            status = "feasible" if status == "optimal" else status
+        return assemble(self.problem, best, status, info)
+
+    def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
+        """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how
+        many exempt jobs moved, a note). The swap may leave the other job without a
+        place that a plan built around the free GPUs from the start has: the greedy
+        plan, swapped too, competes."""
+        d, moved = exempt_free_first(self.problem, best)
+        if not moved or self.greedy is None:
+            return d, moved, ""
+        g, g_moved = exempt_free_first(self.problem, clean(self.problem, self.greedy))
+        if objective_of(self.problem, g).key() > objective_of(self.problem, d).key():
+            return g, g_moved, "the greedy plan is better once exempt jobs take free GPUs first"
+        return d, moved, ""
+
+    def _outcome(self) -> tuple[str, SolverInfo]:
+        """The best plan's status and solver information."""
         problem, best = self.problem, self.best
         assert best is not None
 
@@ -420,37 +449,32 @@ class _Run:
         model = self.model
         if model is None:  # the whole model was skipped
             if self.lane is not None and self.by is self.lane:
-                return assemble(problem, best, "fallback",
-                                info("SKIPPED", f"{self.why}; {self.lane.said}"))
+                return "fallback", info("SKIPPED", f"{self.why}; {self.lane.said}")
             if self.base_said:
-                return assemble(problem, best, "fallback",
-                                info("SKIPPED", f"{self.why}; "
-                                     f"{also(self.base_said, self.after)}"))
+                return "fallback", info("SKIPPED", f"{self.why}; "
+                                        f"{also(self.base_said, self.after)}")
             if self.lns is not None:
                 assert self.lns.rounds is not None
                 more = also(self.lns.said, self.after)
-                return assemble(problem, best, "feasible", info(
+                return ("feasible", info(
                     "LNS", f"{self.why}; the greedy plan{self.second} was improved in "
                     f"{self.lns.rounds[0]} of {self.lns.rounds[1]} neighbourhood rounds"
                     + (f", then by {more}" if more else "")))
             said = also(self.polished, self.after)
-            return assemble(problem, best, "fallback", info(
+            return ("fallback", info(
                 "SKIPPED", f"{self.why}; greedy plan{self.second} returned"
                 + (f" after {said}" if said else "")))
         assert model.model is not None
         if not model.model.classes:
-            return assemble(problem, best,
-                            "optimal" if not model.model.approximate else "feasible",
-                            SolverInfo(engine="cp-sat", status="OPTIMAL", gap=0.0,
-                                       detail="nothing to place"))
+            return ("optimal" if not model.model.approximate else "feasible",
+                    SolverInfo(engine="cp-sat", status="OPTIMAL", gap=0.0,
+                               detail="nothing to place"))
         res = model.result
         assert res is not None
         if res.best is None:
-            return assemble(problem, best, "fallback",
-                            SolverInfo(engine="cp-sat",
-                                       status=res.statuses[-1] if res.statuses else "NONE",
-                                       wall_s=self.wall, detail="solver gave no solution in "
-                                       "time; greedy plan returned"))
+            return "fallback", SolverInfo(
+                engine="cp-sat", status=res.statuses[-1] if res.statuses else "NONE",
+                wall_s=self.wall, detail="solver gave no solution in time; greedy plan returned")
         statuses, cost_bound = res.statuses, self.cost_bound
         gap = None  # relative gap of the last phase, reported only when every phase ran
         if (self.bound_info is not None and len(statuses) == len(res.phases)
@@ -468,6 +492,6 @@ class _Run:
                      else "")
                   + ("; candidate nodes pruned" if model.model.pruned else "")
                   + (f"; then {self.more}" if self.more else ""))
-        return assemble(problem, best, "optimal" if self.proven else "feasible",
-                        SolverInfo(engine="cp-sat", status="/".join(statuses),
-                                   wall_s=self.wall, gap=gap, bound=cost_bound, detail=detail))
+        return "optimal" if self.proven else "feasible", SolverInfo(
+            engine="cp-sat", status="/".join(statuses), wall_s=self.wall, gap=gap,
+            bound=cost_bound, detail=detail)
