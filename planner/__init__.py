@@ -106,10 +106,10 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         decision = get_baseline(planner)(problem).solve()
         detail = None
         if planner == "greedy":  # (the baselines keep the schedulers' own choices)
-            from planner.core.decision import exempt_free_first
+            from planner.core.decision import exempt_free_first, moved_note
 
             decision, moved = exempt_free_first(problem, decision)
-            detail = _moved(moved) if moved else None
+            detail = moved_note(moved) if moved else None
         candidate = assemble(problem, decision, "feasible",
                              SolverInfo(engine=planner, status="HEURISTIC", detail=detail))
     if _valid(snap, exact(candidate)):
@@ -135,11 +135,6 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     return finish(exact(assemble(problem, Decision(), "fallback",
                                  SolverInfo(engine="safe", status="FALLBACK",
                                             detail="no valid plan found; evicting nothing"))))
-
-
-def _moved(moved: int) -> str:
-    return (f"{moved} exempt job(s) moved to free GPUs a job of another tier held "
-            "(thrash.exempt_free_first)")
 
 
 def _scaled(snap: Snapshot, scale: int) -> Snapshot:

@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 
 from models import rules
 from models.plan import REASONS, Deferred, Eviction, Objective, Placement, Plan
-from models.snapshot import Job, Node, Snapshot, Storage, age_s
+from models.policy import Thrash
+from models.snapshot import Job, Node, RecentEviction, Snapshot, Storage, age_s
 
 __all__ = ["CODES", "Violation", "is_valid", "objective_of", "verify"]
 
@@ -94,12 +95,18 @@ def _past_budget(snap: Snapshot, victims: int) -> int:
     th = snap.policy.thrash
     if th is None or not th.past_budget_gpu_s or not victims:
         return 0
+    running, counted = _r15_window(snap, th)
+    return max(0, victims - max(0, th.limit(running) - len(counted)))
+
+
+def _r15_window(snap: Snapshot, th: Thrash) -> tuple[int, list[RecentEviction]]:
+    """R15's running jobs (those on down nodes are ignored) and the recent evictions
+    its window counts (``now - window_s <= at < now``)."""
     down = {n.id for n in snap.nodes if n.state == "down"}
     running = sum(1 for j in snap.running()
                   if not any(p.node in down for p in j.placement or []))
     start = snap.now - timedelta(seconds=th.window_s)
-    recent = sum(1 for e in snap.recent_evictions if start <= e.at < snap.now)
-    return max(0, victims - max(0, th.limit(running) - recent))
+    return running, [e for e in snap.recent_evictions if start <= e.at < snap.now]
 
 
 # ---------------------------------------------------------------- helpers
@@ -574,10 +581,8 @@ class _Checker:
         th = self.pol.thrash
         if th is None or not self.victims:
             return
-        running = sum(1 for j in self.snap.running() if j.id not in self.down_set)
-        limit = th.limit(running)
-        start = self.now - timedelta(seconds=th.window_s)
-        recent = sum(1 for e in self.snap.recent_evictions if start <= e.at < self.now)
+        running, counted = _r15_window(self.snap, th)
+        limit, recent = th.limit(running), len(counted)
         exempt = [vid for vid in self.victims
                   if th.exempt_by(self.jobs[u].tier for u in self._users_of(self.jobs[vid]))]
         others = len(self.victims) - len(exempt)
@@ -585,7 +590,6 @@ class _Checker:
         live = {n.id for n in self.snap.nodes if n.state in ("up", "drain")}
         gpu_limit = th.gpu_limit(sum(self.nodes[n].gpus for n in live))
         if gpu_limit is not None:
-            counted = [e for e in self.snap.recent_evictions if start <= e.at < self.now]
             recent_gpus = sum(e.gpus or 0 for e in counted)
             gpus = {vid: self.jobs[vid].total_gpus for vid in self.victims}
             exempt_gpus = sum(gpus[v] for v in exempt)

@@ -133,6 +133,12 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
                 exempt.add(v)
 
 
+def moved_note(moved: int) -> str:
+    """What a plan's ``solver.detail`` says when :func:`exempt_free_first` moved jobs."""
+    return (f"{moved} exempt job(s) moved to free GPUs a job of another tier held "
+            "(thrash.exempt_free_first)")
+
+
 def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     """``thrash.exempt_free_first`` (an extension of R15, a planner's choice, not a
     rule). When the plan's victims would not fit in what the window has left were

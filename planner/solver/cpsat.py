@@ -19,7 +19,13 @@ from typing import Any
 
 from models import Plan, SolverInfo
 from planner.checks.assemble import assemble
-from planner.core.decision import Decision, clean, exempt_free_first, objective_of
+from planner.core.decision import (
+    Decision,
+    clean,
+    exempt_free_first,
+    moved_note,
+    objective_of,
+)
 from planner.core.problem import Problem
 from planner.heuristics.greedy import GreedyPlanner
 from planner.solver.budget import Budget
@@ -417,10 +423,8 @@ class _Run:
         status, info = self._outcome()
         best, moved, note = self._exempt_free_first(self.best)
         if moved:
-            said = (f"then {moved} exempt job(s) moved to free GPUs a job of another tier "
-                    "held (thrash.exempt_free_first)")
             info = info.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
-                x for x in (info.detail, note, said) if x)})
+                x for x in (info.detail, note, "then " + moved_note(moved)) if x)})
             status = "feasible" if status == "optimal" else status
         return assemble(self.problem, best, status, info)
 
