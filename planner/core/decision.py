@@ -11,6 +11,7 @@ planner/checks/assemble.py turns a decision into the contract's plan.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from models import Objective, Plan
@@ -201,11 +202,17 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
             return False
         return not (job.same_nvlink_domain and len({n.node.nvlink_domain for n in nodes}) != 1)
 
+    # a donor can take a mover's place only with the mover's shape (nodes, GPUs on
+    # each): donors by shape, in their order, so each mover tries only those
+    by_shape: dict[tuple[int, ...], list[str]] = defaultdict(list)
+    for q in donors:
+        by_shape[tuple(sorted(m.bit_count() for _ni, m in d.placements[q]))].append(q)
     out = Decision(set(d.victims), dict(d.placements))
     moved = 0
     used: set[str] = set()
     for j in movers:
-        for q in donors:
+        job = pending[j].job
+        for q in by_shape.get((job.gpus_per_node,) * job.nodes, ()):
             if q in used or not fits(j, out.placements[q]):
                 continue
             used.add(q)
