@@ -341,7 +341,7 @@ def test_kept_gang_options_are_checked_against_the_storm_limit_again() -> None:
     a, b = job_order(problem)
     assert g.place(st, a) == [(0, 0xFF), (1, 0xFF)]
     assert st.victims == {"v1", "v2"} and st.loads == {"s": 120.0}
-    key = (2, b.rights, 8, False)
+    key = (2, b.rights, 8, False, None)  # (None: no past-budget room, tier 2)
     assert g._grouped[key][2][1][5] == ["v3"]  # kept from A's turn, node unchanged
     for ni in (2, 3):
         assert g._grouped_option(st, b, ni) is None

@@ -435,6 +435,31 @@ def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() ->
     assert "evictions_past_budget" not in off["objective"]  # written only when not 0
 
 
+def test_a_gang_that_uses_up_the_window_weighs_the_victims_past_it() -> None:
+    # The nodes of the test above, with 1 eviction left in the window (3 of B = 4):
+    # the objective counts max(0, victims - 1) past the budget. n0 and n1: 16
+    # victims, 1,600 + 15 x 600 = 10,600 GPU-s; n2 and n3: 2 victims, 2,400 + 1 x 600
+    # = 3,000. The greedy planner weighs each node's option alone, with the room the
+    # state has left: n0 800 + 7 x 600 = 5,000, n2 1,200. Both take n2 and n3. With
+    # min_evictions 20 (20 left, nothing past) n0 and n1 are cheaper: 1,600 < 2,400.
+    nodes = [node(f"n{i}") for i in range(4)]
+    jobs = [run(f"s{n}{k}", 3, {f"n{n}": [k]}) for n in (0, 1) for k in range(8)]
+    jobs += [run(f"b{n}", 3, {f"n{n}": ALL8}, restore=150.0) for n in (2, 3)]
+    jobs.append(pend("g", 1, 8, nodes=2, submitted_at=OLD))
+    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(3)]
+    data = {**snap(nodes, jobs), "recent_evictions": recent}
+    smalls = sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
+    for planner in ("cpsat", "greedy"):
+        p = solve(data, planner)
+        assert evicted(p) == ["b2", "b3"], planner
+        assert p["objective"]["eviction_cost_gpu_s"] == 2400
+        assert p["objective"]["evictions_past_budget"] == 1
+        roomy = solve({**snap(nodes, jobs, {"thrash": {"min_evictions": 20}}),
+                       "recent_evictions": recent}, planner)
+        assert evicted(roomy) == smalls, planner
+        assert "evictions_past_budget" not in roomy["objective"]
+
+
 def test_the_job_an_exempt_job_swaps_with_takes_its_victim_within_the_budget() -> None:
     # n0 and n1: r0 and r1 (tier 3) on GPUs 0-6 of each, GPU 7 free on both. 3
     # evictions in the window: 1 left. A decision with the tier-1 jobs a and a2 on

@@ -95,6 +95,7 @@ def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
 
 
 GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
+PAST_ROOM_CAP = 8  # see GreedyPlanner.room
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
 
@@ -182,12 +183,13 @@ class GreedyPlanner:
         # R15: are the victims of the job being placed exempt (its tier is)? Set by
         # placing() before every search and commit for one job
         self.placing_exempt = False
-        # thrash.past_budget_gpu_s: when the window has nothing left at the start of
-        # the tick, every victim of an exempt job is past the budget and weighs that
-        # much more (an approximation of the objective, which also counts victims past
-        # a budget that this tick's plan used up)
+        # thrash.past_budget_gpu_s: once a state's victims use up what the window has
+        # left (at the start of the tick, or with this tick's own evictions), every
+        # further victim of an exempt job is past the budget and weighs that much more
+        # (see past; the objective counts each victim past it)
         tb = problem.thrash
-        self.past_penalty = tb.past_gpu_s if tb is not None and tb.left <= 0 else 0.0
+        self.past_penalty = tb.past_gpu_s if tb is not None else 0.0
+        self.past_left = max(0, tb.left) if tb is not None else 0
         self.priced = priced  # storages whose flushes are priced (None: all)
         # spare_lower: a job prefers victims whose GPUs no less important pending job
         # could use (e.g. tier 1 evicts tier 2 rather than the tier-3 jobs that pending
@@ -318,13 +320,21 @@ class GreedyPlanner:
         """Cheapest victims on node ni (of tiers the job may preempt) that make it fit,
         among those the storm limit and the budgets still allow."""
         # the options' weights depend on the tier's contested tiers (spare variant)
+        room = self.room(st, info)
         key = (ni, info.rights, self.contested.get(info.job.tier, frozenset()),
-               info.job.gpus_per_node, info.need_nvlink, self.p.exempt(info.job.tier))
+               info.job.gpus_per_node, info.need_nvlink, self.p.exempt(info.job.tier),
+               room == 0)
         hit = self._cache.get(key)
         if hit is None or hit[0] != st.version.get(ni, 0):
             hit = (st.version.get(ni, 0), self._options(st, info, ni, base))
             self._cache[key] = hit
-        for cost, _n, vs in hit[1]:
+        options = hit[1]
+        if room:  # (None: no penalty; 0: in every weight) victims past the room pay it
+            left = self.past_left - len(st.victims)
+            if any(n > left for _c, n, _vs in options):
+                options = sorted(((c + self.past_penalty * max(0, n - left), n, vs)
+                                  for c, n, vs in options), key=lambda o: (o[0], o[1]))
+        for cost, _n, vs in options:
             if self.within_limits(st, vs):
                 return cost, vs
         return None
@@ -342,6 +352,23 @@ class GreedyPlanner:
                 r = self._rank[v] = (-job.tier, job.priority, -started)
             ranks.append(r)
         return tuple(sorted(ranks))
+
+    def room(self, st: GreedyState, info: PendingInfo) -> int | None:
+        """``thrash.past_budget_gpu_s`` for the job in this state: None when it does
+        not apply (off, or the job's tier is not exempt), else the victims still
+        within what R15's window has left (capped at PAST_ROOM_CAP: the caches of
+        options are kept per value). The objective counts each victim past it,
+        ``max(0, victims - left)``: at 0 every victim weighs the penalty more (past),
+        below the cap an option with more victims than the room pays it for those
+        past it (_eviction_option); a gang's nodes are weighed one by one."""
+        if self.past_penalty <= 0 or not self.p.exempt(info.job.tier):
+            return None
+        return min(max(0, self.past_left - len(st.victims)), PAST_ROOM_CAP)
+
+    def past(self, st: GreedyState, info: PendingInfo) -> bool:
+        """Do the job's victims each weigh ``thrash.past_budget_gpu_s`` more in this
+        state (its tier is exempt and the window has nothing left)? See room."""
+        return self.room(st, info) == 0
 
     def _weight(self, v: str, contested: frozenset[int], past: bool = False) -> float:
         """What evicting v counts for a job whose tier's contested tiers are given:
@@ -375,7 +402,7 @@ class GreedyPlanner:
         if not self.fits(ni, total, info):
             return []
         contested = self.contested.get(info.job.tier, frozenset())
-        past = self.p.exempt(info.job.tier)
+        past = self.past(st, info)
 
         def weight(v: str) -> float:
             return self._weight(v, contested, past)
@@ -477,7 +504,8 @@ class GreedyPlanner:
         Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
         only in :meth:`release`; an entry lasts until those its node's victims flush
         to (or any, with an eviction budget) fall."""
-        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink)
+        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink,
+               self.room(st, info))
         memo = self._grouped.setdefault(key, {})
         version = st.version.get(ni, 0)
         ver: int | tuple[int, ...] = (version, *self._relief_key(ni)) if self._relief else version
@@ -543,7 +571,7 @@ class GreedyPlanner:
         # every option evicts at least one allowed victim: the least weight of one is a
         # bound (the least cost, plus the variants' penalties when they count)
         contested = self.contested.get(info.job.tier, frozenset())
-        past = self.p.exempt(info.job.tier)
+        past = self.past(st, info)
         ws = [self._weight(v, contested, past) for v in self.by_node.get(ni, ())
               if v not in st.victims and self.p.running[v].job.tier in info.rights]
         if not ws:
@@ -561,7 +589,7 @@ class GreedyPlanner:
         fits = self._free_fits.get(fits_key)
         if fits is None:
             fits = self._free_fits[fits_key] = {}
-        past = self.p.exempt(info.job.tier)
+        past = self.past(st, info)
         wkey = (info.rights, contested, past)
         least = self._least_weight.get(wkey)
         if least is None:
@@ -596,7 +624,7 @@ class GreedyPlanner:
         nodes instead of all of them."""
         # the tier too: bounds and options carry its weights (free and contested GPUs)
         key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink,
-               id(info.candidates))
+               id(info.candidates), self.room(st, info))
         ch = self._heaps.get(key)
         if ch is None:
             ch = ShapeHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
