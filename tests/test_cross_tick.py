@@ -402,6 +402,20 @@ def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
     assert [(e["job"], e["preemptors"]) for e in off["evictions"]] == [("r0", ["a"])]
 
 
+def _smalls_and_bigs(recent_n: int) -> tuple[list, list, list, list[str]]:
+    """n0 and n1 hold eight 1-GPU tier-3 jobs each (s00-s17), n2 and n3 one 8-GPU
+    tier-3 job each (b2, b3, restore 150 s); the tier-1 gang g (2 x 8 GPUs) is
+    pending; ``recent_n`` 1-GPU evictions in the window. Nodes, jobs, the recent
+    evictions and the small jobs' ids."""
+    nodes = [node(f"n{i}") for i in range(4)]
+    jobs = [run(f"s{n}{k}", 3, {f"n{n}": [k]}) for n in (0, 1) for k in range(8)]
+    jobs += [run(f"b{n}", 3, {f"n{n}": ALL8}, restore=150.0) for n in (2, 3)]
+    jobs.append(pend("g", 1, 8, nodes=2, submitted_at=OLD))
+    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1}
+              for i in range(recent_n)]
+    return nodes, jobs, recent, sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
+
+
 def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() -> None:
     # n0 and n1 each hold eight 1-GPU tier-3 jobs (restore 100 s: 100 GPU-s each, 800
     # a node); n2 and n3 one 8-GPU tier-3 job each (restore 150 s: 1,200 GPU-s). The
@@ -412,13 +426,8 @@ def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() ->
     # budget costs 600 GPU-s more: n0 and n1 1,600 + 16 x 600 = 11,200, n2 and n3
     # 2,400 + 2 x 600 = 3,600: 2 victims. At 50 GPU-s each, 2,400 against 2,400 + 100:
     # n2 and n3 cost more, n0 and n1 again.
-    nodes = [node(f"n{i}") for i in range(4)]
-    jobs = [run(f"s{n}{k}", 3, {f"n{n}": [k]}) for n in (0, 1) for k in range(8)]
-    jobs += [run(f"b{n}", 3, {f"n{n}": ALL8}, restore=150.0) for n in (2, 3)]
-    jobs.append(pend("g", 1, 8, nodes=2, submitted_at=OLD))
-    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(4)]
+    nodes, jobs, recent, smalls = _smalls_and_bigs(4)
     data = {**snap(nodes, jobs), "recent_evictions": recent}
-    smalls = sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
     for planner in ("cpsat", "greedy"):
         p = solve(data, planner)
         assert evicted(p) == ["b2", "b3"], planner
@@ -442,13 +451,8 @@ def test_a_gang_that_uses_up_the_window_weighs_the_victims_past_it() -> None:
     # = 3,000. The greedy planner weighs each node's option alone, with the room the
     # state has left: n0 800 + 7 x 600 = 5,000, n2 1,200. Both take n2 and n3. With
     # min_evictions 20 (20 left, nothing past) n0 and n1 are cheaper: 1,600 < 2,400.
-    nodes = [node(f"n{i}") for i in range(4)]
-    jobs = [run(f"s{n}{k}", 3, {f"n{n}": [k]}) for n in (0, 1) for k in range(8)]
-    jobs += [run(f"b{n}", 3, {f"n{n}": ALL8}, restore=150.0) for n in (2, 3)]
-    jobs.append(pend("g", 1, 8, nodes=2, submitted_at=OLD))
-    recent = [{"job": f"old{i}", "at": "2026-11-30T07:30:00Z", "gpus": 1} for i in range(3)]
+    nodes, jobs, recent, smalls = _smalls_and_bigs(3)
     data = {**snap(nodes, jobs), "recent_evictions": recent}
-    smalls = sorted(f"s{n}{k}" for n in (0, 1) for k in range(8))
     for planner in ("cpsat", "greedy"):
         p = solve(data, planner)
         assert evicted(p) == ["b2", "b3"], planner
