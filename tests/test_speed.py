@@ -23,18 +23,18 @@ C, P = REF_CPSAT_S, REF_PYTHON_S
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """No override, and measurements of 3 x the references (factor 3.0); the list
+    """No override, and measurements of 2 x the references (factor 2.0); the list
     names each measurement taken. The cached measurement is dropped before and
     after."""
     taken: list[str] = []
 
     def cp() -> float:
         taken.append("cpsat")
-        return 3 * C
+        return 2 * C
 
     def py() -> float:
         taken.append("python")
-        return 3 * P
+        return 2 * P
 
     monkeypatch.delenv(speed.ENV, raising=False)
     monkeypatch.setattr(speed, "time_cpsat", cp)
@@ -44,12 +44,20 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     speed.measured.cache_clear()
 
 
-def test_the_factor_is_the_geometric_mean_of_the_two_ratios_clamped() -> None:
+def test_the_factor_is_the_geometric_mean_of_the_two_ratios_in_steps_clamped() -> None:
     # the same work twice as long: 2.0; 4 x as long on CP-SAT and as long in Python:
     # sqrt(4 x 1) = 2.0; as fast: 1.0
     assert factor_of(2 * C, 2 * P) == pytest.approx(2.0)
     assert factor_of(4 * C, P) == pytest.approx(2.0)
     assert factor_of(C, P) == pytest.approx(1.0)
+    # steps of 2 ** (1/4): 5% slower or 7% faster is 1 (log2 1.05 = 0.07 and
+    # log2 0.93 = -0.10, times 4: 0.28 and -0.42, both round to 0); 30% slower is
+    # 2 ** (2/4) = 1.414 (4 x log2 1.3 = 1.51, rounds to 2); 10% slower is
+    # 2 ** (1/4) = 1.189 (4 x log2 1.1 = 0.55, rounds to 1)
+    assert factor_of(1.05 * C, 1.05 * P) == 1.0
+    assert factor_of(0.93 * C, 0.93 * P) == 1.0
+    assert factor_of(1.3 * C, 1.3 * P) == pytest.approx(2 ** 0.5)
+    assert factor_of(1.1 * C, 1.1 * P) == pytest.approx(2 ** 0.25)
     # ten times as slow or as fast: clamped to 4 and 0.5
     assert factor_of(10 * C, 10 * P) == 4.0
     assert factor_of(C / 10, P / 10) == 0.5
@@ -60,8 +68,8 @@ def test_the_factor_is_the_geometric_mean_of_the_two_ratios_clamped() -> None:
 
 def test_the_factor_is_measured_once_per_process_at_its_first_use(fake: list[str]) -> None:
     assert fake == []  # nothing measured until asked
-    assert factor() == pytest.approx(3.0)
-    assert factor() == pytest.approx(3.0)
+    assert factor() == pytest.approx(2.0)
+    assert factor() == pytest.approx(2.0)
     assert fake == ["cpsat", "python"]
 
 
@@ -75,15 +83,15 @@ def test_deterministic_mode_uses_1_and_measures_nothing(
 
 def test_the_environment_overrides_the_measurement(
         fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    # a positive number, clamped to [0.5, 4]
-    for value, f in (("2", 2.0), ("1.0", 1.0), ("0.75", 0.75), ("10", 4.0), ("0.1", 0.5)):
+    # a positive number, clamped to [0.5, 4] (not rounded to the steps)
+    for value, f in (("3", 3.0), ("1.0", 1.0), ("0.75", 0.75), ("10", 4.0), ("0.1", 0.5)):
         monkeypatch.setenv(speed.ENV, value)
         assert factor() == f
     assert fake == []
-    # anything else is ignored: the factor is measured (3.0 here)
+    # anything else is ignored: the factor is measured (2.0 here)
     for value in ("", "fast", "0", "-1", "nan", "inf"):
         monkeypatch.setenv(speed.ENV, value)
-        assert factor() == pytest.approx(3.0)
+        assert factor() == pytest.approx(2.0)
     assert fake == ["cpsat", "python"]
 
 
