@@ -66,8 +66,13 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     from planner.core.decision import Decision
     from planner.core.problem import build_problem
 
-    if planner == "cpsat":  # import OR-Tools before the clock starts (once per process)
+    speed = 1.0  # this machine's time for the benchmark machine's work (planner/solver/speed.py)
+    if planner == "cpsat":  # import OR-Tools and measure the speed (outside deterministic
+        # mode) before the clock starts, once per process
         importlib.import_module("planner.solver.cpsat")
+        from planner.solver.speed import factor
+
+        speed = factor(deterministic)
     t0 = time.perf_counter()
     snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
         load_snapshot(snapshot, policy=policy)
@@ -90,7 +95,8 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
             # greedy plan, explanations and the checks take (README, time_limit_s)
             p.solver.detail = "; ".join(x for x in (p.solver.detail, (
                 f"took {wall:.2f} s, over the time limit of {time_limit_s:g} s (too short "
-                "for this cluster: see 'Choosing time_limit_s' in the README)")) if x)
+                "for this cluster: see 'Choosing time_limit_s' in the README; this machine's "
+                f"speed factor {speed:.2f})")) if x)
         return p
 
     if planner == "cpsat":

@@ -47,8 +47,8 @@ def test_a_deterministic_budget_has_no_deadline() -> None:
 
 
 def test_the_whole_models_costs_follow_the_build_time_measured() -> None:
-    # Before any build the rate is the prior (BUILD_PAIR_S): the estimates are those
-    # of the benchmark machine. A build of 40,000 pairs in 0.49 s (12 us per pair
+    # Before any build the rate is the prior (BUILD_PAIR_S times the speed factor, 1
+    # in the tests): the estimates are those of the benchmark machine. A build of 40,000 pairs in 0.49 s (12 us per pair
     # after the 10 ms fixed part) moves the rate halfway to it; the least solve
     # worth it and the reserve's per-pair part follow (speed 1.5).
     r = Rates()

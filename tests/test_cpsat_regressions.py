@@ -278,8 +278,9 @@ def test_grouped_gang_options_equal_fresh_node_options() -> None:
 
 def test_a_late_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     # A plan later than its time limit by more than OVER_S says so at the end of
-    # solver.detail (with its wall time); deterministic plans, whose budget is not
-    # wall time, never do. OVER_S = -1 makes every plan late, whatever the machine.
+    # solver.detail (with its wall time and the machine's speed factor, 1 in the
+    # tests: planner/solver/speed.py); deterministic plans, whose budget is not wall
+    # time, never do. OVER_S = -1 makes every plan late, whatever the machine.
     import planner
 
     data = generate(nodes=16, pending=4, seed=1)
@@ -288,7 +289,8 @@ def test_a_late_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
     said = re.search(r"took (\d+\.\d\d) s, over the time limit of 0\.5 s \(too short for "
-                     r"this cluster: see 'Choosing time_limit_s' in the README\)$", p.solver.detail)
+                     r"this cluster: see 'Choosing time_limit_s' in the README; this machine's speed "
+                     r"factor 1\.00\)$", p.solver.detail)
     # (the wall time is rounded to 2 decimals there and to 4 in wall_s)
     assert said is not None and abs(float(said.group(1)) - p.solver.wall_s) <= 0.006
     assert "over the time limit" not in (plan(data, time_limit_s=0.5,
@@ -487,7 +489,7 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
 def test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budget(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Optional candidates (the baselines, the priority-first variant) used to need an
-    # LNS round's time (ROUND_S) left after them wherever LNS had rounds to run, even
+    # LNS round's time (Rates.round_s) left after them wherever LNS had rounds to run, even
     # when the whole model fitted and LNS would not run: a 50-node soak cluster at
     # 0.2 s skipped the baselines and returned a plan behind the Slurm-style one's.
     # They now need the whole model to fit after them. The 64-node soak snapshot of
@@ -500,11 +502,11 @@ def test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budge
 
     from ortools.sat.python import cp_model
 
-    from planner.solver import cpsat
+    from planner.solver import cpsat, portfolio
 
     data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 16)
-    monkeypatch.setattr(cpsat, "ROUND_S", 1e3)
+    monkeypatch.setattr(portfolio.RATES, "lns_round_s", 1e3)
     monkeypatch.setattr(cp_model.CpSolver, "solve",
                         lambda self, model, *a, **k: cp_model.UNKNOWN)
     p = plan(data, time_limit_s=2.0)

@@ -173,7 +173,7 @@ def test_deterministic_mode_counts_tries_not_the_clock(monkeypatch: pytest.Monke
         raise portfolio.BuildTimeout
 
     monkeypatch.setattr(portfolio, "CpsatModel", no_model)
-    monkeypatch.setattr(cpsat, "_reserve", lambda problem, limit: 10.0 * limit)  # past
+    monkeypatch.setattr(cpsat, "_reserve", lambda problem, limit, det: 10.0 * limit)  # past
     snap = _snap([_node("n1"), _node("n2", PAIRS)],
                  [_job("k", 20), _job("j", 10, topology="nvlink")])
     first = plan(snap, time_limit_s=0.1, deterministic=True)

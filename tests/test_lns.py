@@ -139,6 +139,8 @@ def test_improve_moves_a_job_to_a_cheaper_victim_in_the_next_group() -> None:
     assert o.admitted_gpus == {"1": 16, "2": 0, "3": 0}
     assert o.eviction_cost_gpu_s == 2400.0 and res.decision.victims == {"v1", "v3"}
     assert res.improved >= 1
+    # the deadline is far: every round had its whole CP-SAT time, and was timed
+    assert res.whole_round_s is not None and res.whole_round_s > 0
     p = assemble(problem, res.decision, "feasible", cpsat_mod.SolverInfo(engine="t", status="t"))
     assert verify(snap, p) == []
 
@@ -205,13 +207,13 @@ def test_plan_improves_the_greedy_plan_when_the_whole_model_does_not_fit(
                          [(32, 1e9, False), (64, 1e9, True), (32, 12.0, False), (32, 5.0, True)])
 def test_lns_on_a_cluster_of_more_than_two_neighbourhoods_needs_two_whole_rounds(
         monkeypatch: pytest.MonkeyPatch, hood: int, round_s: float, runs: bool) -> None:
-    # As above, with a round time (ROUND_S) forced up. About 18 s of the 20 s are left
+    # As above, with a whole round's measured time (Rates.round_s) forced up. About 18 s of the 20 s are left
     # for LNS. With neighbourhoods of 32 nodes the 128-node cluster is four of them:
     # LNS runs when two whole rounds fit (5 s), not one (12 s) or none, and the
     # greedy plan goes to ejection moves. With 64-node neighbourhoods it is two (the
     # 256-node benchmark at 0.3 s is such a case): LNS runs what it can.
     _whole_model_too_slow(monkeypatch)
-    monkeypatch.setattr(cpsat_mod, "ROUND_S", round_s)
+    monkeypatch.setattr(portfolio.RATES, "lns_round_s", round_s)
     monkeypatch.setattr(cpsat_mod, "NEIGHBOURHOOD_NODES", hood)
     monkeypatch.setattr("planner.solver.lns.NEIGHBOURHOOD_NODES", hood)
     data = generate(nodes=128, pending=80, seed=1)

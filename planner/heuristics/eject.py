@@ -71,8 +71,9 @@ from planner.core.problem import PendingInfo, Problem
 from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
 
 GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
-# time to set up the greedy planner's state for a plan (an _Ejector), per running job:
-# 0.05 s at 2,730 running jobs, 0.26 s at 11,464 (1,024 and 4,096 benchmark nodes)
+# time to set up the greedy planner's state for a plan (an _Ejector), per running job,
+# on the benchmark machine (upgrade's ``speed`` scales it to this one): 0.05 s at 2,730
+# running jobs, 0.26 s at 11,464 (1,024 and 4,096 benchmark nodes)
 SETUP_S_PER_RUNNING = 2.5e-5
 
 
@@ -149,7 +150,7 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: fl
 
 
 def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
-            tries: int | None = None) -> tuple[Decision, int]:
+            tries: int | None = None, speed: float = 1.0) -> tuple[Decision, int]:
     """Swaps for the priority value (objective item 3): a copy of ``d`` in which
     placed jobs have left for more important deferred jobs of their tier, and the
     number of such swaps.
@@ -166,9 +167,11 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
     of priority 11 whose 64 GPUs eight single-node jobs of priority 13-79 could use,
     one of them only on an H200 node that another job holds: no exact refill
     (section 2a). Starts only when ``deadline`` leaves the
-    time to set up the search (``SETUP_S_PER_RUNNING`` per running job), and stops
-    at it or after ``tries`` tried swaps and moves (deterministic)."""
-    if deadline is not None and (time.perf_counter() + SETUP_S_PER_RUNNING
+    time to set up the search (``SETUP_S_PER_RUNNING`` per running job, times
+    ``speed``: this machine's time for the same work relative to the benchmark
+    machine's, planner/solver/speed.py), and stops at it or after ``tries`` tried
+    swaps and moves (deterministic)."""
+    if deadline is not None and (time.perf_counter() + speed * SETUP_S_PER_RUNNING
                                  * len(problem.running) > deadline):
         return d, 0  # (no time to set up the search, let alone to swap)
     pend = problem.pending

@@ -29,10 +29,10 @@ from planner.core.decision import (
 from planner.core.problem import Problem
 from planner.heuristics.greedy import GreedyPlanner
 from planner.solver.budget import Budget
-from planner.solver.lanes import GRACE_S as LANE_GRACE_S
 from planner.solver.lanes import available as lanes_available
-from planner.solver.lns import NEIGHBOURHOOD_NODES, ROUND_S, neighbourhoods
-from planner.solver.model import MIN_SOLVE_S
+from planner.solver.lanes import grace_s as lane_grace_s
+from planner.solver.lns import NEIGHBOURHOOD_NODES, neighbourhoods
+from planner.solver.model import min_solve_s
 from planner.solver.portfolio import (
     BASELINE_NAMES,
     CHEAPER_TIMES,
@@ -55,8 +55,11 @@ from planner.solver.portfolio import (
     also,
     eject_deadline,
 )
+from planner.solver.speed import factor, scaled
 
-LNS_MIN_S = 0.15  # least time left for neighbourhood rounds when the whole model is skipped
+# least time left for neighbourhood rounds when the whole model is skipped, on the
+# benchmark machine (lns_min_s(): on this one, planner/solver/speed.py)
+LNS_MIN_S = 0.15
 # the squeaky-wheel passes and a second lane run on clusters of more usable nodes than
 # this many LNS neighbourhoods (planner/solver/lns.py): there a round sees a small part of
 # the cluster, and re-runs that leave LNS most of its time often admit more
@@ -64,7 +67,7 @@ SQUEAKY_NEIGHBOURHOODS = 4
 # optional candidates (the storm variant without free sparing, the priority-first
 # variant, and the baselines when no eviction budget bound) run when they take at most
 # this share of the time left to improve the plan, and leave one whole LNS round
-# (ROUND_S) where LNS has rounds to run (docs/planner.md, section 2)
+# (Rates.round_s) where LNS has rounds to run (docs/planner.md, section 2)
 EXTRA_SHARE = 0.15
 # the early lane's candidates, in order (_Run.early_lane)
 EARLY_LANE: tuple[dict | str, ...] = ("k8s", "slurm", PRIORITY_FIRST)
@@ -73,9 +76,14 @@ EARLY_LANE: tuple[dict | str, ...] = ("k8s", "slurm", PRIORITY_FIRST)
 EJECT_SHARE = 0.1
 
 
-def _reserve(problem: Problem, time_limit_s: float) -> float:
+def lns_min_s() -> float:
+    """LNS_MIN_S on this machine (LNS runs only with a wall clock)."""
+    return scaled(LNS_MIN_S)
+
+
+def _reserve(problem: Problem, time_limit_s: float, deterministic: bool) -> float:
     """Time kept for extraction, assembly, explanations and the verifier (Rates)."""
-    return RATES.reserve_s(problem, time_limit_s)
+    return RATES.reserve_s(problem, time_limit_s, deterministic)
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
@@ -85,6 +93,7 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     ``prune=False`` keeps every candidate node however big the cluster (for
     reference solves with long budgets; the default prunes above EXACT_PAIRS job x
     node pairs, and the plan is then at most ``feasible``)."""
+    factor(deterministic)  # this machine's speed, measured before the budget starts (once)
     run = _Run(problem, Budget(time_limit_s, wall=not deterministic), workers=workers,
                seed=seed, log=log, prune=prune)
     for strategy, budget in run.schedule():
@@ -100,7 +109,7 @@ class _Run:
         self.problem, self.budget = problem, budget
         self.det = not budget.wall
         self.workers, self.seed, self.log, self.prune = workers, seed, log, prune
-        self.reserve = _reserve(problem, budget.seconds)
+        self.reserve = _reserve(problem, budget.seconds, self.det)
         self.work = budget.less(self.reserve)  # to improve the plan; then assembly, checks
         self.usable = sum(1 for n in problem.nodes if n.usable)
         self.pace = Pace(sum(len(i.candidates) for i in problem.pending.values()
@@ -163,11 +172,12 @@ class _Run:
         return self.work.fits(s.estimate_s(self.pace))
 
     def short(self) -> float | None:
-        """Seconds missing to build and solve the whole model, keeping MIN_SOLVE_S
+        """Seconds missing to build and solve the whole model, keeping min_solve_s()
         and half as much again (> 0: it is skipped; None: deterministic mode)."""
         if self.det:
             return None
-        return self.pace.model_s() - self.work.less(MIN_SOLVE_S).left() - MIN_SOLVE_S / 2
+        least = min_solve_s()
+        return self.pace.model_s() - self.work.less(least).left() - least / 2
 
     def affordable(self, *queued: Strategy) -> bool:
         """May optional candidates (``queued``) run? At most EXTRA_SHARE of the time
@@ -186,7 +196,8 @@ class _Run:
             # LNS will not run: a round's time kept for it would go unused
             # (test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budget)
             return missing + cost <= 0
-        return left - cost >= (ROUND_S if self.pace.lns_rounds else 2 * MIN_SOLVE_S)
+        return left - cost >= (self.pace.rates.round_s() if self.pace.lns_rounds
+                               else 2 * min_solve_s())
 
     def early_lane(self) -> bool:
         """Should the second lane start before the first greedy plan, with the
@@ -202,7 +213,7 @@ class _Run:
         if self.usable <= SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES:
             return False
         need = self.pace.model_s(measured=False)
-        return need > self.work.seconds - MIN_SOLVE_S / 2 and lanes_available(self.workers)
+        return need > self.work.seconds - min_solve_s() / 2 and lanes_available(self.workers)
 
     def eject_budget(self) -> Budget:
         """Ejection moves stop at ``end``, which leaves the last polishing pass its
@@ -286,7 +297,7 @@ class _Run:
             if spare.budget_rejected:
                 todo = [*(["k8s"] if "k8s" not in self.computed else []), "slurm", *todo]
             lane = SecondLane(todo, self.pace.greedy_s)
-            if (lane.estimate_s(self.pace) <= work.less(LANE_GRACE_S).left()
+            if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
                     and lane.start(self.problem, work)):
                 self.lane = lane
         ran = [(first.settings, self.plan_of[id(first)])]
@@ -321,7 +332,7 @@ class _Run:
         if self.lane is not None:  # (not expected: the model was to be skipped)
             self.lane.close()
         assert self.best is not None
-        yield Cheaper(self.best), work.less(MIN_SOLVE_S)
+        yield Cheaper(self.best), work.less(min_solve_s(self.det))
         used: dict[str, frozenset[int]] = {}  # pruning keeps the nodes greedy plans used
         for d in self.plans:
             for j, parts in d.placements.items():
@@ -367,13 +378,13 @@ class _Run:
         keep = EJECT_SHARE * max(0.0, end.left())
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
         lns = Lns(self.greedy, packed, end, workers=max(1, self.workers - 1) if self.lane
-                  else self.workers, seed=self.seed, least_s=(2 if big else 1) * ROUND_S)
-        worth = True
-        if rounds.left() - keep >= lns.estimate_s(self.pace):
+                  else self.workers, seed=self.seed, whole=2 if big else 1)
+        worth = not self.det  # (LNS runs only with a wall clock)
+        if worth and rounds.left() - keep >= lns.estimate_s(self.pace):
             rounds = rounds.less(keep)
         else:
-            worth = not big
-        if not self.det and worth and rounds.left() >= LNS_MIN_S:
+            worth = worth and not big
+        if worth and rounds.left() >= lns_min_s():
             yield lns, rounds
             if lns.rounds is None:
                 self.why += f"; {lns.said}"

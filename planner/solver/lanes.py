@@ -32,12 +32,21 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from planner.solver.speed import scaled
+
 # lanes may be used at all (benchmarks/bench_lanes.py compares plans without them)
 ENABLED = True
 # time the parent keeps, past the deadline it gave the child, for the child's answer
 # in the pipe (planner/solver/cpsat.py ends the child this long before its own deadline; a
-# 4,096-node plan is 54 KB, unpickled in 0.5 ms)
+# 4,096-node plan is 54 KB, unpickled in 0.5 ms), on the benchmark machine (grace_s():
+# on this one)
 GRACE_S = 0.02
+
+
+def grace_s() -> float:
+    """GRACE_S on this machine (scaled by planner/solver/speed.py's factor; lanes
+    run only with a wall clock)."""
+    return scaled(GRACE_S)
 
 
 def cores() -> int:
@@ -91,9 +100,9 @@ class Lane:
 
     def result(self, deadline: float) -> Any | None:
         """The child's result if it arrives by ``deadline`` (``time.perf_counter()``)
-        plus GRACE_S, else None (``error`` says why); the child is then gone."""
+        plus grace_s(), else None (``error`` says why); the child is then gone."""
         try:
-            if self._recv.poll(max(0.0, deadline + GRACE_S - time.perf_counter())):
+            if self._recv.poll(max(0.0, deadline + grace_s() - time.perf_counter())):
                 ok, value = self._recv.recv()
                 if ok:
                     return value

@@ -34,11 +34,23 @@ from dataclasses import dataclass
 
 from planner.core.decision import Decision, clean, exempt_victims, objective_of, preemptors_of
 from planner.core.problem import Problem
-from planner.solver.model import MIN_SOLVE_S, BuildTimeout, CpsatModel, run_phases
+from planner.solver.model import BuildTimeout, CpsatModel, min_solve_s, run_phases
+from planner.solver.speed import scaled
 
 NEIGHBOURHOOD_NODES = 128  # nodes re-solved per round
+# on the benchmark machine (round_s(), round_margin_s(): on this one, planner/solver/speed.py)
 ROUND_S = 0.3  # CP-SAT time per round (less when less is left)
 ROUND_MARGIN_S = 0.03  # kept after a round's solve for reading and merging its result
+
+
+def round_s(deterministic: bool = False) -> float:
+    """A round's CP-SAT time on this machine (ROUND_S scaled by the speed factor)."""
+    return scaled(ROUND_S, deterministic)
+
+
+def round_margin_s() -> float:
+    """The time kept after a round's solve on this machine (ROUND_MARGIN_S scaled)."""
+    return scaled(ROUND_MARGIN_S)
 
 
 @dataclass
@@ -46,6 +58,9 @@ class LnsResult:
     decision: Decision
     rounds: int
     improved: int
+    # the mean wall time of the whole rounds (those whose solve had round_s()), from
+    # the cut to the merge; None when no round was whole
+    whole_round_s: float | None = None
 
 
 def neighbourhoods(problem: Problem, size: int | None = None) -> list[frozenset[int]]:
@@ -179,15 +194,19 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
             seed: int = 0, size: int | None = None, speed: float = 1.0) -> LnsResult:
     """Re-solve neighbourhoods (of at most ``size`` nodes) in turn until ``deadline``
     (a ``time.perf_counter()`` value) or a pass without improvement; returns the best
-    plan found, never worse than ``d``. ``speed``: as for :func:`run_phases`."""
+    plan found, never worse than ``d``, and the time its whole rounds took.
+    ``speed``: as for :func:`run_phases`."""
     areas = neighbourhoods(problem, size)
     best, key = d, objective_of(problem, d).key()
     rounds = improved = 0
     since = 0  # rounds since the last improvement
     k = 0
+    whole: list[float] = []  # the wall times of whole rounds
+    full = round_s()
     while since < len(areas) and len(areas) > 1:
-        left = deadline - time.perf_counter()
-        if left < 2 * MIN_SOLVE_S:
+        t = time.perf_counter()
+        left = deadline - t
+        if left < 2 * min_solve_s():
             break
         area = areas[k % len(areas)]
         k += 1
@@ -203,19 +222,20 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
         if not model.classes:
             continue
         # the solve ends a little after its limit, then the solution is read back
-        budget = min(ROUND_S, deadline - time.perf_counter() - ROUND_MARGIN_S)
-        if budget < MIN_SOLVE_S:
+        budget = min(full, deadline - time.perf_counter() - round_margin_s())
+        if budget < min_solve_s():
             break
         res = run_phases(model, again, budget, deterministic=False, workers=workers,
                          seed=seed + rounds, speed=speed)
         rounds += 1
-        if res.best is None:
-            continue
-        cand = clean(problem, Decision(stay.victims | res.best.victims,
-                                       {**stay.placements, **res.best.placements}))
-        ck = objective_of(problem, cand).key()
-        if ck > key:
-            best, key = cand, ck
-            improved += 1
-            since = 0
-    return LnsResult(best, rounds, improved)
+        if res.best is not None:
+            cand = clean(problem, Decision(stay.victims | res.best.victims,
+                                           {**stay.placements, **res.best.placements}))
+            ck = objective_of(problem, cand).key()
+            if ck > key:
+                best, key = cand, ck
+                improved += 1
+                since = 0
+        if budget == full:
+            whole.append(time.perf_counter() - t)
+    return LnsResult(best, rounds, improved, sum(whole) / len(whole) if whole else None)

@@ -44,17 +44,35 @@ from ortools.sat.python import cp_model
 from planner.core import topology as topo
 from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
 from planner.core.problem import MB_PER_GB, PendingInfo, Problem
+from planner.solver.speed import scaled
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
 FIRST_PHASE_SHARE = 0.6  # of the budget for admissions; the rest minimises cost
 PRESOLVE_OFF_VARS = 2_000  # skip presolve on models this big ...
-PRESOLVE_OFF_BELOW_S = 1.5  # ... when a phase has less time than this
+# ... when a phase has less time than this on the benchmark machine
+# (presolve_off_below_s(): on this one, planner/solver/speed.py)
+PRESOLVE_OFF_BELOW_S = 1.5
 MAX_PATTERNS = 256  # connected GPU sets per (class, node) on non-clique NVLink graphs
 VICTIM_CUTS = True  # add the necessary-victim cuts (see CpsatModel._victim_cuts)
 ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase always is)
-MIN_SOLVE_S = 0.05  # least solver time worth building the model for
+# least solver time worth building the model for, on the benchmark machine
+# (min_solve_s(): on this one)
+MIN_SOLVE_S = 0.05
 MAX_WORKERS = 256  # CP-SAT workers at most, whatever the caller asks for
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
+
+
+def min_solve_s(deterministic: bool = False) -> float:
+    """The least solver time worth building the model for, on this machine
+    (MIN_SOLVE_S scaled by planner/solver/speed.py's factor; as is in deterministic mode)."""
+    return scaled(MIN_SOLVE_S, deterministic)
+
+
+def presolve_off_below_s(deterministic: bool = False) -> float:
+    """Below this phase time presolve is skipped on big models, on this machine
+    (PRESOLVE_OFF_BELOW_S scaled; as is in deterministic mode, where the phase time is
+    a deterministic time)."""
+    return scaled(PRESOLVE_OFF_BELOW_S, deterministic)
 
 
 class BuildTimeout(Exception):
@@ -834,7 +852,8 @@ def make_solver(time_limit_s: float, deterministic: bool, workers: int, seed: in
     prm.cp_model_probing_level = 0
     prm.symmetry_level = 0
     prm.max_presolve_iterations = 1
-    if not presolve or (n_vars > PRESOLVE_OFF_VARS and time_limit_s < PRESOLVE_OFF_BELOW_S):
+    if not presolve or (n_vars > PRESOLVE_OFF_VARS
+                        and time_limit_s < presolve_off_below_s(deterministic)):
         prm.cp_model_presolve = False
     return s
 
@@ -1018,7 +1037,7 @@ def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, determini
     overhead = 0.0 if deterministic else 0.02 + 4e-6 * speed * len(model.m.proto.variables)
     model.hint(hint)
     for pi, ks in enumerate(phases):
-        if pi and not deterministic and remaining < overhead + MIN_SOLVE_S / 2:
+        if pi and not deterministic and remaining < overhead + min_solve_s() / 2:
             statuses.append("SKIPPED")  # no time for the later phases: keep the last plan
             break
         expr, weights = model.phase_expr(ks)
@@ -1027,7 +1046,7 @@ def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, determini
         if pi == 0 and len(phases) > 1:
             share = remaining * FIRST_PHASE_SHARE
         if (not deterministic and pi < len(phases) - 1
-                and remaining - share - overhead < overhead + MIN_SOLVE_S / 2):
+                and remaining - share - overhead < overhead + min_solve_s() / 2):
             # what would be left after this phase is too short for the next (it would
             # be skipped below): this phase takes it (a short LNS round at 256 nodes
             # and 0.3 s left 0.04 s unused, and its admission phase then had too

@@ -15,8 +15,9 @@ measured each call (:class:`Pace`); the whole model's build time per (job,
 candidate node) pair is measured at each build of a big model in this process
 (:class:`Rates`): the solve worth building it for is a multiple of it, and the
 time kept for assembly and checks and each solve's overhead per variable scale
-with it. The first build of a process uses the rate of the 2-core benchmark
-machine (docs/benchmarks.md).
+with it; so is an LNS round's time, at each LNS run (:class:`Rates`). Before the
+first measurement of a process, each is the 2-core benchmark machine's
+(docs/benchmarks.md) times this machine's speed factor (planner/solver/speed.py).
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from planner.heuristics.eject import eject, upgrade
 from planner.heuristics.greedy import GreedyPlanner, squeaky_wheel
 from planner.heuristics.repack import cheaper_victims, polish, relocate
 from planner.solver.budget import Budget
-from planner.solver.lanes import GRACE_S as LANE_GRACE_S
 from planner.solver.lanes import Lane
-from planner.solver.lns import improve
-from planner.solver.model import MIN_SOLVE_S, BuildTimeout, CpsatModel, PhaseResult, run_phases
+from planner.solver.lanes import grace_s as lane_grace_s
+from planner.solver.lns import improve, round_s
+from planner.solver.model import BuildTimeout, CpsatModel, PhaseResult, min_solve_s, run_phases
+from planner.solver.speed import factor, scaled
 
 EXACT_PAIRS = 60_000  # (pending job, candidate node) pairs up to which nothing is pruned
 STORM_PRICE = 1e4  # GPU-s per GB flushed, in the storm-aware greedy variant
@@ -58,9 +60,9 @@ EJECT_TRIES = 1000
 # polishing pass must end (eject_deadline)
 EJECT_LEAST_SHARE = 0.5
 # The whole model: its build time per (job, candidate node) pair, counted up to
-# EXACT_PAIRS, is measured (Rates); this is the first build's estimate, measured on
-# the benchmark machine. Builds of fewer pairs than MEASURE_PAIRS are not measured:
-# their fixed costs would dominate.
+# EXACT_PAIRS, is measured (Rates); this, measured on the benchmark machine and
+# scaled by this machine's speed factor, is the first build's estimate. Builds of
+# fewer pairs than MEASURE_PAIRS are not measured: their fixed costs would dominate.
 BUILD_PAIR_S = 6e-6
 MEASURE_PAIRS = 10_000
 # The least solve worth building the whole model for, in multiples of its build
@@ -71,49 +73,73 @@ SOLVE_TIMES_EXACT = 15.0
 SOLVE_TIMES_PRUNED = 20 / 3
 
 
+def smoothed(last: float, new: float, first: float) -> float:
+    """The next estimate of a time measured again: the mean of the last estimate and
+    the new measurement, taken within 4 times the first estimate either way (one
+    slow run on a busy machine does not make every later run look unaffordable)."""
+    return (last + min(max(new, first / 4), 4 * first)) / 2
+
+
 class Rates:
-    """What the whole model costs on this machine: the build time per pair,
-    measured at each build of at least MEASURE_PAIRS pairs in this process (the
-    mean of the last estimate and the new measurement, within 4 times
-    BUILD_PAIR_S either way: one slow build on a busy machine does not make
-    every later model look unaffordable)."""
+    """What the whole model and an LNS round cost on this machine, measured across
+    the calls of this process (:func:`smoothed`; before the first measurement, the
+    benchmark machine's time scaled by the speed factor, planner/solver/speed.py):
+    the whole model's build time per pair (``build_pair_s``), at each build of at
+    least MEASURE_PAIRS pairs outside deterministic mode (where no step looks at the
+    clock), and a whole LNS round's wall time (``lns_round_s``: its cut, build,
+    solve of round_s() and merge), at each LNS run with whole rounds. None: not
+    measured yet."""
 
     def __init__(self) -> None:
-        self.build_pair_s = BUILD_PAIR_S
+        self.build_pair_s: float | None = None
+        self.lns_round_s: float | None = None
+
+    def pair_s(self) -> float:
+        """The whole model's build time per pair: measured, else BUILD_PAIR_S scaled."""
+        return scaled(BUILD_PAIR_S) if self.build_pair_s is None else self.build_pair_s
 
     @property
     def speed(self) -> float:
         """This machine's time for the same work, relative to the benchmark machine's."""
-        return self.build_pair_s / BUILD_PAIR_S
+        return self.pair_s() / BUILD_PAIR_S
 
     def measured_build(self, pairs: int, seconds: float) -> None:
         """A whole-model build of ``pairs`` pairs took ``seconds``."""
         counted = min(pairs, EXACT_PAIRS)
         if counted >= MEASURE_PAIRS:
             rate = max(0.0, seconds - 0.01) / counted
-            rate = min(max(rate, BUILD_PAIR_S / 4), 4 * BUILD_PAIR_S)
-            self.build_pair_s = (self.build_pair_s + rate) / 2
+            self.build_pair_s = smoothed(self.pair_s(), rate, scaled(BUILD_PAIR_S))
+
+    def round_s(self) -> float:
+        """A whole LNS round's wall time: measured, else round_s() (its CP-SAT time)."""
+        return round_s() if self.lns_round_s is None else self.lns_round_s
+
+    def measured_rounds(self, seconds: float) -> None:
+        """The whole rounds of an LNS run took ``seconds`` each (their mean)."""
+        self.lns_round_s = smoothed(self.round_s(), seconds, round_s())
 
     def build_s(self, pairs: int) -> float:
         """The whole model's build: the time per pair up to EXACT_PAIRS, plus 10 ms."""
-        return self.build_pair_s * min(pairs, EXACT_PAIRS) + 0.01
+        return self.pair_s() * min(pairs, EXACT_PAIRS) + 0.01
 
     def full_solve_s(self, pairs: int) -> float:
         """The least solve worth building the whole model for (SOLVE_TIMES_*)."""
         if pairs <= EXACT_PAIRS:
-            return SOLVE_TIMES_EXACT * self.build_pair_s * pairs
-        return SOLVE_TIMES_PRUNED * self.build_pair_s * EXACT_PAIRS
+            return SOLVE_TIMES_EXACT * self.pair_s() * pairs
+        return SOLVE_TIMES_PRUNED * self.pair_s() * EXACT_PAIRS
 
-    def reserve_s(self, problem: Problem, time_limit_s: float) -> float:
+    def reserve_s(self, problem: Problem, time_limit_s: float,
+                  deterministic: bool = False) -> float:
         """Time kept for extraction, assembly, explanations and the verifier: 5% of
         the budget and 20 ms as margin, plus what they take, which grows less than
         linearly with pending jobs x nodes: 0.15 us per pair, at most 0.1 s x (pairs /
         500,000) ** 0.65 on big clusters (measured on the benchmark machine with the
         garbage collector paused: 0.10 s at 500 x 1,024, 0.15 s at 1,000 x 2,048,
-        0.54-0.65 s at 2,000 x 4,096), times this machine's ``speed``."""
+        0.54-0.65 s at 2,000 x 4,096), times this machine's ``speed`` (1 in
+        deterministic mode, whose budget has no deadline to keep it from)."""
         pairs = len(problem.pending) * len(problem.nodes)
         work = min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
-        return 0.05 * time_limit_s + 0.02 + self.speed * work
+        return 0.05 * time_limit_s + 0.02 + (1.0 if deterministic else self.speed) * work
 
 
 RATES = Rates()  # measured across the calls of this process
@@ -132,7 +158,7 @@ class Pace:
 
     def model_s(self, *, measured: bool = True) -> float:
         """Time to build the whole model and solve it long enough to be worth it: a
-        solve shorter than the build, than 2 x MIN_SOLVE_S or than the full solve
+        solve shorter than the build, than 2 x min_solve_s() or than the full solve
         (dropped where LNS has no rounds to run: there the model is the only
         search) is not. The build takes at least twice a greedy run, plus 10 ms
         (``measured``: once a greedy run is)."""
@@ -140,7 +166,7 @@ class Pace:
         if measured:
             build = max(2 * self.greedy_s + 0.01, build)
         full = self.rates.full_solve_s(self.pairs) if self.lns_rounds else 0.0
-        return build + max(build, 2 * MIN_SOLVE_S, full)
+        return build + max(build, 2 * min_solve_s(), full)
 
 
 def also(*said: str) -> str:
@@ -279,7 +305,7 @@ class Eject(Strategy):
         d = self.start
         if budget.deadline is not None:
             d, self.ejected = eject(problem, d, deadline=budget.deadline)
-            d, self.swaps = upgrade(problem, d, deadline=budget.deadline)
+            d, self.swaps = upgrade(problem, d, deadline=budget.deadline, speed=factor())
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES)
             d, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
@@ -292,24 +318,27 @@ class Lns(Strategy):
     relocated but not repacked, its rounds until the budget's end, its result then
     polished by ``polish_by``. Its plan when the rounds improved it and it ranks
     higher than ``incumbent`` (then ``rounds`` is (rounds that improved, rounds)),
-    else ``incumbent`` (``said`` then says what the rounds found)."""
+    else ``incumbent`` (``said`` then says what the rounds found). ``whole``: the
+    whole rounds it needs to be worth running; their time is measured (Rates)."""
 
     name = "LNS"
 
     def __init__(self, start: Decision, incumbent: Decision, polish_by: Budget, *,
-                 workers: int, seed: int, least_s: float):
+                 workers: int, seed: int, whole: int):
         self.start, self.incumbent, self.polish_by = start, incumbent, polish_by
-        self.workers, self.seed, self.least_s = workers, seed, least_s
+        self.workers, self.seed, self.whole = workers, seed, whole
         self.rounds: tuple[int, int] | None = None
 
     def estimate_s(self, pace: Pace) -> float:
-        return self.least_s  # the whole rounds it needs to be worth running
+        return self.whole * pace.rates.round_s()
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         assert budget.deadline is not None  # (LNS runs only with a wall clock)
         start, _moves = relocate(problem, self.start, budget.deadline)
         res = improve(problem, start, budget.deadline, workers=self.workers, seed=self.seed,
                       speed=RATES.speed)
+        if res.whole_round_s is not None:
+            RATES.measured_rounds(res.whole_round_s)
         d, more = polish(problem, res.decision, self.polish_by.deadline, cheaper=False)
         if res.improved and (objective_of(problem, d).key()
                              > objective_of(problem, self.incumbent).key()):
@@ -322,7 +351,7 @@ class Lns(Strategy):
 
 class WholeModel(Strategy):
     """The whole CP-SAT model (planner/solver/model.py), hinted with ``hint``: built by
-    MIN_SOLVE_S before the budget's end (else ``timed_out``), then solved in
+    min_solve_s() before the budget's end (else ``timed_out``), then solved in
     lexicographic phases in what is left (in deterministic mode its whole length,
     as a deterministic time). The best phase's plan, or ``hint``."""
 
@@ -346,18 +375,21 @@ class WholeModel(Strategy):
         try:
             self.model = CpsatModel(problem, candidate_factor=self.factor,
                                     keep_nodes=self.keep_nodes,
-                                    deadline=budget.less(MIN_SOLVE_S).deadline)
+                                    deadline=budget.less(
+                                        min_solve_s(self.deterministic)).deadline)
         except BuildTimeout:
             self.timed_out = True
             return self.hint
-        RATES.measured_build(sum(len(i.candidates) for i in problem.pending.values()
-                                 if i.held_until is None), time.perf_counter() - t)
+        if not self.deterministic:
+            RATES.measured_build(sum(len(i.candidates) for i in problem.pending.values()
+                                     if i.held_until is None), time.perf_counter() - t)
         self.built_at = budget.elapsed()
         if not self.model.classes:
             return self.hint
         self.result = run_phases(self.model, self.hint, budget.left(),
                                  deterministic=self.deterministic, workers=self.workers,
-                                 seed=self.seed, log=self.log, speed=RATES.speed)
+                                 seed=self.seed, log=self.log,
+                                 speed=1.0 if self.deterministic else RATES.speed)
         return self.result.best if self.result.best is not None else self.hint
 
 
@@ -422,7 +454,7 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
 
 class SecondLane(Strategy):
     """The second lane (planner/solver/lanes.py): ``second_lane`` on ``candidates`` in a
-    child process, started by :meth:`start`, ending GRACE_S before the budget
+    child process, started by :meth:`start`, ending lanes.grace_s() before the budget
     :meth:`run` waits in. Its plan (``said`` says which), or ``fallback`` (the plan
     so far, set before it runs) when it gave none (``error`` says why)."""
 
@@ -438,12 +470,12 @@ class SecondLane(Strategy):
         return lane_runs(self.candidates[0]) * pace.greedy_s
 
     def start(self, problem: Problem, budget: Budget) -> bool:
-        """Fork the child, to end by the budget's end less GRACE_S; False if no
+        """Fork the child, to end by the budget's end less lanes.grace_s(); False if no
         process is to be had (then the planner plans in one lane)."""
         assert budget.deadline is not None  # (a second lane needs a wall clock)
         try:
             self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
-                             budget.less(LANE_GRACE_S).end)
+                             budget.less(lane_grace_s()).end)
         except OSError:
             return False
         return True
@@ -452,7 +484,7 @@ class SecondLane(Strategy):
         self.lane.close()
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        other = self.lane.result(budget.less(LANE_GRACE_S).end)
+        other = self.lane.result(budget.less(lane_grace_s()).end)
         if other is None:
             self.error = self.lane.error or "no time for one more greedy run"
             return self.fallback

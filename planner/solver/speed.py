@@ -1,0 +1,165 @@
+"""This machine's speed against the benchmark machine's: :func:`factor`.
+
+Some of the planner's times are amounts of work, chosen on the 2-core benchmark
+machine (docs/benchmarks.md): an LNS round's CP-SAT time (``lns.ROUND_S``), the
+least solve worth building a model for (``model.MIN_SOLVE_S``), the second lane's
+grace for its answer (``lanes.GRACE_S``), and a few more (docs/planner.md, section
+3, "Machine speed"). Each is used through a function that multiplies it by
+:func:`factor`, how much longer the same work takes on this machine: 2.0 on a
+machine half as fast, so that an LNS round there does about the work it does on
+the benchmark machine.
+
+The factor is measured once per process, at its first use (``plan()`` asks for it
+before its clock starts), in about 25 ms: a fixed small CP-SAT solve (one worker,
+seed 0, solved to optimality: the same search every time) and a fixed pure-Python
+loop of the greedy planner's kind of work (dictionaries, bit masks, a heap, small
+sorts), each run three times, the fastest run counting. Each time is divided by
+its reference, the same measurement's median on the benchmark machine (REF_*); the
+factor is the geometric mean of the two ratios, rounded to a power of 2 ** (1 /
+STEPS) and clamped to [MIN_FACTOR, MAX_FACTOR]. The steps (1, 1.19, 1.41, ...)
+keep a machine's factor the same from process to process although each
+measurement varies by a few percent: 0.92-1.09 gives 1, as 139 of 160 processes
+on the benchmark machine measured (the others, 1.19-1.68, while another process
+held the core), so that its plans are those its times were chosen on. The clamp: a
+fast machine keeps at least half of each time, and one slow measurement on a busy
+machine cannot stretch them without bound.
+
+In deterministic mode (R14) the factor is 1.0 and nothing is measured: no step
+there looks at the clock, and a replay gives the same plan on every machine.
+``PREEMPT_PLANNER_SPEED`` (a positive number, clamped alike) replaces the
+measurement; the tests set it to 1 so that their plans do not depend on the
+machine. A value that is not a positive number is ignored.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+import time
+from functools import cache
+
+from ortools.sat.python import cp_model
+
+ENV = "PREEMPT_PLANNER_SPEED"
+MIN_FACTOR = 0.5
+MAX_FACTOR = 4.0
+STEPS = 4  # the factor is a whole power of 2 ** (1 / STEPS)
+RUNS = 3  # runs of each measurement; the fastest counts
+# The references: the median of each measurement (the fastest of RUNS runs, in a
+# fresh process; 160 processes for CP-SAT, 80 for Python) on the benchmark machine
+# (2 cores of an AMD EPYC, Linux 6.18, Python 3.11.7, OR-Tools 9.15.6755) on
+# 2026-12-02, with a simulation running on the other core (ranges 5.9-10.3 ms and
+# 1.12-1.22 ms). The CP-SAT solve's search depends on the OR-Tools version:
+# measure both again when it changes (python -m planner.solver.speed).
+REF_CPSAT_S = 6.1e-3
+REF_PYTHON_S = 1.16e-3
+
+
+def _knapsack() -> cp_model.CpModel:
+    """The fixed CP-SAT model: 13 items, each into one of 3 bins or none, the most
+    value within the bins' capacities."""
+    m = cp_model.CpModel()
+    n = 13
+    weight = [(7 * i * i + 3 * i + 5) % 23 + 4 for i in range(n)]
+    value = [(5 * i * i + 11 * i + 2) % 31 + 1 for i in range(n)]
+    x = [[m.new_bool_var(f"x{i}_{b}") for b in range(3)] for i in range(n)]
+    for row in x:
+        m.add(sum(row) <= 1)
+    for b, cap in enumerate((31, 27, 23)):
+        m.add(sum(weight[i] * x[i][b] for i in range(n)) <= cap)
+    m.maximize(sum(value[i] * x[i][b] for i in range(n) for b in range(3)))
+    return m
+
+
+def time_cpsat() -> float:
+    """Seconds of the fixed CP-SAT solve, the fastest of RUNS."""
+    m = _knapsack()
+    best = math.inf
+    for _ in range(RUNS):
+        s = cp_model.CpSolver()
+        s.parameters.num_workers = 1
+        s.parameters.random_seed = 0
+        t = time.perf_counter()
+        s.solve(m)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _loop() -> int:
+    """The fixed Python work: nodes' free GPU masks in a dict, GPUs counted bit by
+    bit, a heap of options, small sorts."""
+    free = {i: (i * 2654435761) & 0xFF for i in range(256)}
+    heap: list[tuple[int, int, int]] = []
+    acc = 0
+    for k in range(1000):
+        ni = (k * 131) & 0xFF
+        m = free[ni]
+        c = 0
+        while m:
+            m &= m - 1
+            c += 1
+        heapq.heappush(heap, (c, k, ni))
+        if len(heap) > 64:
+            _c, _k, nj = heapq.heappop(heap)
+            free[nj] = (free[nj] ^ (k & 0xFF)) | 1
+        if k % 50 == 0:
+            top = sorted(heap[:16])
+            acc += top[len(top) // 2][0]
+        acc += c
+    return acc
+
+
+def time_python() -> float:
+    """Seconds of the fixed Python loop, the fastest of RUNS."""
+    best = math.inf
+    for _ in range(RUNS):
+        t = time.perf_counter()
+        _loop()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def factor_of(cpsat_s: float, python_s: float) -> float:
+    """The factor from the two measurements: the geometric mean of their ratios to
+    the references, rounded to a whole power of 2 ** (1 / STEPS), clamped to
+    [MIN_FACTOR, MAX_FACTOR]."""
+    f = math.sqrt(max(1e-12, cpsat_s / REF_CPSAT_S * python_s / REF_PYTHON_S))
+    f = 2.0 ** (round(STEPS * math.log2(f)) / STEPS)
+    return min(MAX_FACTOR, max(MIN_FACTOR, f))
+
+
+@cache
+def measured() -> float:
+    """The factor measured on this machine, once per process."""
+    return factor_of(time_cpsat(), time_python())
+
+
+def _override() -> float | None:
+    """The factor ``PREEMPT_PLANNER_SPEED`` sets (clamped), or None."""
+    try:
+        f = float(os.environ.get(ENV, ""))
+    except ValueError:
+        return None
+    return min(MAX_FACTOR, max(MIN_FACTOR, f)) if f > 0 and math.isfinite(f) else None
+
+
+def factor(deterministic: bool = False) -> float:
+    """How much longer the same work takes on this machine than on the benchmark
+    machine: 1.0 in deterministic mode, else ``PREEMPT_PLANNER_SPEED``, else
+    :func:`measured`."""
+    if deterministic:
+        return 1.0
+    f = _override()
+    return measured() if f is None else f
+
+
+def scaled(seconds: float, deterministic: bool = False) -> float:
+    """``seconds`` of work on the benchmark machine, on this one."""
+    return seconds * factor(deterministic)
+
+
+if __name__ == "__main__":  # the measurements, to set the references
+    c, py = time_cpsat(), time_python()
+    print(f"cpsat_s {c:.6f} python_s {py:.6f} ratio {math.sqrt(c / REF_CPSAT_S * py / REF_PYTHON_S):.3f} "
+          f"factor {factor_of(c, py):.3f}")

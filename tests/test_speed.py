@@ -1,0 +1,165 @@
+"""This machine's speed factor and the times it scales (planner/solver/speed.py).
+
+No assertion here depends on how fast the machine is: the measurements are replaced
+by fixed numbers, or the factor is set by PREEMPT_PLANNER_SPEED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from planner import plan
+from planner.core.decision import Decision
+from planner.sim.generate import generate
+from planner.solver import cpsat, lanes, lns, model, portfolio, speed
+from planner.solver.budget import Budget
+from planner.solver.speed import REF_CPSAT_S, REF_PYTHON_S, factor, factor_of
+
+C, P = REF_CPSAT_S, REF_PYTHON_S
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """No override, and measurements of 2 x the references (factor 2.0); the list
+    names each measurement taken. The cached measurement is dropped before and
+    after."""
+    taken: list[str] = []
+
+    def cp() -> float:
+        taken.append("cpsat")
+        return 2 * C
+
+    def py() -> float:
+        taken.append("python")
+        return 2 * P
+
+    monkeypatch.delenv(speed.ENV, raising=False)
+    monkeypatch.setattr(speed, "time_cpsat", cp)
+    monkeypatch.setattr(speed, "time_python", py)
+    speed.measured.cache_clear()
+    yield taken
+    speed.measured.cache_clear()
+
+
+def test_the_factor_is_the_geometric_mean_of_the_two_ratios_in_steps_clamped() -> None:
+    # the same work twice as long: 2.0; 4 x as long on CP-SAT and as long in Python:
+    # sqrt(4 x 1) = 2.0; as fast: 1.0
+    assert factor_of(2 * C, 2 * P) == pytest.approx(2.0)
+    assert factor_of(4 * C, P) == pytest.approx(2.0)
+    assert factor_of(C, P) == pytest.approx(1.0)
+    # steps of 2 ** (1/4): 5% slower or 7% faster is 1 (log2 1.05 = 0.07 and
+    # log2 0.93 = -0.10, times 4: 0.28 and -0.42, both round to 0); 30% slower is
+    # 2 ** (2/4) = 1.414 (4 x log2 1.3 = 1.51, rounds to 2); 10% slower is
+    # 2 ** (1/4) = 1.189 (4 x log2 1.1 = 0.55, rounds to 1)
+    assert factor_of(1.05 * C, 1.05 * P) == 1.0
+    assert factor_of(0.93 * C, 0.93 * P) == 1.0
+    assert factor_of(1.3 * C, 1.3 * P) == pytest.approx(2 ** 0.5)
+    assert factor_of(1.1 * C, 1.1 * P) == pytest.approx(2 ** 0.25)
+    # ten times as slow or as fast: clamped to 4 and 0.5
+    assert factor_of(10 * C, 10 * P) == 4.0
+    assert factor_of(C / 10, P / 10) == 0.5
+    # one measurement 100 x too slow (a busy moment), the other as expected:
+    # sqrt(100) = 10, clamped to 4
+    assert factor_of(100 * C, P) == 4.0
+
+
+def test_the_factor_is_measured_once_per_process_at_its_first_use(fake: list[str]) -> None:
+    assert fake == []  # nothing measured until asked
+    assert factor() == pytest.approx(2.0)
+    assert factor() == pytest.approx(2.0)
+    assert fake == ["cpsat", "python"]
+
+
+def test_deterministic_mode_uses_1_and_measures_nothing(
+        fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert factor(deterministic=True) == 1.0
+    monkeypatch.setenv(speed.ENV, "2")
+    assert factor(deterministic=True) == 1.0
+    assert fake == []
+
+
+def test_the_environment_overrides_the_measurement(
+        fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # a positive number, clamped to [0.5, 4] (not rounded to the steps)
+    for value, f in (("3", 3.0), ("1.0", 1.0), ("0.75", 0.75), ("10", 4.0), ("0.1", 0.5)):
+        monkeypatch.setenv(speed.ENV, value)
+        assert factor() == f
+    assert fake == []
+    # anything else is ignored: the factor is measured (2.0 here)
+    for value in ("", "fast", "0", "-1", "nan", "inf"):
+        monkeypatch.setenv(speed.ENV, value)
+        assert factor() == pytest.approx(2.0)
+    assert fake == ["cpsat", "python"]
+
+
+def test_the_times_of_the_benchmark_machine_scale_with_the_factor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # factor 2.0: an LNS round's CP-SAT time 0.3 -> 0.6 s, its margin 0.03 -> 0.06 s,
+    # the second lane's grace 0.02 -> 0.04 s, the least solve 0.05 -> 0.1 s, presolve
+    # skipped below 1.5 -> 3 s, LNS's least time 0.15 -> 0.3 s; the whole model's build
+    # per pair before any build 6 -> 12 us (speed 2.0), a whole LNS round 0.6 s
+    monkeypatch.setenv(speed.ENV, "2")
+    assert lns.round_s() == pytest.approx(0.6)
+    assert lns.round_margin_s() == pytest.approx(0.06)
+    assert lanes.grace_s() == pytest.approx(0.04)
+    assert model.min_solve_s() == pytest.approx(0.1)
+    assert model.presolve_off_below_s() == pytest.approx(3.0)
+    assert cpsat.lns_min_s() == pytest.approx(0.3)
+    r = portfolio.Rates()
+    assert r.pair_s() == pytest.approx(12e-6) and r.speed == pytest.approx(2.0)
+    assert r.round_s() == pytest.approx(0.6)
+    # ... and in deterministic mode, whose times are deterministic times, not at all
+    assert lns.round_s(deterministic=True) == 0.3
+    assert model.min_solve_s(deterministic=True) == 0.05
+    assert model.presolve_off_below_s(deterministic=True) == 1.5
+    # a very slow build counts as at most 4 times the scaled prior: 20,000 pairs in
+    # 1,000 s -> 48 us per pair, and the estimate moves halfway: (12 + 48) / 2 = 30 us
+    r.measured_build(20_000, 1e3)
+    assert r.build_pair_s == pytest.approx(30e-6)
+
+
+def test_a_whole_lns_rounds_time_is_measured_and_smoothed() -> None:
+    # factor 1 (the tests' setting): before any LNS run a round is its CP-SAT time,
+    # 0.3 s, and LNS needing two whole rounds costs 0.6 s. Rounds of 1 s: (0.3 + 1) / 2
+    # = 0.65 s; then rounds of 100 s count as 4 x 0.3 = 1.2: (0.65 + 1.2) / 2 = 0.925;
+    # then rounds of 0 s count as 0.3 / 4 = 0.075: (0.925 + 0.075) / 2 = 0.5
+    r = portfolio.Rates()
+    pace = portfolio.Pace(1_000, rates=r)
+    two = portfolio.Lns(Decision(), Decision(), Budget(1.0), workers=1, seed=0, whole=2)
+    assert r.round_s() == pytest.approx(0.3) and two.estimate_s(pace) == pytest.approx(0.6)
+    r.measured_rounds(1.0)
+    assert r.lns_round_s == pytest.approx(0.65) and two.estimate_s(pace) == pytest.approx(1.3)
+    r.measured_rounds(100.0)
+    assert r.lns_round_s == pytest.approx(0.925)
+    r.measured_rounds(0.0)
+    assert r.lns_round_s == pytest.approx(0.5)
+
+
+def test_ejection_takes_this_machines_speed_for_its_setup_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the priority swaps start only when the deadline leaves SETUP_S_PER_RUNNING per
+    # running job times the speed factor: the ejection strategy passes it
+    seen: dict[str, Any] = {}
+
+    def spy(problem: Any, d: Decision, *a: Any, **k: Any) -> tuple[Decision, int]:
+        seen.update(k)
+        return d, 0
+
+    monkeypatch.setenv(speed.ENV, "2")
+    monkeypatch.setattr(portfolio, "eject", lambda problem, d, *a, **k: (d, 0))
+    monkeypatch.setattr(portfolio, "upgrade", spy)
+    portfolio.Eject(Decision()).run(None, Budget(1.0))  # type: ignore[arg-type]
+    assert seen["speed"] == 2.0
+
+
+def test_plans_measure_the_speed_once_and_deterministic_plans_never(fake: list[str]) -> None:
+    data = generate(nodes=16, pending=6, seed=2)
+    plan(data, deterministic=True)
+    plan(data, time_limit_s=5.0, deterministic=True)
+    assert fake == []
+    plan(data, time_limit_s=0.5)
+    plan(data, time_limit_s=0.5)
+    assert fake == ["cpsat", "python"]
