@@ -19,8 +19,10 @@ from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot, range_prob
 from models.rules import priority_scale, priority_value, scaled_priority
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
+# ... and the simulator's naive priority preemption (planner/sim/naive.py)
+SIM_PLANNERS = (*PLANNERS, "naive")
 
-__all__ = ["PLANNERS", "plan"]
+__all__ = ["PLANNERS", "SIM_PLANNERS", "plan"]
 
 
 OVER_S = 0.05  # a plan later than its time limit by more than this says so in solver.detail

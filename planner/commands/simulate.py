@@ -9,6 +9,7 @@ from typing import Any
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from models import MAX_SEED, InputError, range_problems
+from planner import SIM_PLANNERS
 from planner.commands._common import (
     check_output,
     err_console,
@@ -21,7 +22,7 @@ from planner.commands._common import (
     write_output,
 )
 
-PLANNER_CHOICES = ["cpsat", "greedy", "k8s", "slurm", "naive"]
+PLANNER_CHOICES = list(SIM_PLANNERS)
 
 
 def add_run_args(p: Any) -> None:

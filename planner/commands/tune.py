@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from models import MAX_SEED, InputError, range_problems
+from planner import PLANNERS
 from planner.commands._common import (
     check_output,
     err_console,
@@ -22,7 +23,7 @@ from planner.commands._common import (
 )
 
 DEFAULT_OBJECTIVES = "wasted,thrash,t1_p95,t2_p95"
-TUNED_PLANNERS = ["cpsat", "greedy", "k8s", "slurm"]
+TUNED_PLANNERS = list(PLANNERS)
 
 
 def register(sub: Any) -> None:

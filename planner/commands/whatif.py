@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from planner import SIM_PLANNERS
 from planner.commands._common import (
     add_snapshot_args,
     check_output,
@@ -18,7 +19,7 @@ from planner.commands._common import (
     write_output,
 )
 
-PLANNERS = ["cpsat", "greedy", "k8s", "slurm", "naive"]
+PLANNERS = list(SIM_PLANNERS)
 
 
 def register(sub: Any) -> None:

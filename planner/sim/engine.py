@@ -48,11 +48,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from models import Job, Plan, Policy, RecentEviction, Snapshot
+from planner import SIM_PLANNERS
 from planner.sim.traces import TraceJob
 
 __all__ = ["SimConfig", "SimResult", "SimulationError", "Simulator", "get_planner", "simulate"]
 
-PLANNERS = ("cpsat", "greedy", "k8s", "slurm", "naive")
+PLANNERS = SIM_PLANNERS
 FAIRSHARE_WEIGHT = 500
 AGE_WEIGHT = 500
 AGE_FULL_S = 86400.0
