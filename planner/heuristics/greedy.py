@@ -496,17 +496,24 @@ class GreedyPlanner:
                 return (opt[0], len(opt[1]), self.victims_order(opt[1]), node_id, ni, opt[1])
         return None
 
-    def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+    def _grouped_memo(self, st: GreedyState, info: PendingInfo) -> dict[int, tuple]:
+        """The memo of :meth:`_grouped_option` for the job's shape in this state."""
+        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink,
+               self.room(st, info))
+        return self._grouped.setdefault(key, {})
+
+    def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int,
+                        memo: dict[int, tuple] | None = None) -> tuple | None:
         """:meth:`node_option` for gangs that keep one block or NVLink domain, which
         score every candidate node: kept per job shape and node until the node changes
         (in solve() storm loads and budgets only grow, so a node that could not host
         the shape still cannot; an option with victims is checked against them again).
         Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
         only in :meth:`release`; an entry lasts until those its node's victims flush
-        to (or any, with an eviction budget) fall."""
-        key = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink,
-               self.room(st, info))
-        memo = self._grouped.setdefault(key, {})
+        to (or any, with an eviction budget) fall. ``memo``: :meth:`_grouped_memo`,
+        when the caller scores many nodes in one state."""
+        if memo is None:
+            memo = self._grouped_memo(st, info)
         version = st.version.get(ni, 0)
         ver: int | tuple[int, ...] = (version, *self._relief_key(ni)) if self._relief else version
         hit = memo.get(ni)
@@ -690,8 +697,9 @@ class GreedyPlanner:
                     return None
         else:
             options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
+            memo = self._grouped_memo(st, info)  # (scoring changes nothing in st)
             for ni in info.candidates:
-                opt = self._grouped_option(st, info, ni)
+                opt = self._grouped_option(st, info, ni, memo)
                 if opt is not None:
                     options.append((opt[0], opt[2], ni, opt[5]))
             options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
