@@ -1,5 +1,5 @@
 """The time budget every phase of solve_cpsat takes its time from, and the costs
-measured at run time (planner/solver/budget.py, planner/solver/portfolio.py)."""
+measured at run time (planner/core/budget.py, planner/solver/portfolio.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from planner.solver.budget import Budget
+from planner.core.budget import Budget
 from planner.solver.portfolio import (
     BUILD_PAIR_S,
     EXACT_PAIRS,
@@ -80,3 +80,29 @@ def test_the_model_estimate_is_at_least_twice_a_greedy_run() -> None:
     assert pace.model_s(measured=False) == pytest.approx(
         BUILD_PAIR_S * 1_000 + 0.01 + max(BUILD_PAIR_S * 1_000 + 0.01, 0.1,
                                           SOLVE_TIMES_EXACT * BUILD_PAIR_S * 1_000))
+
+
+def test_the_passes_stop_at_their_budgets_end() -> None:
+    # Every pass takes its time from a Budget: one already over does nothing (not
+    # even the set-up), and a deterministic one never ends (the passes there count
+    # tries, R14).
+    from models import load_snapshot
+    from planner.core.decision import clean
+    from planner.core.problem import build_problem
+    from planner.heuristics.eject import eject, upgrade
+    from planner.heuristics.greedy import GreedyPlanner
+    from planner.heuristics.repack import cheaper_victims, polish, relocate, repack
+    from planner.sim.generate import generate
+    from planner.solver.lns import improve
+
+    problem = build_problem(load_snapshot(generate(nodes=32, pending=12, seed=3)))
+    d = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
+    over = Budget(-1.0)
+    assert polish(problem, d, over) == (d, "") and cheaper_victims(problem, d, over) == (d, "")
+    assert repack(problem, d, over) == (d, 0) and relocate(problem, d, over)[1] == 0
+    assert eject(problem, d, over) == (d, 0) and upgrade(problem, d, over) == (d, 0)
+    assert GreedyPlanner(problem).cheaper_placements(d, over)[1] == 0
+    res = improve(problem, d, over)
+    assert res.decision is d and res.rounds == 0
+    endless = Budget(0.0, wall=False)
+    assert polish(problem, d, endless) == polish(problem, d)

@@ -516,19 +516,26 @@ def test_the_baselines_are_candidates_when_the_whole_model_fits_in_a_short_budge
     assert p.objective.priority_value == 6673
 
 
+@pytest.mark.parametrize("factor", [1.0, 2.0])
 def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
     # run_phases gives the admission phase 60% of the budget (FIRST_PHASE_SHARE) and
     # skips the cost phase when less than its overhead plus MIN_SOLVE_S / 2 is left.
-    # With 0.1 s in all, 60% would leave 0.04 s minus the overhead (20 ms + 4 us per
-    # variable): too little, so the admission phase gets all 0.1 s less its overhead,
-    # and the cost phase is skipped. With 10 s, the admission phase gets 6 s less it.
+    # With 0.1 s in all, 60% would leave 0.04 s minus the overhead (SOLVE_OVERHEAD_S,
+    # 20 ms, + 4 us per variable): too little, so the admission phase gets all 0.1 s
+    # less its overhead, and the cost phase is skipped. With 10 s, the admission phase
+    # gets 6 s less it; with nothing, the least limit (LEAST_PHASE_S, 10 ms). At speed
+    # factor 2 (planner/solver/speed.py) the fixed overhead is 40 ms (so 0.1 s still
+    # leaves too little for the cost phase) and the least limit 20 ms.
     from models import load_snapshot
+    from planner.core.budget import Budget
     from planner.core.decision import clean
     from planner.core.problem import build_problem
     from planner.heuristics.greedy import GreedyPlanner
     from planner.solver import model as cpsat_model
+    from planner.solver.speed import ENV
 
+    monkeypatch.setenv(ENV, str(factor))
     problem = build_problem(load_snapshot(generate(nodes=32, pending=12, seed=3)))
     hint = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
     limits: list[float] = []
@@ -539,13 +546,18 @@ def test_a_phase_takes_the_time_a_skipped_later_phase_would_leave(
         return real(time_limit_s, *a, **k)
 
     monkeypatch.setattr(cpsat_model, "make_solver", spy)
-    for remaining, first in ((0.1, 0.1), (10.0, 6.0)):
+    for remaining, first in ((0.1, 0.1), (10.0, 6.0), (0.0, None)):
         model = cpsat_model.CpsatModel(problem)
         assert len(model.phases()) == 2
-        overhead = 0.02 + 4e-6 * len(model.m.proto.variables)
+        overhead = 0.02 * factor + 4e-6 * len(model.m.proto.variables)
         limits.clear()
-        cpsat_model.run_phases(model, hint, remaining, deterministic=False, workers=1, seed=0)
-        assert limits[0] == pytest.approx(first - overhead)
+        # (a budget without a clock: its whole length is left, exactly)
+        cpsat_model.run_phases(model, hint, Budget(remaining, wall=False), deterministic=False,
+                               workers=1, seed=0)
+        if first is None:
+            assert limits == [pytest.approx(0.01 * factor)]
+        else:
+            assert limits[0] == pytest.approx(first - overhead)
 
 
 def test_the_storm_variant_without_free_sparing_keeps_the_budget_for_its_tier(

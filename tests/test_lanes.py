@@ -18,6 +18,7 @@ import pytest
 from models import load_snapshot
 from planner import plan
 from planner.checks.verify import verify
+from planner.core.budget import Budget
 from planner.solver import cpsat, lanes, portfolio
 from planner.solver.lanes import Lane
 
@@ -48,7 +49,7 @@ def _unpicklable() -> Any:
 @fork_only
 def test_a_lane_returns_what_the_child_computed() -> None:
     lane = Lane(_pid_and_sum, [1, 2, 3, 4])
-    pid, total = lane.result(time.perf_counter() + 30)
+    pid, total = lane.result(Budget(30))
     assert total == 10
     assert pid != os.getpid()  # computed in another process
     assert lane.error is None
@@ -57,14 +58,14 @@ def test_a_lane_returns_what_the_child_computed() -> None:
 @fork_only
 def test_a_failing_child_gives_none_and_says_why() -> None:
     lane = Lane(_boom)
-    assert lane.result(time.perf_counter() + 30) is None
+    assert lane.result(Budget(30)) is None
     assert lane.error == "failed (ValueError: boom)"
 
 
 @fork_only
 def test_a_late_child_is_killed() -> None:
     lane = Lane(_sleep)
-    assert lane.result(time.perf_counter() + 0.05) is None
+    assert lane.result(Budget(0.05)) is None
     assert lane.error == "late"
     assert not lane._proc.is_alive()
 
@@ -73,7 +74,7 @@ def test_a_late_child_is_killed() -> None:
 def test_a_result_that_does_not_pickle_gives_none_and_says_why(
         capfd: pytest.CaptureFixture[str]) -> None:
     lane = Lane(_unpicklable)
-    assert lane.result(time.perf_counter() + 30) is None
+    assert lane.result(Budget(30)) is None
     assert lane.error == ("failed (AttributeError sending the result: Can't pickle local "
                           "object '_unpicklable.<locals>.<lambda>')")
     assert capfd.readouterr().err == ""  # no traceback from the child
@@ -95,7 +96,7 @@ def test_the_child_leaves_sigterm_to_the_parent() -> None:
     previous = signal.signal(signal.SIGTERM, lambda *_a: None)
     try:
         lane = Lane(_sigterm_handled)
-        assert lane.result(time.perf_counter() + 30) == "default"
+        assert lane.result(Budget(30)) == "default"
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -103,7 +104,7 @@ def test_the_child_leaves_sigterm_to_the_parent() -> None:
 @fork_only
 def test_a_child_that_dies_gives_none() -> None:
     lane = Lane(_die)
-    assert lane.result(time.perf_counter() + 30) is None
+    assert lane.result(Budget(30)) is None
     assert lane.error == "died (EOFError)"
 
 
@@ -216,7 +217,7 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         def __init__(self, _fn: Any, _problem: Any, todo: list, *_a: Any) -> None:
             events.append(("lane", todo))
 
-        def result(self, _deadline: float) -> None:
+        def result(self, _budget: Budget) -> None:
             return None
 
         def close(self) -> None:
@@ -278,17 +279,15 @@ def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
 
 
 def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
-    # In-process (no fork), the cluster of the next test, with a deadline already
+    # In-process (no fork), the cluster of the next test, with a budget already
     # past: the early lane has no pace yet (first_s None), so the Kubernetes-style
     # baseline runs (k on n1, j waits: 8 tier-2 GPUs); the priority-first variant
     # then has no time, nor has ejection
-    import time
-
     from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
     d, said = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
-                                 time.perf_counter() - 1)
+                                 Budget(-1.0))
     assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
             for j, parts in d.placements.items()} == {"k": ["n1"]}
     assert said == "the second lane's plan (the Kubernetes-style baseline's), better, returned"
@@ -301,13 +300,11 @@ def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
     # variant does the same, and does not rank higher; its squeaky-wheel pass is
     # skipped for a plan that is not better. Ejection then moves k to n2 and admits
     # j: 16 tier-2 GPUs, priority value 240, "the Kubernetes-style baseline's" plan.
-    import time
-
     from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
     d, said = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
-                                 time.perf_counter() + 30)
+                                 Budget(30.0))
     assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
             for j, parts in d.placements.items()} == {"j": ["n1"], "k": ["n2"]}
     assert said == ("the second lane's plan (the Kubernetes-style baseline's), better, "

@@ -10,7 +10,6 @@ checkpoints with a signal, so a victim without a checkpoint size costs
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from models import load_snapshot
 from planner import plan
 from planner.checks.assemble import assemble
 from planner.checks.verify import verify
+from planner.core.budget import Budget
 from planner.core.decision import Decision, objective_of
 from planner.core.problem import build_problem
 from planner.heuristics.greedy import GreedyPlanner
@@ -134,7 +134,7 @@ def test_improve_moves_a_job_to_a_cheaper_victim_in_the_next_group() -> None:
     assert [sorted(problem.nodes[i].node.id for i in a) for a in neighbourhoods(problem, 2)] == \
         [["n1", "n2"], ["n2", "n3"], ["n3", "n4"], ["n1", "n4"]]
     d = _decision(problem, {"v1", "v2"}, {"a": ["n1"], "b": ["n2"]})
-    res = improve(problem, d, time.perf_counter() + 30, size=2)
+    res = improve(problem, d, Budget(30.0), size=2)
     o = objective_of(problem, res.decision)
     assert o.admitted_gpus == {"1": 16, "2": 0, "3": 0}
     assert o.eviction_cost_gpu_s == 2400.0 and res.decision.victims == {"v1", "v3"}
@@ -158,7 +158,7 @@ def test_improve_never_worsens_nor_breaks_a_rule(seed: int) -> None:
     snap = load_snapshot(data)
     problem = build_problem(snap)
     greedy = GreedyPlanner(problem).solve()
-    res = improve(problem, greedy, time.perf_counter() + 30, size=12)
+    res = improve(problem, greedy, Budget(30.0), size=12)
     assert res.rounds >= 1
     assert objective_of(problem, res.decision).key() >= objective_of(problem, greedy).key()
     p = assemble(problem, res.decision, "feasible", cpsat_mod.SolverInfo(engine="t", status="t"))

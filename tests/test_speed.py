@@ -7,15 +7,16 @@ by fixed numbers, or the factor is set by PREEMPT_PLANNER_SPEED.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from planner import plan
+from planner.core.budget import Budget
 from planner.core.decision import Decision
 from planner.sim.generate import generate
 from planner.solver import cpsat, lanes, lns, model, portfolio, speed
-from planner.solver.budget import Budget
 from planner.solver.speed import REF_CPSAT_S, REF_PYTHON_S, factor, factor_of
 
 C, P = REF_CPSAT_S, REF_PYTHON_S
@@ -163,3 +164,47 @@ def test_plans_measure_the_speed_once_and_deterministic_plans_never(fake: list[s
     plan(data, time_limit_s=0.5)
     plan(data, time_limit_s=0.5)
     assert fake == ["cpsat", "python"]
+
+
+def test_the_fixed_overheads_and_margins_scale_with_the_factor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # factor 2.0: each solve's fixed overhead 0.02 -> 0.04 s and its least limit
+    # 0.01 -> 0.02 s; the whole model's fixed build time 0.01 -> 0.02 s (so a build of
+    # no pairs takes 0.02 s, and one measured takes 0.02 s off before the rate); the
+    # reserve's margin 0.02 -> 0.04 s (0.02 in deterministic mode)
+    monkeypatch.setenv(speed.ENV, "2")
+    assert model.solve_overhead_s() == pytest.approx(0.04)
+    assert model.least_phase_s() == pytest.approx(0.02)
+    assert portfolio.build_fixed_s() == pytest.approx(0.02)
+    assert portfolio.reserve_margin_s() == pytest.approx(0.04)
+    assert portfolio.reserve_margin_s(deterministic=True) == 0.02
+    r = portfolio.Rates()
+    assert r.build_s(0) == pytest.approx(0.02)
+    r.measured_build(20_000, 0.02 + 20_000 * 12e-6)  # exactly the prior rate after it
+    assert r.build_pair_s == pytest.approx(12e-6)
+    # the reserve of a plan of nothing pending: 5% of the budget and the margin
+    nothing: Any = SimpleNamespace(pending={}, nodes=[])
+    assert r.reserve_s(nothing, 1.0) == pytest.approx(0.05 + 0.04)
+    assert r.reserve_s(nothing, 1.0, deterministic=True) == pytest.approx(0.05 + 0.02)
+
+
+def test_plan_gives_the_solver_at_least_its_least_time_scaled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a time limit shorter than preprocessing: solve_cpsat still gets LEAST_S (0.05 s)
+    # times the factor, 0.1 s at 2.0; in deterministic mode the time limit as given
+    import planner as planner_mod
+
+    seen: list[float] = []
+    real = cpsat.solve_cpsat
+
+    def spy(problem: Any, *, time_limit_s: float, **k: Any) -> Any:
+        seen.append(time_limit_s)
+        return real(problem, time_limit_s=time_limit_s, **k)
+
+    monkeypatch.setenv(speed.ENV, "2")
+    monkeypatch.setattr(cpsat, "solve_cpsat", spy)
+    monkeypatch.setattr(planner_mod, "OVER_S", 1e9)  # (no "took ... over" note)
+    data = generate(nodes=8, pending=3, seed=1)
+    plan(data, time_limit_s=1e-9)
+    plan(data, time_limit_s=1e-3, deterministic=True)
+    assert seen == [pytest.approx(0.1), 1e-3]

@@ -55,17 +55,17 @@ followed by another.
 
 Every placement comes from the greedy search or is checked like one: candidate
 nodes, rights (R7, R10), NVLink (R3), gangs (R2), the storm limit and the
-budgets; ``plan()`` verifies the result. A wall-clock deadline, or in
+budgets; ``plan()`` verifies the result. A wall-clock budget (``Budget``), or in
 deterministic mode a number of tried moves, bounds the work.
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 from models.rules import keeps_group
 from planner.core import topology as topo
+from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, objective_of
 from planner.core.problem import PendingInfo, Problem
 from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
@@ -77,28 +77,28 @@ GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
 SETUP_S_PER_RUNNING = 2.5e-5
 
 
-def eject(problem: Problem, d: Decision, deadline: float | None = None, *,
+def eject(problem: Problem, d: Decision, budget: Budget | None = None, *,
           tries: int | None = None) -> tuple[Decision, int]:
     """A copy of ``d`` improved by ejection moves (see the module docstring), and the
-    number of jobs it admits that ``d`` deferred. Stops at ``deadline``
-    (``time.perf_counter()``) or after ``tries`` tried moves (deterministic); the
+    number of jobs it admits that ``d`` deferred. Stops at the end of ``budget``
+    or after ``tries`` tried moves (deterministic); the
     plan is never worse than ``d``."""
-    if _past(deadline):
+    if _past(budget):
         return d, 0
     order = job_order(problem)
     admitted = 0
-    budget = [math.inf if tries is None else tries]  # moves left to try, shared
+    tries_left = [math.inf if tries is None else tries]  # moves left to try, shared
     # rounds over the tiers while one admits more (a chain found ends its tier's
     # sweep: the next round goes on)
     while True:
-        d, n = _round(problem, d, order, deadline, budget)
+        d, n = _round(problem, d, order, budget, tries_left)
         admitted += n
-        if not n or _late(budget, deadline):
+        if not n or _late(tries_left, budget):
             return d, admitted
 
 
-def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: float | None,
-           budget: list[float]) -> tuple[Decision, int]:
+def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budget | None,
+           tries_left: list[float]) -> tuple[Decision, int]:
     """One round of :func:`eject` over the tiers, most important first: the improved
     plan and the number of jobs it admits that ``d`` deferred."""
     key = objective_of(problem, d).key()
@@ -106,26 +106,26 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: fl
     for tier in sorted({i.job.tier for i in order}):
         todo = [i for i in order if i.job.tier == tier and i.job.id not in d.placements
                 and i.candidates]
-        if not todo or _late(budget, deadline):
+        if not todo or _late(tries_left, budget):
             continue
         # the tier and the more important ones, as if the less important were not placed
         ej = _Ejector(problem, clean(problem, Decision(set(d.victims), {
             j: p for j, p in d.placements.items() if problem.pending[j].job.tier <= tier})),
-            budget)
+            tries_left)
         # the quick moves for every job first (placed at once, or by a storm relief),
         # single-node jobs before gangs: their tries are cheap (one node's options,
         # memoised per shape) and most quick moves are theirs, while a gang's try
-        # searches every candidate node (a short deadline would otherwise go to the
+        # searches every candidate node (a short budget would otherwise go to the
         # gangs' tries; docs/planner.md, section 2b). Then the moves of one placed job
-        n = sum(ej.admit(i, deadline, move=False)
+        n = sum(ej.admit(i, budget, move=False)
                 for i in sorted(todo, key=lambda i: i.job.nodes > 1))
-        n += sum(ej.admit(i, deadline) for i in todo if i.job.id not in ej.placements)
+        n += sum(ej.admit(i, budget) for i in todo if i.job.id not in ej.placements)
         # then, for gangs that keep one block or NVLink domain, the clearing of one
-        n += sum(ej.clear(i, deadline) for i in todo)
+        n += sum(ej.clear(i, budget) for i in todo)
         # last, chains of two moves, single-node jobs first. They are slow, and most
         # tries find nothing: the first chain found ends the sweep, so that the less
         # important tiers get their moves in this round too (the next round goes on)
-        n += any(ej.chain(i, deadline) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
+        n += any(ej.chain(i, budget) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         if not n:
             continue
         # the less important tiers back where they were when that still fits (a quick
@@ -139,7 +139,7 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: fl
                 if not (old and ej.restore(i, old)):
                     rest.append(i)
         for i in rest:
-            if _past(deadline):  # (not bounded by the tries: these are not moves)
+            if _past(budget):  # (not bounded by the tries: these are not moves)
                 break
             ej.place(i)
         out = ej.decision()
@@ -149,7 +149,7 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], deadline: fl
     return d, admitted
 
 
-def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
+def upgrade(problem: Problem, d: Decision, budget: Budget | None = None, *,
             tries: int | None = None, speed: float = 1.0) -> tuple[Decision, int]:
     """Swaps for the priority value (objective item 3): a copy of ``d`` in which
     placed jobs have left for more important deferred jobs of their tier, and the
@@ -166,16 +166,16 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
     whatever the cost (item 4). For example, an LNS round can place an 8-node gang
     of priority 11 whose 64 GPUs eight single-node jobs of priority 13-79 could use,
     one of them only on an H200 node that another job holds: no exact refill
-    (section 2a). Starts only when ``deadline`` leaves the
+    (section 2a). Starts only when ``budget`` leaves the
     time to set up the search (``SETUP_S_PER_RUNNING`` per running job, times
     ``speed``: this machine's time for the same work relative to the benchmark
     machine's, planner/solver/speed.py), and stops at it or after ``tries`` tried
     swaps and moves (deterministic)."""
-    if deadline is not None and (time.perf_counter() + speed * SETUP_S_PER_RUNNING
-                                 * len(problem.running) > deadline):
+    if budget is not None and not budget.fits(speed * SETUP_S_PER_RUNNING
+                                              * len(problem.running)):
         return d, 0  # (no time to set up the search, let alone to swap)
     pend = problem.pending
-    budget = [math.inf if tries is None else tries]
+    tries_left = [math.inf if tries is None else tries]
     deferred: dict[int, list[PendingInfo]] = {}
     for i in job_order(problem):
         if i.job.id not in d.placements and i.candidates:
@@ -186,7 +186,7 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
     swaps = 0
     for k in sorted(d.placements, key=lambda j: (pend[j].job.priority,
                                                  -pend[j].job.total_gpus, j)):
-        if _late(budget, deadline):
+        if _late(tries_left, budget):
             break
         kjob = pend[k].job
         size = kjob.total_gpus
@@ -199,19 +199,19 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
         if sum(i.job.total_gpus for i in queue) < size:
             continue  # they could not use as many GPUs
         if ej is None:
-            ej = _Ejector(problem, d, budget)
-            if _late(budget, deadline):
+            ej = _Ejector(problem, d, tries_left)
+            if _late(tries_left, budget):
                 break
         if k not in ej.placements:
             continue  # (left in an earlier swap)
-        budget[0] -= 1
+        tries_left[0] -= 1
         ops = [ej._leave(k)]
         got = 0
         value: float = 0
         for i in queue:
             if got + i.job.total_gpus > size:
                 continue
-            more = ej._place_moving(i, deadline)
+            more = ej._place_moving(i, budget)
             if more is not None:
                 ops += more
                 got += i.job.total_gpus
@@ -230,13 +230,13 @@ def upgrade(problem: Problem, d: Decision, deadline: float | None = None, *,
     return out, swaps
 
 
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() > deadline
+def _past(budget: Budget | None) -> bool:
+    return budget is not None and budget.expired()
 
 
-def _late(budget: list[float], deadline: float | None) -> bool:
-    """Out of tries (deterministic mode) or past the deadline?"""
-    return budget[0] <= 0 or _past(deadline)
+def _late(tries_left: list[float], budget: Budget | None) -> bool:
+    """Out of tries (deterministic mode) or past the budget's end?"""
+    return tries_left[0] <= 0 or _past(budget)
 
 
 def _shape(info: PendingInfo) -> tuple:
@@ -250,9 +250,9 @@ class _Ejector:
     """One tier's pass: the greedy planner's state for plan ``d``, the plan's
     placements, and who uses which victim, kept in step through moves and undos."""
 
-    def __init__(self, problem: Problem, d: Decision, budget: list[float]):
+    def __init__(self, problem: Problem, d: Decision, tries_left: list[float]):
         self.p = problem
-        self.budget = budget  # [moves left to try], shared by the tiers' passes
+        self.tries_left = tries_left  # [moves left to try], shared by the tiers' passes
         self.g = GreedyPlanner(problem)
         self.st = self.g.state_of(d)
         self.placements = dict(d.placements)
@@ -382,12 +382,12 @@ class _Ejector:
         return sorted(found.items(),
                       key=lambda kn: (-pend[kn[0]].job.tier, pend[kn[0]].job.total_gpus, kn[0]))
 
-    def admit(self, info: PendingInfo, deadline: float | None, *, move: bool = True) -> bool:
+    def admit(self, info: PendingInfo, budget: Budget | None, *, move: bool = True) -> bool:
         """Place a deferred job at once, by a storm relief, or (``move``) by moving one
         placed job (see the module docstring); whether it was placed."""
         job = info.job
         shape = _shape(info)
-        if self.failed.get(shape) == self.moves or _late(self.budget, deadline):
+        if self.failed.get(shape) == self.moves or _late(self.tries_left, budget):
             return False
         if self.tried.get(job.id) != self.moves:  # (the plan changed since it was tried)
             self.g.full_storages = set()
@@ -395,7 +395,7 @@ class _Ejector:
                 self.moves += 1
                 return True
             if self.g.full_storages and self._relieve(info, shape, self.g.full_storages,
-                                                      deadline):
+                                                      budget):
                 return True
             self.tried[job.id] = self.moves
         if not move:
@@ -405,23 +405,23 @@ class _Ejector:
             # a gang seldom fits by moving one job, and each try searches every
             # candidate node: only the first few (see docs/planner.md 2b)
             blockers = blockers[:GANG_BLOCKERS]
-        if self._move_one(info, blockers, deadline, may_defer=True) is not None:
+        if self._move_one(info, blockers, budget, may_defer=True) is not None:
             self.moves += 1
             return True
         self.failed[shape] = self.moves
         return False
 
     def _move_one(self, info: PendingInfo, blockers: list[tuple[str, int]],
-                  deadline: float | None, *, may_defer: bool = False) -> list[tuple] | None:
+                  budget: Budget | None, *, may_defer: bool = False) -> list[tuple] | None:
         """The one-job move: each placed job ``k`` of ``blockers`` in turn leaves, the
         job is placed, and ``k`` is placed again; with ``may_defer``, ``k`` may stay
         deferred when that still raises the job's tier's GPUs (``k`` of its tier and
         smaller). The undo records of the first that works, or None."""
         job = info.job
         for k, ni in blockers:
-            if _late(self.budget, deadline):
+            if _late(self.tries_left, budget):
                 return None
-            self.budget[0] -= 1
+            self.tries_left[0] -= 1
             kinfo = self.p.pending[k]
             ops = self._instead(info, k, ni)
             if ops is None:
@@ -447,16 +447,16 @@ class _Ejector:
             return None
         return ops + [placed]
 
-    def _place_moving(self, info: PendingInfo, deadline: float | None) -> list[tuple] | None:
+    def _place_moving(self, info: PendingInfo, budget: Budget | None) -> list[tuple] | None:
         """Place a job by the greedy search, or else by moving one of the first
         ``GANG_BLOCKERS`` placed jobs that block it elsewhere (a one-job move): the
         undo records, or None."""
         op = self._place(info)
         if op is not None:
             return [op]
-        return self._move_one(info, self._blockers(info)[:GANG_BLOCKERS], deadline)
+        return self._move_one(info, self._blockers(info)[:GANG_BLOCKERS], budget)
 
-    def chain(self, info: PendingInfo, deadline: float | None) -> bool:
+    def chain(self, info: PendingInfo, budget: Budget | None) -> bool:
         """The fourth sweep's move, a chain of two: a placed job ``K`` that blocks the
         deferred job ``J`` leaves and ``J`` is placed (as in the one-job move), but
         ``K`` finds no place; then each placed job ``K2`` that blocks ``K`` is tried:
@@ -467,12 +467,12 @@ class _Ejector:
         job = info.job
         shape = _shape(info)
         if (job.id in self.placements or self.unchained.get(shape) == self.moves
-                or _late(self.budget, deadline)):
+                or _late(self.tries_left, budget)):
             return False
         pend = self.p.pending
         stuck: set[str] = set()  # jobs K2 that found no place again, for an earlier K
         for k, ni in self._blockers(info, whole=True):
-            if _late(self.budget, deadline):
+            if _late(self.tries_left, budget):
                 return False
             kinfo = pend[k]
             ops = self._instead(info, k, ni)
@@ -481,10 +481,10 @@ class _Ejector:
             for k2, _n2 in self._blockers(kinfo, whole=True):
                 if k2 == job.id or k2 in stuck:
                     continue
-                if _late(self.budget, deadline):
+                if _late(self.tries_left, budget):
                     self._undo(ops)
                     return False
-                self.budget[0] -= 1
+                self.tries_left[0] -= 1
                 more = [self._leave(k2)]
                 if self._place_all([k, k2], more):
                     self.moves += 1
@@ -496,11 +496,11 @@ class _Ejector:
         self.unchained[shape] = self.moves
         return False
 
-    def clear(self, info: PendingInfo, deadline: float | None) -> bool:
+    def clear(self, info: PendingInfo, budget: Budget | None) -> bool:
         """For a deferred gang that keeps one block or NVLink domain, the third sweep's
         move (see :meth:`_clear_group`); whether it was placed."""
         if (info.job.id in self.placements or not keeps_group(info.job)
-                or _late(self.budget, deadline)):
+                or _late(self.tries_left, budget)):
             return False
         return self._clear_group(info)
 
@@ -534,7 +534,7 @@ class _Ejector:
                     best = (rank, movers)
         if best is None:
             return False
-        self.budget[0] -= 1
+        self.tries_left[0] -= 1
         leaving = sorted(best[1], key=lambda k: (-p.pending[k].job.total_gpus, k))
         ops = [self._leave(k) for k in leaving]
         placed = self._place(info)
@@ -547,7 +547,7 @@ class _Ejector:
         return False
 
     def _relieve(self, info: PendingInfo, shape: tuple, storages: set[str],
-                 deadline: float | None) -> bool:
+                 budget: Budget | None) -> bool:
         """Place a job that the storm limit kept out (R11/R12): for a storage target
         that refused one of its options, the placed jobs that use the victim setting
         the target's tightest cap leave, with the victims only they used, and are
@@ -556,7 +556,7 @@ class _Ejector:
         is not tried for it again until a move changes the plan.)"""
         g, st, running = self.g, self.st, self.p.running
         for s in sorted(storages):
-            if _late(self.budget, deadline):
+            if _late(self.tries_left, budget):
                 return False
             if self.relieved.get((shape, s)) == self.moves:
                 continue
@@ -567,7 +567,7 @@ class _Ejector:
             users = sorted(self.use.users.get(v, ()))
             if not users:
                 continue
-            self.budget[0] -= 1
+            self.tries_left[0] -= 1
             ops = [self._leave(k) for k in users]
             g.ban(st, {v})
             back = self._place_all(users, ops)

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
+from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
 from planner.core.problem import PendingInfo, Problem
 
@@ -884,12 +884,12 @@ class GreedyPlanner:
         st.version[ni] = st.version.get(ni, 0) + 1
         st.log.append(ni)
 
-    def cheaper_placements(self, d: Decision, deadline: float | None = None
+    def cheaper_placements(self, d: Decision, budget: Budget | None = None
                            ) -> tuple[Decision, int]:
         """Re-place single-node jobs of a finished plan where their cheapest option
         now (next to every other job of the plan, within the storm limit and the
         budgets) costs less than the victims only they use; the better plan and the
-        number of moves. Largest savings first; stops early at ``deadline``.
+        number of moves. Largest savings first; stops early at the end of ``budget``.
 
         Every job stays admitted, so objective items 1-3 do not change and the
         eviction cost (item 4) falls. Options come from the same search as a greedy
@@ -910,7 +910,7 @@ class GreedyPlanner:
                        for j in placements if movable(j))
         moves = 0
         for _neg, j in order:
-            if deadline is not None and time.perf_counter() > deadline:
+            if budget is not None and budget.expired():
                 break
             drop = own(j)
             saving = sum(self.p.running[v].cost for v in drop)

@@ -37,21 +37,21 @@ Both passes only look at what changes, and ``plan()`` still verifies the result.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
+from planner.core.budget import Budget
 from planner.core.decision import Decision
 from planner.core.problem import PendingInfo, Problem
 from planner.core.topology import mask_to_list as _bits
 from planner.heuristics.greedy import GreedyPlanner
 
 
-def repack(problem: Problem, d: Decision, deadline: float | None = None) -> tuple[Decision, int]:
+def repack(problem: Problem, d: Decision, budget: Budget | None = None) -> tuple[Decision, int]:
     """A copy of ``d`` in which placed jobs have given their GPUs to more important
     deferred jobs of their tier where that raises the priority value, and the
-    number of such swaps. Stops early at ``deadline`` (``time.perf_counter()``)."""
+    number of such swaps. Stops early at the end of ``budget``."""
     placements = dict(d.placements)
     deferred: dict[int, list[PendingInfo]] = defaultdict(list)
     for j, info in sorted(problem.pending.items()):
@@ -64,7 +64,7 @@ def repack(problem: Problem, d: Decision, deadline: float | None = None) -> tupl
     order = sorted(placements, key=lambda j: (problem.pending[j].job.priority,
                                               -problem.pending[j].job.total_gpus, j))
     for k in order:
-        if deadline is not None and time.perf_counter() > deadline:
+        if budget is not None and budget.expired():
             break
         kinfo = problem.pending[k]
         kjob = kinfo.job
@@ -160,7 +160,7 @@ def _choose(problem: Problem, info: PendingInfo, fits: list[tuple[int, int, int]
     return None
 
 
-def relocate(problem: Problem, d: Decision, deadline: float | None = None
+def relocate(problem: Problem, d: Decision, budget: Budget | None = None
              ) -> tuple[Decision, int]:
     """A copy of ``d`` in which single-node jobs whose victims serve nobody else have
     moved to GPUs the plan leaves idle (free, or of victims evicted anyway), when
@@ -171,7 +171,7 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
     only drops victims (so storm loads and budgets can only fall) and gives a job
     only GPUs it may take (R7/R10 rights, R3 NVLink, its candidate nodes): the
     plan is lexicographically better (lower cost and fewer evictions) and valid.
-    Largest savings first; stops early at ``deadline``."""
+    Largest savings first; stops early at the end of ``budget``."""
     placements = dict(d.placements)
     victims = set(d.victims)
     users: dict[str, set[str]] = {v: set() for v in victims}  # victim -> jobs on its GPUs
@@ -221,7 +221,7 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
                 order.append((-save, j))
     moves = 0
     for _s, j in sorted(order):
-        if deadline is not None and time.perf_counter() > deadline:
+        if budget is not None and budget.expired():
             break
         info = problem.pending[j]
         drop = exclusive(j)
@@ -282,28 +282,28 @@ def relocate(problem: Problem, d: Decision, deadline: float | None = None
     return Decision(victims, placements), moves
 
 
-def polish(problem: Problem, d: Decision, deadline: float | None = None, *,
+def polish(problem: Problem, d: Decision, budget: Budget | None = None, *,
            cheaper: bool = True) -> tuple[Decision, str]:
     """:func:`repack`, :func:`relocate`, then (unless ``cheaper`` is false) the
     greedy planner's :meth:`~planner.heuristics.greedy.GreedyPlanner.cheaper_placements`: the
     better plan and what changed, in words ("" when nothing did)."""
-    if deadline is not None and time.perf_counter() > deadline:
+    if budget is not None and budget.expired():
         return d, ""  # no time: not even the passes' set-up
-    d, swaps = repack(problem, d, deadline)
-    d, moves = relocate(problem, d, deadline)
+    d, swaps = repack(problem, d, budget)
+    d, moves = relocate(problem, d, budget)
     said = ([f"{swaps} repacking swap(s)"] if swaps else []) + \
         ([f"{moves} move(s) to idle GPUs"] if moves else [])
     if cheaper:
-        d, more = cheaper_victims(problem, d, deadline)
+        d, more = cheaper_victims(problem, d, budget)
         said += [more] if more else []
     return d, ", ".join(said)
 
 
-def cheaper_victims(problem: Problem, d: Decision, deadline: float | None = None
+def cheaper_victims(problem: Problem, d: Decision, budget: Budget | None = None
                     ) -> tuple[Decision, str]:
     """The third pass alone (it takes longest: 0.25 s at 4,096 nodes), and what
     changed, in words."""
-    if deadline is not None and time.perf_counter() > deadline:
+    if budget is not None and budget.expired():
         return d, ""
-    d, n = GreedyPlanner(problem).cheaper_placements(d, deadline)
+    d, n = GreedyPlanner(problem).cheaper_placements(d, budget)
     return d, f"{n} move(s) to cheaper victims" if n else ""

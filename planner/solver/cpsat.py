@@ -5,7 +5,7 @@ The strategies (planner/solver/portfolio.py) are the greedy variants and the bas
 second lane on another core, and then, as the budget allows, the whole CP-SAT model
 (planner/solver/model.py) solved in lexicographic phases, or large-neighbourhood search
 (planner/solver/lns.py). :meth:`_Run.schedule` picks what runs next, in what part of the
-one :class:`~planner.solver.budget.Budget`, from the plans so far and the costs
+one :class:`~planner.core.budget.Budget`, from the plans so far and the costs
 measured in this process; the loop in :func:`solve_cpsat` runs it and keeps the best
 plan, which is assembled (planner/checks/assemble.py): never worse than the greedy
 plans (docs/planner.md, sections 2-3).
@@ -19,6 +19,7 @@ from typing import Any
 
 from models import Plan, SolverInfo
 from planner.checks.assemble import assemble
+from planner.core.budget import Budget
 from planner.core.decision import (
     Decision,
     clean,
@@ -28,7 +29,6 @@ from planner.core.decision import (
 )
 from planner.core.problem import Problem
 from planner.heuristics.greedy import GreedyPlanner
-from planner.solver.budget import Budget
 from planner.solver.lanes import available as lanes_available
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import NEIGHBOURHOOD_NODES, neighbourhoods

@@ -27,11 +27,11 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from planner.core.budget import Budget
 from planner.solver.speed import scaled
 
 # lanes may be used at all (benchmarks/bench_lanes.py compares plans without them)
@@ -98,11 +98,11 @@ class Lane:
         send.close()  # (the child's end: EOF here when the child dies)
         self.error: str | None = None  # why there is no result, when there is none
 
-    def result(self, deadline: float) -> Any | None:
-        """The child's result if it arrives by ``deadline`` (``time.perf_counter()``)
-        plus grace_s(), else None (``error`` says why); the child is then gone."""
+    def result(self, budget: Budget) -> Any | None:
+        """The child's result if it arrives by the end of ``budget`` (a wall-clock
+        one) plus grace_s(), else None (``error`` says why); the child is then gone."""
         try:
-            if self._recv.poll(max(0.0, deadline + grace_s() - time.perf_counter())):
+            if self._recv.poll(max(0.0, budget.left() + grace_s())):
                 ok, value = self._recv.recv()
                 if ok:
                     return value

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, exempt_victims, objective_of, preemptors_of
 from planner.core.problem import Problem
 from planner.solver.model import BuildTimeout, CpsatModel, min_solve_s, run_phases
@@ -190,12 +191,14 @@ def sub_problem(problem: Problem, d: Decision,
     return sub, stay, again
 
 
-def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
+def improve(problem: Problem, d: Decision, budget: Budget, *, workers: int = 2,
             seed: int = 0, size: int | None = None, speed: float = 1.0) -> LnsResult:
-    """Re-solve neighbourhoods (of at most ``size`` nodes) in turn until ``deadline``
-    (a ``time.perf_counter()`` value) or a pass without improvement; returns the best
-    plan found, never worse than ``d``, and the time its whole rounds took.
-    ``speed``: as for :func:`run_phases`."""
+    """Re-solve neighbourhoods (of at most ``size`` nodes) in turn until ``budget``
+    ends (it needs a wall clock) or a pass without improvement; returns the best
+    plan found, never worse than ``d``, and the time its whole rounds took. Each
+    round's build may take half the time left, its solve round_s() of what is left
+    before round_margin_s() from the end. ``speed``: as for :func:`run_phases`."""
+    assert budget.wall  # (LNS runs only with a wall clock)
     areas = neighbourhoods(problem, size)
     best, key = d, objective_of(problem, d).key()
     rounds = improved = 0
@@ -205,7 +208,7 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
     full = round_s()
     while since < len(areas) and len(areas) > 1:
         t = time.perf_counter()
-        left = deadline - t
+        left = budget.end - t
         if left < 2 * min_solve_s():
             break
         area = areas[k % len(areas)]
@@ -216,16 +219,17 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
             continue
         sub, stay, again = cut
         try:
-            model = CpsatModel(sub, deadline=time.perf_counter() + left / 2)
+            model = CpsatModel(sub, budget=budget.until(time.perf_counter() + left / 2))
         except BuildTimeout:
             break
         if not model.classes:
             continue
         # the solve ends a little after its limit, then the solution is read back
-        budget = min(full, deadline - time.perf_counter() - round_margin_s())
-        if budget < min_solve_s():
+        now = time.perf_counter()
+        solve = budget.less(round_margin_s()).until(now + full)
+        if solve.end - now < min_solve_s():
             break
-        res = run_phases(model, again, budget, deterministic=False, workers=workers,
+        res = run_phases(model, again, solve, deterministic=False, workers=workers,
                          seed=seed + rounds, speed=speed)
         rounds += 1
         if res.best is not None:
@@ -236,6 +240,6 @@ def improve(problem: Problem, d: Decision, deadline: float, *, workers: int = 2,
                 best, key = cand, ck
                 improved += 1
                 since = 0
-        if budget == full:
+        if solve.end == now + full:  # (a whole round)
             whole.append(time.perf_counter() - t)
     return LnsResult(best, rounds, improved, sum(whole) / len(whole) if whole else None)

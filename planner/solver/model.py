@@ -42,6 +42,7 @@ from typing import Any, cast
 from ortools.sat.python import cp_model
 
 from planner.core import topology as topo
+from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
 from planner.core.problem import MB_PER_GB, PendingInfo, Problem
 from planner.solver.speed import scaled
@@ -58,6 +59,13 @@ ADMISSION_PRESOLVE = False  # presolve the admission phases (the cost phase alwa
 # least solver time worth building the model for, on the benchmark machine
 # (min_solve_s(): on this one)
 MIN_SOLVE_S = 0.05
+# what each solve pays beyond its CP-SAT time, besides extracting the solution (the
+# solve ends 10-30 ms after its limit), on the benchmark machine (solve_overhead_s():
+# on this one)
+SOLVE_OVERHEAD_S = 0.02
+# the least CP-SAT time limit a phase is given with a wall clock, on the benchmark
+# machine (least_phase_s(): on this one)
+LEAST_PHASE_S = 0.01
 MAX_WORKERS = 256  # CP-SAT workers at most, whatever the caller asks for
 _LIMIT = 2**50  # phase objective span: exact in doubles, far from CP-SAT's overflow checks
 
@@ -66,6 +74,18 @@ def min_solve_s(deterministic: bool = False) -> float:
     """The least solver time worth building the model for, on this machine
     (MIN_SOLVE_S scaled by planner/solver/speed.py's factor; as is in deterministic mode)."""
     return scaled(MIN_SOLVE_S, deterministic)
+
+
+def solve_overhead_s() -> float:
+    """SOLVE_OVERHEAD_S on this machine (scaled by the speed factor; a deterministic
+    solve has no overhead counted)."""
+    return scaled(SOLVE_OVERHEAD_S)
+
+
+def least_phase_s() -> float:
+    """LEAST_PHASE_S on this machine (scaled by the speed factor; only with a wall
+    clock)."""
+    return scaled(LEAST_PHASE_S)
 
 
 def presolve_off_below_s(deterministic: bool = False) -> float:
@@ -107,9 +127,9 @@ def _class_key(info: PendingInfo) -> tuple:
 class CpsatModel:
     def __init__(self, problem: Problem, *, candidate_factor: int = 0, min_candidates: int = 32,
                  keep_nodes: dict[str, frozenset[int]] | None = None,
-                 deadline: float | None = None):
+                 budget: Budget | None = None):
         self.p = problem
-        self.deadline = deadline  # time.perf_counter() value; past it, BuildTimeout
+        self.budget = budget  # past its end, BuildTimeout (None, or deterministic: never)
         self.candidate_factor = candidate_factor  # 0: keep every possible node (exact)
         self.min_candidates = min_candidates
         self.keep_nodes = keep_nodes or {}  # job id -> nodes the hint uses for it
@@ -163,7 +183,7 @@ class CpsatModel:
         self._objective_items()
 
     def _check_time(self) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        if self.budget is not None and self.budget.expired():
             raise BuildTimeout
 
     # -- rules applied in preprocessing (planner/core/problem.py, for every planner) ---
@@ -841,7 +861,7 @@ def make_solver(time_limit_s: float, deterministic: bool, workers: int, seed: in
         # (CP-SAT refuses a huge count as an invalid model; more than the cores only
         # shares them, see warn_settings in planner/commands/_common.py)
         prm.num_workers = max(1, min(workers, MAX_WORKERS))
-        prm.max_time_in_seconds = max(0.01, time_limit_s)
+        prm.max_time_in_seconds = max(least_phase_s(), time_limit_s)
         if 2 <= workers <= 4:
             # with few workers the default portfolio has no LP-heavy worker; max_lp
             # (full linearization) proves the 256-node benchmark optimal about twice
@@ -1020,12 +1040,15 @@ class PhaseResult:
     cost_bound: float | None
 
 
-def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, deterministic: bool,
+def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, deterministic: bool,
                workers: int, seed: int, log: bool = False, speed: float = 1.0) -> PhaseResult:
-    """Solve the model's phases in order from the hint, within ``remaining`` seconds
-    (a deterministic budget in deterministic mode). ``speed``: this machine's time
-    for the same work relative to the benchmark machine's (planner/solver/portfolio.py,
-    Rates), which scales the per-variable part of each solve's overhead."""
+    """Solve the model's phases in order from the hint, within the time ``budget``
+    has left when they start (its whole length, as a deterministic time, in
+    deterministic mode); each phase's share is counted from the time the phases
+    before it used. ``speed``: this machine's time for the same work relative to
+    the benchmark machine's (planner/solver/portfolio.py, Rates), which scales the
+    per-variable part of each solve's overhead (its fixed part: solve_overhead_s())."""
+    remaining = budget.left()
     phases = model.phases()
     statuses = []
     best: Decision | None = None
@@ -1033,8 +1056,9 @@ def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, determini
     cost_bound: float | None = None  # proven lower bound on eviction cost (GPU-s)
     # each solve also pays for loading the model and extracting the solution
     # (measured on the benchmark machine: the solve ends 10-30 ms after its limit,
-    # extraction takes ~2 us/var)
-    overhead = 0.0 if deterministic else 0.02 + 4e-6 * speed * len(model.m.proto.variables)
+    # SOLVE_OVERHEAD_S; extraction takes ~2 us/var)
+    overhead = 0.0 if deterministic else (solve_overhead_s()
+                                          + 4e-6 * speed * len(model.m.proto.variables))
     model.hint(hint)
     for pi, ks in enumerate(phases):
         if pi and not deterministic and remaining < overhead + min_solve_s() / 2:
@@ -1052,7 +1076,7 @@ def run_phases(model: CpsatModel, hint: Decision, remaining: float, *, determini
             # and 0.3 s left 0.04 s unused, and its admission phase then had too
             # little time to find the optimum's admissions)
             share = remaining
-        share = share if deterministic else max(0.01, share - overhead)
+        share = share if deterministic else max(least_phase_s(), share - overhead)
         solver = make_solver(share, deterministic, workers, seed, len(model.m.proto.variables),
                          presolve=ADMISSION_PRESOLVE or model.items[ks[0]][0] == "cost")
         solver.parameters.log_search_progress = log

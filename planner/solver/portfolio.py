@@ -26,13 +26,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, objective_of
 from planner.core.problem import Problem
 from planner.heuristics.baselines import get_baseline
 from planner.heuristics.eject import eject, upgrade
 from planner.heuristics.greedy import GreedyPlanner, squeaky_wheel
 from planner.heuristics.repack import cheaper_victims, polish, relocate
-from planner.solver.budget import Budget
 from planner.solver.lanes import Lane
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import improve, round_s
@@ -65,12 +65,29 @@ EJECT_LEAST_SHARE = 0.5
 # fewer pairs than MEASURE_PAIRS are not measured: their fixed costs would dominate.
 BUILD_PAIR_S = 6e-6
 MEASURE_PAIRS = 10_000
+# ... plus a fixed part on the benchmark machine (build_fixed_s(): on this one)
+BUILD_FIXED_S = 0.01
+# the reserve for assembly and checks keeps this margin on the benchmark machine
+# (reserve_margin_s(): on this one), besides a share of the budget and their work
+RESERVE_MARGIN_S = 0.02
 # The least solve worth building the whole model for, in multiples of its build
 # time: an exact model pays only near its proof (1.4 s at 256 nodes and 100 jobs on
 # the benchmark machine), a pruned model (more than EXACT_PAIRS pairs, counted as
 # EXACT_PAIRS) competes on admissions; a shorter solve rarely beats LNS
 SOLVE_TIMES_EXACT = 15.0
 SOLVE_TIMES_PRUNED = 20 / 3
+
+
+def build_fixed_s() -> float:
+    """BUILD_FIXED_S on this machine (scaled by the speed factor; builds are timed
+    only with a wall clock)."""
+    return scaled(BUILD_FIXED_S)
+
+
+def reserve_margin_s(deterministic: bool = False) -> float:
+    """RESERVE_MARGIN_S on this machine (scaled by the speed factor; as is in
+    deterministic mode)."""
+    return scaled(RESERVE_MARGIN_S, deterministic)
 
 
 def smoothed(last: float, new: float, first: float) -> float:
@@ -107,7 +124,7 @@ class Rates:
         """A whole-model build of ``pairs`` pairs took ``seconds``."""
         counted = min(pairs, EXACT_PAIRS)
         if counted >= MEASURE_PAIRS:
-            rate = max(0.0, seconds - 0.01) / counted
+            rate = max(0.0, seconds - build_fixed_s()) / counted
             self.build_pair_s = smoothed(self.pair_s(), rate, scaled(BUILD_PAIR_S))
 
     def round_s(self) -> float:
@@ -119,8 +136,9 @@ class Rates:
         self.lns_round_s = smoothed(self.round_s(), seconds, round_s())
 
     def build_s(self, pairs: int) -> float:
-        """The whole model's build: the time per pair up to EXACT_PAIRS, plus 10 ms."""
-        return self.pair_s() * min(pairs, EXACT_PAIRS) + 0.01
+        """The whole model's build: the time per pair up to EXACT_PAIRS, plus
+        build_fixed_s()."""
+        return self.pair_s() * min(pairs, EXACT_PAIRS) + build_fixed_s()
 
     def full_solve_s(self, pairs: int) -> float:
         """The least solve worth building the whole model for (SOLVE_TIMES_*)."""
@@ -131,7 +149,7 @@ class Rates:
     def reserve_s(self, problem: Problem, time_limit_s: float,
                   deterministic: bool = False) -> float:
         """Time kept for extraction, assembly, explanations and the verifier: 5% of
-        the budget and 20 ms as margin, plus what they take, which grows less than
+        the budget and reserve_margin_s() as margin, plus what they take, which grows less than
         linearly with pending jobs x nodes: 0.15 us per pair, at most 0.1 s x (pairs /
         500,000) ** 0.65 on big clusters (measured on the benchmark machine with the
         garbage collector paused: 0.10 s at 500 x 1,024, 0.15 s at 1,000 x 2,048,
@@ -139,7 +157,8 @@ class Rates:
         deterministic mode, whose budget has no deadline to keep it from)."""
         pairs = len(problem.pending) * len(problem.nodes)
         work = min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
-        return 0.05 * time_limit_s + 0.02 + (1.0 if deterministic else self.speed) * work
+        return (0.05 * time_limit_s + reserve_margin_s(deterministic)
+                + (1.0 if deterministic else self.speed) * work)
 
 
 RATES = Rates()  # measured across the calls of this process
@@ -160,11 +179,11 @@ class Pace:
         """Time to build the whole model and solve it long enough to be worth it: a
         solve shorter than the build, than 2 x min_solve_s() or than the full solve
         (dropped where LNS has no rounds to run: there the model is the only
-        search) is not. The build takes at least twice a greedy run, plus 10 ms
-        (``measured``: once a greedy run is)."""
+        search) is not. The build takes at least twice a greedy run, plus
+        build_fixed_s() (``measured``: once a greedy run is)."""
         build = self.rates.build_s(self.pairs)
         if measured:
-            build = max(2 * self.greedy_s + 0.01, build)
+            build = max(2 * self.greedy_s + build_fixed_s(), build)
         full = self.rates.full_solve_s(self.pairs) if self.lns_rounds else 0.0
         return build + max(build, 2 * min_solve_s(), full)
 
@@ -269,7 +288,7 @@ class Polish(Strategy):
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         t = time.perf_counter()
-        d, self.said = polish(problem, self.start, budget.deadline, cheaper=self.cheaper)
+        d, self.said = polish(problem, self.start, budget, cheaper=self.cheaper)
         self.took = time.perf_counter() - t
         return d
 
@@ -284,7 +303,7 @@ class Cheaper(Strategy):
         self.start = start
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        d, self.said = cheaper_victims(problem, self.start, budget.deadline)
+        d, self.said = cheaper_victims(problem, self.start, budget)
         return d
 
 
@@ -303,9 +322,9 @@ class Eject(Strategy):
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         d = self.start
-        if budget.deadline is not None:
-            d, self.ejected = eject(problem, d, deadline=budget.deadline)
-            d, self.swaps = upgrade(problem, d, deadline=budget.deadline, speed=factor())
+        if budget.wall:
+            d, self.ejected = eject(problem, d, budget=budget)
+            d, self.swaps = upgrade(problem, d, budget=budget, speed=factor())
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES)
             d, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
@@ -333,13 +352,13 @@ class Lns(Strategy):
         return self.whole * pace.rates.round_s()
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        assert budget.deadline is not None  # (LNS runs only with a wall clock)
-        start, _moves = relocate(problem, self.start, budget.deadline)
-        res = improve(problem, start, budget.deadline, workers=self.workers, seed=self.seed,
+        assert budget.wall  # (LNS runs only with a wall clock)
+        start, _moves = relocate(problem, self.start, budget)
+        res = improve(problem, start, budget, workers=self.workers, seed=self.seed,
                       speed=RATES.speed)
         if res.whole_round_s is not None:
             RATES.measured_rounds(res.whole_round_s)
-        d, more = polish(problem, res.decision, self.polish_by.deadline, cheaper=False)
+        d, more = polish(problem, res.decision, self.polish_by, cheaper=False)
         if res.improved and (objective_of(problem, d).key()
                              > objective_of(problem, self.incumbent).key()):
             self.rounds, self.said = (res.improved, res.rounds), more
@@ -375,8 +394,7 @@ class WholeModel(Strategy):
         try:
             self.model = CpsatModel(problem, candidate_factor=self.factor,
                                     keep_nodes=self.keep_nodes,
-                                    deadline=budget.less(
-                                        min_solve_s(self.deterministic)).deadline)
+                                    budget=budget.less(min_solve_s(self.deterministic)))
         except BuildTimeout:
             self.timed_out = True
             return self.hint
@@ -386,7 +404,7 @@ class WholeModel(Strategy):
         self.built_at = budget.elapsed()
         if not self.model.classes:
             return self.hint
-        self.result = run_phases(self.model, self.hint, budget.left(),
+        self.result = run_phases(self.model, self.hint, budget,
                                  deterministic=self.deterministic, workers=self.workers,
                                  seed=self.seed, log=self.log,
                                  speed=1.0 if self.deterministic else RATES.speed)
@@ -404,7 +422,7 @@ def candidate(kw: dict | str) -> Greedy | Baseline:
 
 
 def second_lane(problem: Problem, candidates: list[dict | str], first_s: float | None,
-                late: float) -> tuple[Decision, str] | None:
+                budget: Budget) -> tuple[Decision, str] | None:
     """The second lane's plan (planner/solver/lanes.py, in a child process) and what it
     says: the ``candidates`` in order (greedy variants by their settings, baselines
     by name), each while its greedy runs (``first_s`` each, lane_runs) fit in
@@ -412,9 +430,8 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     squeaky-wheel pass of each variant's plan better than those before it, while a
     greedy run fits in SQUEAKY_SHARE of the time left; then, on the best plan,
     polishing, ejection moves and moves to cheaper victims, as on the first lane,
-    all by ``late``. None if no candidate fits. ``first_s`` None (the early lane):
+    all within ``budget``. None if no candidate fits. ``first_s`` None (the early lane):
     the first candidate always runs, and its time sets the pace of the others."""
-    budget = Budget(0.0, end=late)
     best: Decision | None = None
     key: tuple = ()
     what = ""  # which plan is the best, for solver.detail
@@ -472,10 +489,10 @@ class SecondLane(Strategy):
     def start(self, problem: Problem, budget: Budget) -> bool:
         """Fork the child, to end by the budget's end less lanes.grace_s(); False if no
         process is to be had (then the planner plans in one lane)."""
-        assert budget.deadline is not None  # (a second lane needs a wall clock)
+        assert budget.wall  # (a second lane needs a wall clock)
         try:
             self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
-                             budget.less(lane_grace_s()).end)
+                             budget.less(lane_grace_s()))
         except OSError:
             return False
         return True
@@ -484,7 +501,7 @@ class SecondLane(Strategy):
         self.lane.close()
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        other = self.lane.result(budget.less(lane_grace_s()).end)
+        other = self.lane.result(budget.less(lane_grace_s()))
         if other is None:
             self.error = self.lane.error or "no time for one more greedy run"
             return self.fallback

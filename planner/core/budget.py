@@ -1,9 +1,11 @@
 """The time a planning tick may take: :class:`Budget`, one deadline every phase asks.
 
-A budget starts once, when :func:`~planner.solver.cpsat.solve_cpsat` is called, and
+A budget starts once, when ``solve_cpsat`` (planner/solver/cpsat.py) is called, and
 ends ``seconds`` later on ``time.perf_counter()``. Each phase gets a sub-budget
 (``less``, ``until``, ``slice``, ``share``) that never ends after the budget it
-came from, so no phase can spend time its caller kept for a later one.
+came from, so no phase can spend time its caller kept for a later one. The
+solver's phases and the heuristics' passes (planner/heuristics) take a budget,
+not a clock reading, and stop when it has ended.
 
 In deterministic mode (R14) a budget has no deadline: ``deadline`` is None, it
 never expires and every time fits in it; ``left()`` is then its whole length,
@@ -29,8 +31,8 @@ class Budget:
 
     @property
     def deadline(self) -> float | None:
-        """The end, for functions that take a ``perf_counter()`` deadline; None in
-        deterministic mode (no deadline)."""
+        """The end on ``time.perf_counter()``; None in deterministic mode (no
+        deadline)."""
         return self.end if self.wall else None
 
     def elapsed(self) -> float:
