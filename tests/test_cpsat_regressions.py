@@ -278,7 +278,7 @@ def test_grouped_gang_options_equal_fresh_node_options() -> None:
 
 def test_a_late_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     # A plan later than its time limit by more than OVER_S says so at the end of
-    # solver.detail (with its wall time and the machine's speed factor, 1 in the
+    # solver.detail (with its wall time, where it went, and the machine's speed factor, 1 in the
     # tests: planner/solver/speed.py); deterministic plans, whose budget is not wall
     # time, never do. OVER_S = -1 makes every plan late, whatever the machine.
     import planner
@@ -288,11 +288,16 @@ def test_a_late_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     p = plan(data, time_limit_s=0.5)
     import re
 
-    said = re.search(r"took (\d+\.\d\d) s, over the time limit of 0\.5 s \(too short for "
-                     r"this cluster: see 'Choosing time_limit_s' in the README; this machine's speed "
-                     r"factor 1\.00\)$", p.solver.detail)
-    # (the wall time is rounded to 2 decimals there and to 4 in wall_s)
+    said = re.search(r"took (\d+\.\d\d) s, over the time limit of 0\.5 s: (\d+\.\d\d) s "
+                     r"loading the snapshot and building the problem, (\d+\.\d\d) s planning, "
+                     r"(\d+\.\d\d) s checking the plan \(too short for this cluster: see "
+                     r"'Choosing time_limit_s' in the README; this machine's speed factor "
+                     r"1\.00\)$", p.solver.detail)
+    # (the times are rounded to 2 decimals there and to 4 in wall_s); the three parts
+    # add up to the whole
     assert said is not None and abs(float(said.group(1)) - p.solver.wall_s) <= 0.006
+    parts = [float(said.group(i)) for i in (2, 3, 4)]
+    assert abs(sum(parts) - float(said.group(1))) <= 0.016
     assert "over the time limit" not in (plan(data, time_limit_s=0.5,
                                              deterministic=True).solver.detail or "")
     assert "over the time limit" not in (plan(data, time_limit_s=0.5,
