@@ -330,9 +330,10 @@ class GreedyPlanner:
             self._cache[key] = hit
         options = hit[1]
         if room:  # (None: no penalty; 0: in every weight) victims past the room pay it
-            left = self.past_left - len(st.victims)
-            if any(n > left for _c, n, _vs in options):
-                options = sorted(((c + self.past_penalty * max(0, n - left), n, vs)
+            tb, before = self.p.thrash, len(st.victims)
+            assert tb is not None  # (room is None without R15)
+            if any(tb.past_budget(before + n) for _c, n, _vs in options):
+                options = sorted(((c + self.past_penalty * tb.past_budget(before + n), n, vs)
                                   for c, n, vs in options), key=lambda o: (o[0], o[1]))
         for cost, _n, vs in options:
             if self.within_limits(st, vs):
