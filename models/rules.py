@@ -56,13 +56,16 @@ def need_s(policy: Policy, job: Job, flush: float) -> float:
     return policy.grace.need(flush, job.checkpoint.barrier_s, job.checkpoint.cleanup_s)
 
 
-def solo_flush_s(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None) -> float:
-    """The flush time the victim would need alone (objective item 4)."""
+def solo_flush_s(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None,
+                 known: tuple[Storage | None, float] | None = None) -> float:
+    """The flush time the victim would need alone (objective item 4); ``known``: its
+    ``victim_storage`` and ``local_flush_s``, when the caller has them."""
     if not flushes(job):
         return 0.0
-    nodes = nodes if nodes is not None else snap.node_map()
-    return flush_s(job, victim_storage(snap, job, nodes), job.checkpoint.size_gb,
-                   local_flush_s(nodes, job))
+    if known is None:
+        nodes = nodes if nodes is not None else snap.node_map()
+        known = victim_storage(snap, job, nodes), local_flush_s(nodes, job)
+    return flush_s(job, known[0], job.checkpoint.size_gb, known[1])
 
 
 def lost_s(now: datetime, job: Job) -> float:
@@ -72,10 +75,12 @@ def lost_s(now: datetime, job: Job) -> float:
     return max(0.0, age_s(now, job.checkpoint.last_at or job.started_at))
 
 
-def eviction_cost(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None) -> float:
-    """Objective item 4: ``gpus * (lost + restore + solo_flush)`` in GPU-seconds."""
+def eviction_cost(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None,
+                  known: tuple[Storage | None, float] | None = None) -> float:
+    """Objective item 4: ``gpus * (lost + restore + solo_flush)`` in GPU-seconds
+    (``known`` as for :func:`solo_flush_s`)."""
     return job.total_gpus * (lost_s(snap.now, job) + job.checkpoint.restore_s
-                             + solo_flush_s(snap, job, nodes))
+                             + solo_flush_s(snap, job, nodes, known))
 
 
 def immune_for_s(policy: Policy, now: datetime, job: Job) -> float:

@@ -218,15 +218,23 @@ def build_problem(snap: Snapshot) -> Problem:
     nodes: list[NodeInfo] = []
     node_index: dict[str, int] = {}
     node_map = snap.node_map()
+    # nodes of one NVLink layout share its parse (a cluster has a few kinds of node)
+    layouts: dict[tuple, tuple] = {}
     for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
-        islands, comps = clique_layout(n)
+        kind = (n.nvlink if isinstance(n.nvlink, str) else repr(n.nvlink), n.gpus)
+        known = layouts.get(kind)
+        if known is None:
+            known = layouts[kind] = (*clique_layout(n), topo.layout(n.nvlink_raw(), n.gpus))
+        islands, comps, layout = known
         full = (1 << n.gpus) - 1
-        nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n),
-                              topo.layout(n.nvlink_raw(), n.gpus)))
+        nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n), layout))
         node_index[n.id] = i
     owner: dict[tuple[int, int], str] = {}
     running: dict[str, VictimInfo] = {}
     warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
+    # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
+    # whatever rule (R5 for a tier that is not preemptible) protects it first
+    ignored = 0
     for j in sorted(snap.running(), key=lambda j: j.id):
         parts = []
         on_down = []
@@ -243,9 +251,10 @@ def build_problem(snap: Snapshot) -> Problem:
             warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
                             f"{', '.join(on_down)}: ignored there and never evicted")
         tp = policy.tier(j.tier)
-        stor = victim_storage(snap, j)
+        stor = victim_storage(snap, j, node_map)
         local = local_flush_s(node_map, j)
-        cap = _storm_cap(policy, j, stor, local) if flushes(j) else float("inf")
+        flushing = flushes(j)
+        cap = _storm_cap(policy, j, stor, local) if flushing else float("inf")
         why, rule = "", ""
         immune = immune_for_s(policy, now, j)
         if not tp.preemptible:
@@ -259,17 +268,19 @@ def build_problem(snap: Snapshot) -> Problem:
         elif (ending := ending_soon(policy, now, j)) is not None:
             why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
                          f"{_iso(j.expected_end_at)})"), "R17"
-        elif cap < 0 or (flushes(j) and j.checkpoint.size_gb > cap + 1e-9):
-            solo = solo_flush_s(snap, j, node_map)
+        elif cap < 0 or (flushing and j.checkpoint.size_gb > cap + 1e-9):
+            solo = solo_flush_s(snap, j, node_map, (stor, local))
             need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
             why = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
                    f"{policy.grace.max_s:.0f} s")
             rule = "R11"
         running[j.id] = VictimInfo(
             job=j, parts=parts, evictable=not why, why_not=why, rule=rule,
-            cost=eviction_cost(snap, j, node_map), storage=stor.id if stor else None,
-            flush_gb=j.checkpoint.size_gb if flushes(j) else 0.0, flushing=flushes(j),
+            cost=eviction_cost(snap, j, node_map, (stor, local)),
+            storage=stor.id if stor else None,
+            flush_gb=j.checkpoint.size_gb if flushing else 0.0, flushing=flushing,
             storm_cap_gb=cap)
+        ignored += bool(on_down)
     total = 0
     for nd in nodes:
         if nd.node.state == "up":
@@ -300,10 +311,6 @@ def build_problem(snap: Snapshot) -> Problem:
                                 if node_can_host(nodes[members[0]], j, policy) for i in members)
         info.candidates = hosts[key]
         pending[j.id] = info
-    # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
-    # whatever rule (R5 for a tier that is not preemptible) protects it first
-    ignored = sum(1 for v in running.values()
-                  if any(nodes[ni].node.state == "down" for ni, _m in v.parts))
     return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
                    thrash_budget(snap, len(running) - ignored))
 
