@@ -214,8 +214,8 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     class Spy:
         error = None
 
-        def __init__(self, _fn: Any, _problem: Any, todo: list, *_a: Any) -> None:
-            events.append(("lane", todo))
+        def __init__(self, fn: Any, _problem: Any, *args: Any) -> None:
+            events.append(("floor",) if fn is portfolio.plain_greedy else ("lane", args[0]))
 
         def result(self, _budget: Budget) -> None:
             return None
@@ -271,11 +271,14 @@ def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # No budget: t3 is evicted and j admitted by the first greedy plan; the lane
     # starts after it, with the priority-first variant only (the storm limit
-    # refused nothing, no budget bound)
+    # refused nothing, no budget bound). The floor lane (the plain greedy plan)
+    # starts before the first greedy plan; the spy never answers, so the first lane
+    # makes that plan itself at the end (the last greedy run)
     events = _spy_lanes(monkeypatch)
     p = plan(_budget_snap({}), time_limit_s=0.5)
     assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
-    assert events[:2] == [("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
+    assert events[:3] == [("floor",), ("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
+    assert events[-1] == ("greedy",)
 
 
 def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
@@ -309,3 +312,28 @@ def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
             for j, parts in d.placements.items()} == {"j": ["n1"], "k": ["n2"]}
     assert said == ("the second lane's plan (the Kubernetes-style baseline's), better, "
                     "returned after 1 job(s) admitted by ejection moves")
+
+
+@fork_only
+def test_the_floor_lane_gives_the_plain_greedy_plan_from_the_child_or_itself() -> None:
+    # _budget_snap({}): the plain greedy plan evicts t3 (8 GPUs of n1) for j. Made in
+    # a forked child, or, when the child gives nothing (it was stopped before it
+    # answered), in-process: the same plan either way
+    from planner.core.problem import build_problem
+
+    problem = build_problem(load_snapshot(_budget_snap({})))
+    want = portfolio.plain_greedy(problem)
+    assert want.victims == {"t3"} and set(want.placements) == {"j"}
+    floor = portfolio.FloorLane()
+    assert floor.start(problem)
+    floor.wait_s = 30.0
+    got = floor.run(problem, Budget(1.0))
+    assert (got.victims, got.placements) == (want.victims, want.placements)
+    assert floor.error == ""
+    late = portfolio.FloorLane()
+    assert late.start(problem)
+    assert late.lane is not None
+    late.lane.close()  # gone before it answers
+    got = late.run(problem, Budget(1.0))
+    assert (got.victims, got.placements) == (want.victims, want.placements)
+    assert late.error.startswith(("died", "late"))

@@ -44,6 +44,7 @@ from planner.solver.portfolio import (
     Baseline,
     Cheaper,
     Eject,
+    FloorLane,
     Greedy,
     Lns,
     Pace,
@@ -257,6 +258,14 @@ class _Run:
             lane = SecondLane(list(EARLY_LANE), None)
             if lane.start(self.problem, work):
                 self.lane, self.in_lane = lane, EARLY_LANE
+        floor: Greedy | FloorLane = Greedy({})  # the plain greedy plan (below)
+        if (self.lane is None and not self.det
+                and self.usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
+                and lanes_available(self.workers)):
+            # on a big cluster the floor is made on the other core meanwhile
+            lane_floor = FloorLane()
+            if lane_floor.start(self.problem):
+                floor = lane_floor
         # hint and fallback: the greedy variant that spares capacity less important
         # pending jobs need (usually admits more); its time sets the pace
         first = Greedy({"spare_lower": True})
@@ -264,6 +273,8 @@ class _Run:
         assert first.planner is not None
         self.spare = spare = first.planner
         self.pace.greedy_s = self.budget.elapsed()
+        if isinstance(floor, FloorLane):
+            floor.wait_s = self.pace.greedy_s
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
                                 or len(neighbourhoods(self.problem)) > 1)
         variants: list[Greedy] = [Greedy({})] if self.det else []
@@ -316,7 +327,7 @@ class _Run:
         if not self.det:  # (deterministic mode ran it above, as one of the variants)
             # the plain greedy plan (the greedy baseline's) as a floor, after the
             # passes above so that they keep their time
-            yield Greedy({}), work
+            yield floor, work
         for name in ("slurm",) if spare.budget_rejected else ("k8s", "slurm"):
             b = Baseline(name)
             if name not in self.in_lane and (self.room(b) if spare.budget_rejected

@@ -244,6 +244,43 @@ class Greedy(Strategy):
         return clean(problem, self.planner.solve())
 
 
+def plain_greedy(problem: Problem) -> Decision:
+    """The plain greedy plan (the greedy baseline's), cleaned."""
+    return clean(problem, GreedyPlanner(problem).solve())
+
+
+class FloorLane(Strategy):
+    """The plain greedy plan, the floor of every plan (cpsat.py, ``candidates``), made
+    in a second lane (planner/solver/lanes.py) started before the first greedy plan,
+    so that on a big cluster the two greedy runs take one run's time side by side.
+    :meth:`run` waits for the child at most ``wait_s`` (set to the first greedy plan's
+    time: the plain plan takes less) and makes the plan itself when the child gave
+    none, so the plan is the same either way."""
+
+    name = "greedy {} (second lane)"
+
+    def __init__(self) -> None:
+        self.lane: Lane | None = None
+        self.wait_s = 0.0
+        self.error = ""
+
+    def start(self, problem: Problem) -> bool:
+        """Fork the child; False if no process is to be had."""
+        try:
+            self.lane = Lane(plain_greedy, problem)
+        except OSError:
+            return False
+        return True
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        assert self.lane is not None
+        d = self.lane.result(Budget(self.wait_s))
+        if d is None:
+            self.error = self.lane.error or "no answer"
+            return plain_greedy(problem)
+        return d
+
+
 class Baseline(Strategy):
     """A baseline's plan (planner/heuristics/baselines.py) by its name."""
 
