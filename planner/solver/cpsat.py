@@ -125,6 +125,7 @@ class _Run:
         self.lane: SecondLane | None = None
         self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
         self.greedy: Decision | None = None  # the best greedy plan, before polishing
+        self.floor: Strategy | None = None  # the plain greedy plan's strategy
         self.polish_s = 0.0  # the time its first polishing passes took
         self.end = self.work  # when passes before the last polishing pass end
         self._keys: dict[int, tuple[Decision, tuple]] = {}
@@ -278,6 +279,7 @@ class _Run:
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
                                 or len(neighbourhoods(self.problem)) > 1)
         variants: list[Greedy] = [Greedy({})] if self.det else []
+        self.floor = variants[0] if self.det else floor
         k8s = Baseline("k8s")
         if spare.budget_rejected and "k8s" not in self.in_lane and self.room(k8s):
             # an eviction budget (R13) refused victims: the per-node baselines often
@@ -444,24 +446,34 @@ class _Run:
         assert self.best is not None
         status, info = self._outcome()
         best, moved, note = self._exempt_free_first(self.best)
-        if moved:
+        if moved or note:
             info = info.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
-                x for x in (info.detail, note, "then " + moved_note(moved)) if x)})
+                x for x in (info.detail, note, moved and "then " + moved_note(moved)) if x)})
             status = "feasible" if status == "optimal" else status
         return assemble(self.problem, best, status, info)
 
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
         """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how
         many exempt jobs moved, a note). The swap may leave the other job without a
-        place that a plan built around the free GPUs from the start has: the greedy
-        plan, swapped too, competes."""
+        place that a plan built around the free GPUs from the start has: the best
+        greedy plan and the plain one (the greedy baseline's, which the returned plan
+        is never worse than), swapped too, compete."""
         d, moved = exempt_free_first(self.problem, best)
-        if not moved or self.greedy is None:
+        if not moved:
             return d, moved, ""
-        g, g_moved = exempt_free_first(self.problem, clean(self.problem, self.greedy))
-        if objective_of(self.problem, g).key() > objective_of(self.problem, d).key():
-            return g, g_moved, "the greedy plan is better once exempt jobs take free GPUs first"
-        return d, moved, ""
+        note = ""
+        key = objective_of(self.problem, d).key()
+        plain = self.plan_of.get(id(self.floor)) if self.floor is not None else None
+        said = "the plain greedy plan (the greedy baseline's)"
+        others = {id(x): (x, what) for x, what in ((plain, said), (self.greedy, "the greedy plan"))
+                  if x is not None}
+        for other, what in others.values():
+            g, g_moved = exempt_free_first(self.problem, clean(self.problem, other))
+            g_key = objective_of(self.problem, g).key()
+            if g_key > key:
+                d, moved, key = g, g_moved, g_key
+                note = f"{what} is better once exempt jobs take free GPUs first: returned"
+        return d, moved, note
 
     def _outcome(self) -> tuple[str, SolverInfo]:
         """The best plan's status and solver information."""
