@@ -6,21 +6,32 @@ naming the field path (``jobs[3].placement[0].gpus: ...``).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import signal as _signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from models.kinds import wrong_document
 from models.plan import Plan
 from models.policy import MAX_PRIORITY, Policy
-from models.snapshot import NvlinkEdges, Snapshot
+from models.snapshot import (
+    PRIORITY_BRANCHES,
+    Job,
+    Node,
+    NvlinkEdges,
+    Snapshot,
+    is_time_bound,
+    priority_message,
+    time_message,
+)
 
 _SIGNALS = {s.name for s in _signal.Signals}
 
@@ -153,6 +164,10 @@ def _pydantic_messages(err: ValidationError, prefix: tuple[Any, ...] = (),
                 msg += f"; did you mean {near!r}?"
         elif e["type"] == "literal_error":
             msg = f"{msg}, got {e.get('input')!r}"
+        elif loc[-1:] and loc[-1] in PRIORITY_BRANCHES and loc[-2:-1] == ("priority",):
+            loc, msg = loc[:-1], priority_message(e["input"])  # (one line for both)
+        elif e["type"] in ("greater_than_equal", "less_than") and is_time_bound(e.get("ctx")):
+            msg = time_message(e["input"])
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         line = f"{_path(loc)}: {msg}"
@@ -228,6 +243,39 @@ def check_depth(doc: Any, where: str) -> None:
                      if isinstance(kid, dict | list) and id(kid) not in sizes)
 
 
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_AS_PARENS = bytes.maketrans(b"[]{}", b"()()")
+
+
+def json_nests_at_most(text: str, levels: int) -> bool:
+    """Whether a JSON text nests at most ``levels`` arrays and objects (on a text that
+    is not JSON, True or False means nothing). Made of byte-string operations, a
+    fraction of the cost of walking the parsed document: escaped backslashes and
+    quotes are removed, then everything but brackets and quotes, then the strings;
+    each pass of removing ``()`` takes one level off."""
+    data = text.encode("utf-8", "surrogatepass")  # (ASCII bytes are ASCII characters)
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(_AS_PARENS, _NOT_STRUCTURE)
+    marks = kept.replace(b'""', b"")  # the strings, when none holds a bracket
+    if b'"' in marks:  # (then every other piece between quotes is outside the strings)
+        marks = b"".join(kept.split(b'"')[::2])
+    for _ in range(levels):
+        if not marks:
+            break
+        marks = marks.replace(b"()", b"")
+    return not marks
+
+
+def check_json_depth(doc: Any, text: str, where: str) -> None:
+    """:func:`check_depth` of ``doc`` parsed from the JSON ``text``: a tree (no shared
+    values, so no alias to count), so only its height can be refused, and a text
+    nesting fewer than MAX_DEPTH arrays and objects is within it (its scalars add
+    one level)."""
+    if not json_nests_at_most(text, MAX_DEPTH - 1):
+        check_depth(doc, where)
+
+
 def parse_document(text: str, where: str | None = None, *, yaml_first: bool = False) -> Any:
     """A JSON or YAML document from its text; JSON is tried first (YAML when
     ``yaml_first``), and a text that is not JSON but YAML of a mapping or a list is
@@ -261,14 +309,18 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
                 raise InputError([msg], where) from None
             if not isinstance(doc, dict | list):  # (broken JSON that YAML reads as text)
                 raise InputError([msg], where) from None
+        else:
+            check_json_depth(doc, text, where or "document")
+            return doc
     check_depth(doc, where or "document")
     return doc
 
 
-def read_document(source: str | Path) -> Any:
-    """Read a JSON or YAML file (``-``: standard input); raises InputError naming the
-    file on a syntax error, a text that is not UTF-8, a binary file, a document nested
-    too deep or bigger than MAX_DOCUMENT_BYTES."""
+def read_text(source: str | Path) -> tuple[str, str, bool]:
+    """The text of a JSON or YAML file (``-``: standard input), the name its messages
+    give it, and whether it is read as YAML first (a ``.yaml`` or ``.yml`` file);
+    raises InputError on a text that is not UTF-8, a binary file or one bigger than
+    MAX_DOCUMENT_BYTES."""
     import sys
 
     name = str(source)
@@ -287,8 +339,15 @@ def read_document(source: str | Path) -> Any:
             raise InputError([f"cannot read file: {exc.strerror or exc}"], name) from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise InputError([f"the document is more than {MAX_DOCUMENT_BYTES:,} bytes"], name)
-    text = decode_text(data, name)
-    return parse_document(text, name, yaml_first=name.lower().endswith((".yaml", ".yml")))
+    return decode_text(data, name), name, name.lower().endswith((".yaml", ".yml"))
+
+
+def read_document(source: str | Path) -> Any:
+    """Read a JSON or YAML file (``-``: standard input); raises InputError naming the
+    file on a syntax error, a text that is not UTF-8, a binary file, a document nested
+    too deep or bigger than MAX_DOCUMENT_BYTES."""
+    text, name, yaml_first = read_text(source)
+    return parse_document(text, name, yaml_first=yaml_first)
 
 
 def load_policy(source: dict[str, Any] | Policy | str | Path | None) -> Policy:
@@ -327,16 +386,42 @@ def _policy_errors(pol: Policy) -> list[str]:
     return errors
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (unless it already is). Reading a
+    large document makes hundreds of thousands of objects and no reference cycles,
+    and the collections they set off, each over all the objects made so far, cost
+    as much as the reading itself (half of load_snapshot on 12,500 nodes)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
                   policy: dict[str, Any] | Policy | str | Path | None = None) -> Snapshot:
     """Parse and check a snapshot. ``policy``, when given, replaces the snapshot's own
     (section 7). Raises InputError listing every problem."""
+    with _gc_paused():
+        return _load_snapshot(source, policy)
+
+
+def _load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
+                   policy: dict[str, Any] | Policy | str | Path | None) -> Snapshot:
     name = None
     if isinstance(source, Snapshot):
         data: Any = source.model_dump(mode="json")
     elif isinstance(source, (str, Path)):
         name = str(source)
-        data = read_document(source)
+        text, where, yaml_first = read_text(source)
+        snap = None if policy is not None or yaml_first else _snapshot_of_json(text)
+        if snap is not None:
+            return _checked(snap, name)
+        data = parse_document(text, where, yaml_first=yaml_first)
     else:
         data = source
     wrong = wrong_document(data, "snapshot")
@@ -351,10 +436,48 @@ def load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
         snap = Snapshot.model_validate(data)
     except ValidationError as exc:
         raise InputError(_pydantic_messages(exc), name) from None
+    return _checked(snap, name)
+
+
+def _checked(snap: Snapshot, name: str | None) -> Snapshot:
     errors = check_snapshot(snap)
     if errors:
         raise InputError(errors, name)
     return snap
+
+
+class _SnapshotText(Snapshot):
+    """A snapshot that keeps the fields it does not know at its top level (in
+    ``model_extra``) instead of refusing them: the comments of a JSON text."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _snapshot_of_json(text: str) -> Snapshot | None:
+    """The snapshot of a JSON text, read and validated by pydantic-core from the text
+    (no Python object per value, no Python call per record); None when the text
+    takes the general way instead, json.loads and validation in Python, whose
+    messages the user gets: not JSON, nested too deep, a comment below the top level
+    or a field it does not know, any problem. Both ways accept the same documents
+    (tests/test_load_ways.py); one accepted is a snapshot, never a document of
+    another kind (models.kinds), so that check is left to the general way."""
+    if not json_nests_at_most(text, MAX_DEPTH - 1):
+        return None
+    try:
+        doc = _SnapshotText.__pydantic_validator__.validate_json(text)
+    except ValidationError:
+        return None
+    extra = doc.model_extra or {}
+    if not all(k[:1] == "_" for k in extra):
+        return None
+    values = {k: getattr(doc, k) for k in Snapshot.model_fields}
+    given = doc.model_fields_set & values.keys()
+    if "_comment" in extra and "comment" not in given:
+        if not isinstance(extra["_comment"], str | None):
+            return None  # (the general way says why)
+        values["comment"] = extra["_comment"]
+        given.add("comment")
+    return Snapshot.model_construct(given, **values)
 
 
 def _dupes(kind: str, ids: list[str]) -> list[str]:
@@ -411,6 +534,45 @@ def _priority_errors(snap: Snapshot) -> list[str]:
              "priorities")]
 
 
+def _placement_errors(p: str, j: Job, nodes: dict[str, Node],
+                      owner: dict[str, dict[int, str]]) -> list[str]:
+    """The placement of the running job ``j`` (at ``p``): known and distinct nodes,
+    gpus_per_node GPUs on each, in range, used by no other job (R1). ``owner`` maps
+    node -> GPU -> job for the jobs before it, and gets this job's GPUs."""
+    errors = []
+    seen_nodes: set[str] = set()
+    for k, part in enumerate(j.placement or []):
+        node = nodes.get(part.node)
+        if node is None:
+            errors.append(f"{p}.placement[{k}].node: unknown node {part.node!r}")
+            continue
+        if part.node in seen_nodes:
+            errors.append(f"{p}.placement[{k}].node: node {part.node!r} appears twice "
+                          "(placement entries must be on distinct nodes)")
+        seen_nodes.add(part.node)
+        if len(part.gpus) != j.gpus_per_node:
+            errors.append(f"{p}.placement[{k}].gpus: {len(part.gpus)} GPUs but the job has "
+                          f"gpus_per_node={j.gpus_per_node}")
+        used = owner.setdefault(node.id, {})
+        mine = dict.fromkeys(part.gpus, j.id)
+        if (part.gpus and len(mine) == len(part.gpus) and 0 <= min(mine)
+                and max(mine) < node.gpus and used.keys().isdisjoint(mine)):
+            used.update(mine)  # (the common case at C speed; the loop says what is wrong)
+            continue
+        for g in part.gpus:
+            if not 0 <= g < node.gpus:
+                errors.append(f"{p}.placement[{k}].gpus: GPU {g} out of range for node "
+                              f"{node.id} ({node.gpus} GPUs)")
+                continue
+            other = used.get(g)
+            if other is not None:
+                errors.append(f"{p}.placement[{k}].gpus: GPU {g} of node {node.id} is also used "
+                              f"by running job {other!r} (R1)")
+            else:
+                used[g] = j.id
+    return errors
+
+
 def check_snapshot(snap: Snapshot) -> list[str]:
     """Cross-record checks of sections 2, 7 and 8 (field checks are pydantic's)."""
     errors: list[str] = []
@@ -432,62 +594,37 @@ def check_snapshot(snap: Snapshot) -> list[str]:
             errors.append(f"recent_evictions[{i}].at: {e.at.isoformat()} is after now "
                           f"({snap.now.isoformat()}); only evictions already carried out count (R15)")
     errors += _priority_errors(snap)
-    owner: dict[tuple[str, int], str] = {}
+    owner: dict[str, dict[int, str]] = {}  # node -> GPU -> the running job using it
+    now, tiers = snap.now, snap.policy.tiers
     for i, j in enumerate(snap.jobs):
         p = f"jobs[{i}]"
-        if j.tier not in snap.policy.tiers:
+        if j.tier not in tiers:
             errors.append(f"{p}.tier: tier {j.tier} of job {j.id!r} is not in the policy "
-                          f"(tiers: {', '.join(str(t) for t in sorted(snap.policy.tiers))})")
-        sig = j.checkpoint.signal
-        if sig is not None and sig not in _SIGNALS:
-            errors.append(f"{p}.checkpoint.signal: unknown signal {sig!r} (e.g. 'SIGTERM', "
+                          f"(tiers: {', '.join(str(t) for t in sorted(tiers))})")
+        ck = j.checkpoint
+        if ck.signal is not None and ck.signal not in _SIGNALS:
+            errors.append(f"{p}.checkpoint.signal: unknown signal {ck.signal!r} (e.g. 'SIGTERM', "
                           "'SIGUSR1', or null for a job that cannot checkpoint on demand)")
-        for field in ("last_preempted_at",):
-            t = getattr(j, field)
-            if t is not None and t > snap.now:
-                errors.append(f"{p}.{field}: {t.isoformat()} is after now")
-        if j.checkpoint.last_at is not None and j.checkpoint.last_at > snap.now:
-            errors.append(f"{p}.checkpoint.last_at: {j.checkpoint.last_at.isoformat()} is after now")
+        if j.last_preempted_at is not None and j.last_preempted_at > now:
+            errors.append(f"{p}.last_preempted_at: {j.last_preempted_at.isoformat()} is after now")
+        if ck.last_at is not None and ck.last_at > now:
+            errors.append(f"{p}.checkpoint.last_at: {ck.last_at.isoformat()} is after now")
         if j.state == "pending":
             if j.placement is not None:
                 errors.append(f"{p}.placement: pending job {j.id!r} must not have a placement")
             continue
         if j.started_at is None:
             errors.append(f"{p}.started_at: required for running job {j.id!r}")
-        elif j.started_at > snap.now:
+        elif j.started_at > now:
             errors.append(f"{p}.started_at: {j.started_at.isoformat()} is after now "
-                          f"({snap.now.isoformat()})")
+                          f"({now.isoformat()})")
         if j.placement is None:
             errors.append(f"{p}.placement: required for running job {j.id!r}")
             continue
         if len(j.placement) != j.nodes:
             errors.append(f"{p}.placement: {len(j.placement)} entries but the job has "
                           f"nodes={j.nodes}")
-        seen_nodes: set[str] = set()
-        for k, part in enumerate(j.placement):
-            q = f"{p}.placement[{k}]"
-            node = nodes.get(part.node)
-            if node is None:
-                errors.append(f"{q}.node: unknown node {part.node!r}")
-                continue
-            if part.node in seen_nodes:
-                errors.append(f"{q}.node: node {part.node!r} appears twice (placement entries "
-                              "must be on distinct nodes)")
-            seen_nodes.add(part.node)
-            if len(part.gpus) != j.gpus_per_node:
-                errors.append(f"{q}.gpus: {len(part.gpus)} GPUs but the job has "
-                              f"gpus_per_node={j.gpus_per_node}")
-            for g in part.gpus:
-                if not 0 <= g < node.gpus:
-                    errors.append(f"{q}.gpus: GPU {g} out of range for node {node.id} "
-                                  f"({node.gpus} GPUs)")
-                    continue
-                other = owner.get((node.id, g))
-                if other is not None:
-                    errors.append(f"{q}.gpus: GPU {g} of node {node.id} is also used by running "
-                                  f"job {other!r} (R1)")
-                else:
-                    owner[(node.id, g)] = j.id
+        errors += _placement_errors(p, j, nodes, owner)
     return errors
 
 

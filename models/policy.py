@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from functools import cache
+from types import UnionType
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+import pydantic_core
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
@@ -20,24 +31,128 @@ _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
 
 class Record(BaseModel):
     """Strict record: unknown fields are errors (typos must not silently default);
-    keys starting with ``_`` are comments and are dropped."""
+    in a document given to ``model_validate``, keys starting with ``_`` are comments
+    and are dropped (:func:`drop_comments`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    @model_validator(mode="before")
     @classmethod
-    def _drop_comments(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        for k in data:
-            if isinstance(k, str) and k[:1] == "_":
-                break
-        else:  # no comment keys, the common case: nothing to copy (43,000 records at
-            return data  # 4,096 nodes)
-        out = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
-        if "_comment" in data and "comment" not in data and "comment" in cls.model_fields:
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        """A document: its comments are dropped (:func:`drop_comments`). Those of the
+        record itself first; pydantic refuses a nested one as an unknown field, so
+        the whole document is walked for them only when validation fails."""
+        obj = _dropper(cls).own(obj)
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError:
+            dropped = drop_comments(cls, obj)
+            if dropped is obj:
+                raise
+        return super().model_validate(dropped, **kwargs)
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
+        """A JSON text, which may hold comments when ``"_`` occurs in it: then it is
+        read in Python and validated as a document (:meth:`model_validate`)."""
+        marker: Any = '"_' if isinstance(json_data, str) else b'"_'
+        if marker in json_data:
+            try:
+                doc = pydantic_core.from_json(json_data)
+            except ValueError:
+                pass  # not JSON: pydantic's own error
+            else:
+                return cls.model_validate(doc, **kwargs)
+        return super().model_validate_json(json_data, **kwargs)
+
+
+def _is_comment(key: Any) -> bool:
+    return isinstance(key, str) and key[:1] == "_"
+
+
+Drop = Callable[[Any], Any]
+
+
+def drop_comments(model: type[Record], data: Any) -> Any:
+    """``data`` as pydantic reads it as a ``model``, without its comments: the keys
+    starting with ``_`` of every mapping read as a record, nested ones too;
+    ``_comment`` becomes ``comment`` where the record has that field. Values
+    without comments are returned as they are, the others copied."""
+    return _dropper(model)(data)
+
+
+class _Dropper:
+    """The comment dropper of one record (see :func:`drop_comments`): its own keys
+    (``own``), then its fields that can hold records, each with the dropper of its
+    type."""
+
+    def __init__(self, model: type[Record]):
+        self.model = model
+        self.fields: dict[str, Drop] | None = None  # (filled on first use: records nest)
+
+    def own(self, data: Any) -> Any:
+        if not isinstance(data, dict) or not any(_is_comment(k) for k in data):
+            return data  # (not a mapping: pydantic reports the type error)
+        out = {k: v for k, v in data.items() if not _is_comment(k)}
+        if "_comment" in data and "comment" not in data and "comment" in self.model.model_fields:
             out["comment"] = data["_comment"]
         return out
+
+    def __call__(self, data: Any) -> Any:
+        out = self.own(data)
+        if not isinstance(out, dict):
+            return out
+        if self.fields is None:
+            self.fields = {name: drop for name, f in self.model.model_fields.items()
+                           if (drop := _type_dropper(f.annotation)) is not None}
+        for name, drop in self.fields.items():
+            if name in out and (new := drop(out[name])) is not out[name]:
+                out = dict(out) if out is data else out
+                out[name] = new
+        return out
+
+
+@cache
+def _dropper(model: type[Record]) -> _Dropper:
+    return _Dropper(model)
+
+
+def _type_dropper(tp: Any) -> Drop | None:
+    """The comment dropper of a field's type, None when the type holds no record."""
+    if isinstance(tp, type) and issubclass(tp, Record):
+        return _dropper(tp)
+    args = [a for a in get_args(tp) if a is not type(None)]
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _type_dropper(args[0])
+    if origin is list or origin is dict:
+        inner = _type_dropper(args[-1])
+        if inner is None:
+            return None
+        return _each_item(inner) if origin is list else _each_value(inner)
+    if origin is Union or origin is UnionType:
+        drops = [d for d in map(_type_dropper, args) if d is not None]
+        if len(drops) > 1:
+            raise TypeError(f"{tp}: a union of more than one type holding records")
+        return drops[0] if drops else None
+    return None
+
+
+def _each_item(drop: Drop) -> Drop:
+    def items(v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        out = [drop(x) for x in v]
+        return v if all(a is b for a, b in zip(out, v, strict=True)) else out
+    return items
+
+
+def _each_value(drop: Drop) -> Drop:
+    def values(v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        out = {k: drop(x) for k, x in v.items()}
+        return v if all(out[k] is x for k, x in v.items()) else out
+    return values
 
 
 def _minutes(hhmm: str) -> int:

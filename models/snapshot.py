@@ -12,11 +12,11 @@ from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     AwareDatetime,
     Field,
-    PlainValidator,
     Strict,
+    TypeAdapter,
+    ValidationError,
     WithJsonSchema,
     field_validator,
 )
@@ -39,31 +39,55 @@ _EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
-def _in_range(t: datetime) -> datetime:
-    if not _EARLIEST <= t < _LATEST:
-        raise ValueError(f"{t.isoformat()} is outside 1970-01-01 to 9000-01-01")
-    return t
+# Checked by pydantic-core (no Python call per timestamp or priority); what it
+# reports differently is worded by time_message and priority_message
+Time = Annotated[AwareDatetime, Field(ge=_EARLIEST, lt=_LATEST)]
+_DATETIME: TypeAdapter[datetime] = TypeAdapter(datetime)
 
 
-Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
+def is_time_bound(ctx: dict[str, Any] | None) -> bool:
+    """Whether a range error's context (``ge`` or ``lt``) is a Time's limit."""
+    bound = (ctx or {}).get("ge", (ctx or {}).get("lt"))
+    if not isinstance(bound, str | datetime):
+        return False
+    try:
+        return _DATETIME.validate_python(bound) in (_EARLIEST, _LATEST)
+    except ValidationError:
+        return False
 
 
-def _priority(v: Any) -> int | float:
-    """A priority: any finite number within +-MAX_PRIORITY (an integer stays one; the
-    planner scales fractions to integers exactly, models.rules.priority_scale)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ValueError("Input should be a valid number")  # noqa: TRY004 (pydantic's kind)
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError("Input should be a finite number")
-    if v > MAX_PRIORITY:
-        raise ValueError(f"Input should be less than or equal to {MAX_PRIORITY}")
-    if v < -MAX_PRIORITY:
-        raise ValueError(f"Input should be greater than or equal to {-MAX_PRIORITY}")
-    return v
+def time_message(value: Any) -> str:
+    """The message for a Time out of range (``value``: the input refused). A naive
+    time is refused for that, in range or not (pydantic-core checks the range
+    first)."""
+    t = _DATETIME.validate_python(value)
+    if t.tzinfo is None:
+        return "Input should have timezone info"
+    return f"{t.isoformat()} is outside 1970-01-01 to 9000-01-01"
 
 
-Priority = Annotated[int | float, PlainValidator(_priority), WithJsonSchema(
-    {"type": "number", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY})]
+# A priority: any finite number within +-MAX_PRIORITY; an integer stays one (the
+# planner scales fractions to integers exactly, models.rules.priority_scale)
+_PRIORITY_RANGE = Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+Priority = Annotated[Annotated[int, Strict(), _PRIORITY_RANGE]
+                     | Annotated[float, Strict(), _PRIORITY_RANGE],
+                     WithJsonSchema({"type": "number", "minimum": -MAX_PRIORITY,
+                                     "maximum": MAX_PRIORITY})]
+# the names pydantic gives the branches of Priority's union in an error's location
+PRIORITY_BRANCHES = ("constrained-int", "constrained-float")
+
+
+def priority_message(value: Any) -> str:
+    """One message for a priority both branches of Priority's union refused, as for
+    one type: any finite number within +-MAX_PRIORITY."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "Input should be a valid number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "Input should be a finite number"
+    if value > MAX_PRIORITY:
+        return f"Input should be less than or equal to {MAX_PRIORITY}"
+    return f"Input should be greater than or equal to {-MAX_PRIORITY}"
+
 
 NodeState = Literal["up", "drain", "down"]
 JobState = Literal["running", "pending"]
@@ -119,7 +143,7 @@ class PlacementPart(Record):
     def _distinct(cls, v: list[int]) -> list[int]:
         if len(set(v)) != len(v):
             raise ValueError(f"GPU indices {v} are not distinct")
-        if any(g < 0 for g in v):
+        if v and min(v) < 0:
             raise ValueError(f"GPU indices {v} must not be negative")
         return v
 

@@ -506,10 +506,11 @@ def _warm() -> None:
 def _parse_json(data: bytes) -> tuple[Any, list[str]]:
     """A request body as JSON, or the reasons it is not (not UTF-8, nested too deep:
     the same limits as the CLI's, models.load)."""
-    from models.load import MAX_DEPTH, check_depth, decode_text
+    from models.load import MAX_DEPTH, check_json_depth, decode_text
 
     try:  # (json.loads would take UTF-16 and UTF-32 bytes too)
-        doc = json.loads(decode_text(data, "body"))
+        text = decode_text(data, "body")
+        doc = json.loads(text)
     except InputError as exc:
         return None, exc.errors
     except RecursionError:
@@ -517,7 +518,7 @@ def _parse_json(data: bytes) -> tuple[Any, list[str]]:
     except json.JSONDecodeError as exc:
         return None, [f"line {exc.lineno} column {exc.colno}: {exc.msg}"]
     try:
-        check_depth(doc, "body")
+        check_json_depth(doc, text, "body")
     except InputError as exc:
         return None, exc.errors
     return doc, []

@@ -1,0 +1,161 @@
+"""A snapshot is read the same whichever way it comes: a JSON file (validated by
+pydantic-core from the text when it can), a YAML file, a dict, or
+``Snapshot.model_validate``/``model_validate_json`` called directly. Comments
+(keys starting with ``_``) are dropped at every level of records, and the
+messages of values checked by pydantic-core (time limits, priorities) read as the
+contract's (docs/format.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from models import InputError, Snapshot, load_snapshot
+from models.load import MAX_DEPTH, json_nests_at_most, parse_document
+
+NOW = "2026-11-29T08:00:00Z"
+BASE: dict[str, Any] = {
+    "version": 1,
+    "now": NOW,
+    "nodes": [{"id": "n1", "gpus": 4, "nvlink": {"edges": [[0, 1]]}}],
+    "jobs": [
+        {"id": "a", "tier": 3, "state": "running", "gpus_per_node": 2, "priority": 7,
+         "started_at": "2026-11-29T07:00:00Z", "placement": [{"node": "n1", "gpus": [0, 1]}],
+         "checkpoint": {"size_gb": 10, "last_at": "2026-11-29T07:30:00Z"}},
+        {"id": "p", "tier": 1, "state": "pending", "gpus_per_node": 2, "priority": 2.5},
+    ],
+}
+
+
+def _ways(tmp_path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """What each way of loading ``doc`` gives: the snapshot dumped, or the messages."""
+    out: dict[str, Any] = {}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    for way, source in (("json", tmp_path / "s.json"), ("yaml", tmp_path / "s.yaml"),
+                        ("dict", copy.deepcopy(doc))):
+        try:
+            out[way] = load_snapshot(source).model_dump(mode="json")
+        except InputError as exc:
+            out[way] = exc.errors
+    return out
+
+
+def _commented() -> dict[str, Any]:
+    doc = copy.deepcopy(BASE)
+    doc["_comment"] = "the whole tick"
+    doc["_source"] = {"tool": "x"}
+    node = doc["nodes"][0]
+    node["_rack"] = "r7"
+    node["nvlink"]["_why"] = "a pair"
+    job = doc["jobs"][0]
+    job["_comment"] = "a job's comment is dropped (jobs have no comment field)"
+    job["placement"][0]["_c"] = 1
+    job["checkpoint"]["_c"] = [1]
+    doc["policy"] = {"_c": 1, "tiers": {"3": {"_c": 1, "windows": [{"_c": 1, "days": ["mon"]}]}},
+                     "pools": {"_x": [1]}}
+    return doc
+
+
+def test_comments_are_dropped_at_every_level(tmp_path: Path) -> None:
+    doc = _commented()
+    before = copy.deepcopy(doc)
+    ways = _ways(tmp_path, doc)
+    assert doc == before  # (the caller's document is not changed)
+    dumped = ways["json"]
+    assert ways["yaml"] == ways["dict"] == dumped
+    assert dumped["comment"] == "the whole tick"
+    assert "_rack" not in json.dumps(dumped) and '"_c"' not in json.dumps(dumped)
+    assert dumped["nodes"][0]["nvlink"] == {"edges": [[0, 1]]}
+    assert dumped["jobs"][0]["placement"] == [{"node": "n1", "gpus": [0, 1]}]
+    assert dumped["jobs"][0]["checkpoint"]["size_gb"] == 10.0
+    assert dumped["policy"]["tiers"]["3"]["windows"][0]["days"] == ["mon"]
+    # a key of a map is a name, not a comment: "_x" is a pool
+    assert dumped["policy"]["pools"] == {"_x": [1]}
+    # model_validate and model_validate_json take comments too
+    assert Snapshot.model_validate(doc).model_dump(mode="json") == dumped
+    assert Snapshot.model_validate_json(json.dumps(doc)).model_dump(mode="json") == dumped
+
+
+def test_a_given_comment_field_wins_over_the_comment_key(tmp_path: Path) -> None:
+    ways = _ways(tmp_path, {**BASE, "comment": "given", "_comment": "dropped"})
+    assert [w["comment"] for w in ways.values()] == ["given", "given", "given"]
+    ways = _ways(tmp_path, {**BASE, "_comment": 5})
+    assert ways["json"] == ways["yaml"] == ways["dict"] == [
+        "comment: Input should be a valid string"]
+
+
+def test_numbers_keep_their_type_every_way(tmp_path: Path) -> None:
+    for dumped in _ways(tmp_path, _commented()).values():
+        assert [type(j["priority"]) for j in dumped["jobs"]] == [int, float]
+    snap = load_snapshot(tmp_path / "s.json")
+    assert (snap.jobs[0].priority, snap.jobs[1].priority) == (7, 2.5)
+    assert isinstance(snap.jobs[0].priority, int)
+    assert snap.model_fields_set == {"version", "now", "nodes", "jobs", "policy", "comment"}
+
+
+OUTSIDE = "is outside 1970-01-01 to 9000-01-01"
+
+
+@pytest.mark.parametrize(("where", "value", "message"), [
+    (("now",), "9999-12-31T23:59:59Z", f"now: 9999-12-31T23:59:59+00:00 {OUTSIDE}"),
+    (("now",), "8999-12-31T23:00:00-02:00", f"now: 8999-12-31T23:00:00-02:00 {OUTSIDE}"),
+    (("now",), -5, f"now: 1969-12-31T23:59:55+00:00 {OUTSIDE}"),
+    # naive: refused for that, inside the limits or not
+    (("now",), "9999-12-31T23:59:59", "now: Input should have timezone info"),
+    (("now",), "2026-11-29T08:00:00", "now: Input should have timezone info"),
+    (("jobs", 0, "checkpoint", "last_at"), "0001-01-01T00:00:00Z",
+     f"jobs[0].checkpoint.last_at: 0001-01-01T00:00:00+00:00 {OUTSIDE}"),
+    (("jobs", 0, "priority"), "8", "jobs[0].priority: Input should be a valid number"),
+    (("jobs", 0, "priority"), True, "jobs[0].priority: Input should be a valid number"),
+    (("jobs", 0, "priority"), None, "jobs[0].priority: Input should be a valid number"),
+    (("jobs", 1, "priority"), 10**400,
+     "jobs[1].priority: Input should be less than or equal to 1000000000"),
+    (("jobs", 1, "priority"), -2e9,
+     "jobs[1].priority: Input should be greater than or equal to -1000000000"),
+])
+def test_limits_checked_by_pydantic_core_keep_their_messages(
+        tmp_path: Path, where: tuple[Any, ...], value: Any, message: str) -> None:
+    doc = copy.deepcopy(BASE)
+    parent = doc
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
+    assert _ways(tmp_path, doc)["json"] == [message]
+    assert _ways(tmp_path, doc)["dict"] == [message]
+
+
+def test_times_at_the_limits(tmp_path: Path) -> None:
+    for now in ("1970-01-01T02:00:00+02:00", "8999-12-31T23:00:00+02:00",
+                "8999-12-31T23:59:59.999999Z"):
+        for dumped in _ways(tmp_path, {**BASE, "now": now, "jobs": []}).values():
+            assert isinstance(dumped, dict) and dumped["now"] == now.replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize(("text", "within", "refused"), [
+    ("1", True, False),
+    ("[]", True, False),
+    ("[" * 63 + "1" + "]" * 63, True, False),  # 64 levels with the number
+    ("[" * 64 + "1" + "]" * 64, False, True),
+    ("[" * 64 + "]" * 64, False, False),  # (the walk tells: 64 levels)
+    ('["]", ' + "[" * 62 + "1" + "]" * 62 + ', "["]', True, False),
+    ('{"a\\"[[": ' + "[" * 63 + "]" * 63 + "}", False, False),
+    ('["\\\\", ' + "[" * 63 + "]" * 63 + "]", False, False),
+    ('["\\\\\\"]]", ' + "[" * 62 + "1" + "]" * 62 + "]", True, False),
+    ('["\\\\\\"]]", ' + "[" * 63 + "1" + "]" * 63 + "]", False, True),
+])
+def test_json_nesting_is_measured_on_the_text(text: str, within: bool, refused: bool) -> None:
+    """A text nesting at most MAX_DEPTH - 1 arrays and objects, brackets in strings
+    and escapes aside, is within the limit without walking the parsed document; any
+    other is walked (models.load.check_depth)."""
+    assert json_nests_at_most(text, MAX_DEPTH - 1) is within
+    if refused:
+        with pytest.raises(InputError, match="nested more than 64 levels deep"):
+            parse_document(text, "x")
+    else:
+        assert parse_document(text, "x") == json.loads(text)
