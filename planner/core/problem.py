@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-import networkx as nx
-
 from models import Job, Node, Policy, Snapshot, Storage
 from models.policy import exempt_by
 from models.rules import (
@@ -55,6 +53,8 @@ def _clique_layout(key: tuple) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[
             covered |= m
         alone = [1 << g for g in range(gpus) if not covered >> g & 1]
         return tuple(sorted([m for m in data if m] + alone, key=lambda m: (m & -m))), ()
+    import networkx as nx  # (here: only edge lists need a graph; it takes 0.3 s to import)
+
     edges = data
     g = nx.Graph()
     g.add_nodes_from(range(gpus))

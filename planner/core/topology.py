@@ -18,9 +18,10 @@ import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:  # (imported where a graph is built: networkx takes 0.3 s to import)
+    import networkx as nx
 
 __all__ = [
     "best_fit",
@@ -381,6 +382,8 @@ def nvlink_graph(nvlink: Any, gpus: int) -> nx.Graph:
     Raises ValueError for an unknown form, an index out of range, overlapping
     islands or a self loop.
     """
+    import networkx as nx
+
     t = _topo(nvlink, gpus)
     g = nx.Graph()
     g.add_nodes_from(range(t.gpus))
