@@ -103,8 +103,9 @@ def _r15_window(snap: Snapshot, th: Thrash) -> tuple[int, list[RecentEviction]]:
     """R15's running jobs (those on down nodes are ignored) and the recent evictions
     its window counts (``now - window_s <= at < now``)."""
     down = {n.id for n in snap.nodes if n.state == "down"}
-    running = sum(1 for j in snap.running()
-                  if not any(p.node in down for p in j.placement or []))
+    jobs = snap.running()
+    running = len(jobs) if not down else sum(
+        1 for j in jobs if not any(p.node in down for p in j.placement or []))
     start = snap.now - timedelta(seconds=th.window_s)
     return running, [e for e in snap.recent_evictions if start <= e.at < snap.now]
 
@@ -239,9 +240,10 @@ class _Checker:
             for part in j.placement or []:
                 for g in part.gpus:
                     self.owner[(part.node, g)] = j.id
+        down = {n.id for n in snap.nodes if n.state == "down"}
         self.on_down = sorted(
-            j.id for j in snap.running()
-            if any(self.nodes[p.node].state == "down" for p in j.placement or []))
+            j.id for j in (snap.running() if down else [])
+            if any(p.node in down for p in j.placement or []))
         self.down_set = set(self.on_down)
         self.placed, self.victims = _entries(snap, plan)
         self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
