@@ -330,6 +330,31 @@ def test_compare_warns_about_workers_and_caps_its_processes(
     assert cli.main(["compare", *RUN, "--jobs", "0", "--out", str(tmp_path)]) == 2
 
 
+def test_the_console_script_exits_at_once_after_plan_with_its_output_and_status(
+        tmp_path: Path) -> None:
+    # cli.entry ends plan, verify and validate with os._exit (no freeing of every
+    # object): the plan on standard output is whole, the file written, the status kept
+    run = [sys.executable, "-c", "import cli; cli.entry()"]
+    out = subprocess.run([*run, "plan", str(EXAMPLE), "-o", "json", "--deterministic"],
+                         capture_output=True, text=True, cwd=str(ROOT), check=False)
+    assert out.returncode == 0
+    plan = json.loads(out.stdout)
+    assert plan["status"] in ("optimal", "feasible") and plan["placements"]
+    target = tmp_path / "plan.json"
+    assert subprocess.run([*run, "plan", str(EXAMPLE), "--deterministic", "--out", str(target),
+                           "--quiet"], cwd=str(ROOT), check=False).returncode == 0
+    assert json.loads(target.read_text())["placements"] == plan["placements"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    out = subprocess.run([*run, "validate", str(bad)], capture_output=True, text=True,
+                         cwd=str(ROOT), check=False)
+    assert out.returncode == 2 and "malformed JSON" in out.stderr
+    out = subprocess.run([*run, "verify", str(EXAMPLE), str(target)], capture_output=True,
+                         text=True, cwd=str(ROOT), check=False)
+    assert out.returncode == 0
+    assert cli.FAST_EXIT == {"plan", "verify", "validate"}
+
+
 def test_serve_warns_about_workers_beyond_the_machine() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import cli; raise SystemExit(cli.main())",
                              "serve", "--port", "0", "--no-processes", "--workers", "100000"],
