@@ -649,20 +649,28 @@ def test_ejection_gets_at_least_half_the_time_left_before_the_last_pass() -> Non
     assert eject_deadline(10.0, 10.8, 11.0) == 10.8  # end leaves more: end
 
 
-def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_greedy() -> None:
+def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_a_baseline(
+        ) -> None:
     # A generated 256-node cluster (seed 0). CP-SAT's best plan admits more, but its
     # exempt tier-1 jobs' victims take it past R15's window, so thrash.exempt_free_first
     # moves 7 exempt jobs to free GPUs that tier-2 jobs held: 56/76/39 GPUs per tier.
-    # The plain greedy plan (the greedy baseline's) needs no trade: 56/104/39 through
-    # 7 evictions within the window. It competes after the trades, and is returned.
+    # The baselines need no trade: 56/104/39 each, priority value 12,110 for the plain
+    # greedy plan (7 evictions), 12,146 for the Kubernetes-style one (6 evictions)
+    # and the Slurm-style one (7, costlier). Every candidate plan that ranks above
+    # the traded one competes after the trades: the Kubernetes-style plan is returned.
+    from planner.checks.verify import objective_of
+
     snap = load_snapshot(generate(nodes=256, pending=100, seed=0, gpus_per_node=8,
                                   occupancy=0.9, immune_share=0.25, multinode_share=0.1))
     p = plan(snap, time_limit_s=0.5, deterministic=True)
-    g = plan(snap, planner="greedy")
-    assert g.objective.admitted_gpus == {"1": 56, "2": 104, "3": 39}
-    assert p.objective.admitted_gpus == g.objective.admitted_gpus
-    assert (p.objective.evictions, p.objective.evictions_past_budget) == (7, 0)
-    assert "the plain greedy plan (the greedy baseline's) is better once exempt jobs take " \
-        "free GPUs first: returned" in (p.solver.detail or "")
+    keys = {b: objective_of(snap, plan(snap, planner=b)).key() for b in ("greedy", "k8s", "slurm")}
+    assert [k[:4] for k in keys.values()] == [(56, 104, 39, 12110), (56, 104, 39, 12146),
+                                              (56, 104, 39, 12146)]
+    assert all(objective_of(snap, p).key() >= k for k in keys.values())
+    assert (p.objective.admitted_gpus, p.objective.priority_value) == (
+        {"1": 56, "2": 104, "3": 39}, 12146)
+    assert (p.objective.evictions, p.objective.evictions_past_budget) == (6, 0)
+    assert "the Kubernetes-style baseline's plan is better once exempt jobs take free GPUs " \
+        "first: returned" in (p.solver.detail or "")
     assert p.status == "feasible" and p.solver.gap is None
     assert verify(snap, p) == []

@@ -82,6 +82,17 @@ def lns_min_s() -> float:
     return scaled(LNS_MIN_S)
 
 
+def _plan_name(s: Strategy | None) -> str:
+    """A strategy's plan, in words for solver.detail."""
+    if isinstance(s, Greedy | FloorLane) and not getattr(s, "settings", {}):
+        return "the plain greedy plan (the greedy baseline's)"
+    if isinstance(s, Baseline):
+        return f"the {BASELINE_NAMES[s.name]} baseline's plan"
+    if isinstance(s, Greedy | Squeaky):
+        return "a greedy variant's plan"
+    return f"the plan of {s.name}" if s is not None and s.name else "another candidate plan"
+
+
 def _reserve(problem: Problem, time_limit_s: float, deterministic: bool) -> float:
     """Time kept for extraction, assembly, explanations and the verifier (Rates)."""
     return RATES.reserve_s(problem, time_limit_s, deterministic)
@@ -119,13 +130,13 @@ class _Run:
         self.by: Strategy | None = None  # the strategy whose plan it is
         self.plans: list[Decision] = []  # every plan kept as a candidate (model pruning)
         self.plan_of: dict[int, Decision] = {}  # each strategy's plan, by id
+        self._strategies: list[Strategy] = []  # the strategies that ran, in order
         self.second = ""  # said when the greedy plan comes from a squeaky-wheel pass
         self.computed: set[str] = set()  # the baselines whose plans were computed
         self.in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates
         self.lane: SecondLane | None = None
         self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
         self.greedy: Decision | None = None  # the best greedy plan, before polishing
-        self.floor: Strategy | None = None  # the plain greedy plan's strategy
         self.polish_s = 0.0  # the time its first polishing passes took
         self.end = self.work  # when passes before the last polishing pass end
         self._keys: dict[int, tuple[Decision, tuple]] = {}
@@ -154,6 +165,7 @@ class _Run:
         """Keep ``d``, the plan of ``s``, as the best by the strategy's rule
         (portfolio.py: ``keeps``), and note it as the plan of ``s``."""
         self.plan_of[id(s)] = d
+        self._strategies.append(s)
         if s.keeps == "always":  # (a pass that never makes the plan worse)
             if s.said:
                 self.plans.append(d)
@@ -279,7 +291,6 @@ class _Run:
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
                                 or len(neighbourhoods(self.problem)) > 1)
         variants: list[Greedy] = [Greedy({})] if self.det else []
-        self.floor = variants[0] if self.det else floor
         k8s = Baseline("k8s")
         if spare.budget_rejected and "k8s" not in self.in_lane and self.room(k8s):
             # an eviction budget (R13) refused victims: the per-node baselines often
@@ -463,16 +474,22 @@ class _Run:
             return d, moved, ""
         note = ""
         key = objective_of(self.problem, d).key()
-        plain = self.plan_of.get(id(self.floor)) if self.floor is not None else None
-        said = "the plain greedy plan (the greedy baseline's)"
-        others = {id(x): (x, what) for x, what in ((plain, said), (self.greedy, "the greedy plan"))
-                  if x is not None}
-        for other, what in others.values():
+        # a trade never raises a plan's rank (admissions can only fall; at equal
+        # admissions the victims are the same): only plans that rank above the best
+        # traded one so far are traded, best first
+        by: dict[int, Strategy] = {}
+        for s in self._strategies:
+            by.setdefault(id(self.plan_of[id(s)]), s)
+        for other in sorted({id(x): x for x in self.plan_of.values()}.values(),
+                            key=self.key, reverse=True):
+            if self.key(other) <= key:
+                break
             g, g_moved = exempt_free_first(self.problem, clean(self.problem, other))
             g_key = objective_of(self.problem, g).key()
             if g_key > key:
                 d, moved, key = g, g_moved, g_key
-                note = f"{what} is better once exempt jobs take free GPUs first: returned"
+                note = (f"{_plan_name(by.get(id(other)))} is better once exempt jobs take "
+                        "free GPUs first: returned")
         return d, moved, note
 
     def _outcome(self) -> tuple[str, SolverInfo]:
