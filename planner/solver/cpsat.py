@@ -466,9 +466,9 @@ class _Run:
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
         """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how
         many exempt jobs moved, a note). The swap may leave the other job without a
-        place that a plan built around the free GPUs from the start has: the best
-        greedy plan and the plain one (the greedy baseline's, which the returned plan
-        is never worse than), swapped too, compete."""
+        place that a plan built around the free GPUs from the start has: every plan
+        a strategy made (the greedy plans and the baselines' among them, so the
+        returned plan is never worse than theirs) competes, swapped too."""
         d, moved = exempt_free_first(self.problem, best)
         if not moved:
             return d, moved, ""
