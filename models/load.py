@@ -387,11 +387,13 @@ def _policy_errors(pol: Policy) -> list[str]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused (unless it already is). Reading a
-    large document makes hundreds of thousands of objects and no reference cycles,
-    and the collections they set off, each over all the objects made so far, cost
-    as much as the reading itself (half of load_snapshot on 12,500 nodes)."""
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (unless it already is), the caller's
+    setting restored afterwards. Reading a large document, or planning on it, makes
+    hundreds of thousands of objects and no reference cycles, and the collections
+    they set off, each over all the objects made so far, cost as much as the work
+    itself (half of load_snapshot on 12,500 nodes; 0.08 s per collection in a plan
+    at 1,024 nodes)."""
     if not gc.isenabled():
         yield
         return
@@ -406,7 +408,7 @@ def load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
                   policy: dict[str, Any] | Policy | str | Path | None = None) -> Snapshot:
     """Parse and check a snapshot. ``policy``, when given, replaces the snapshot's own
     (section 7). Raises InputError listing every problem."""
-    with _gc_paused():
+    with gc_paused():
         return _load_snapshot(source, policy)
 
 

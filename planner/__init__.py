@@ -10,12 +10,12 @@ Library entry point for other schedulers::
 
 from __future__ import annotations
 
-import gc
 import importlib
 import time
 from typing import Any
 
 from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot, range_problems
+from models.load import gc_paused
 from models.rules import priority_scale, priority_value, scaled_priority
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
@@ -50,17 +50,9 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
         raise ValueError(f"workers must be at least 1, got {workers!r}")
     if range_problems(seeds=[("seed", seed)]):
         raise ValueError(range_problems(seeds=[("seed", seed)])[0])
-    # the cyclic garbage collector would walk the whole snapshot several times per
-    # tick (0.08 s each at 1,024 nodes): pause it while planning, as latency-critical
-    # Python services do, and restore the caller's setting afterwards
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # (it would walk the whole snapshot several times per tick)
         return _plan(snapshot, policy, time_limit_s=time_limit_s, deterministic=deterministic,
                      workers=workers, planner=planner, seed=seed)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None, *,
