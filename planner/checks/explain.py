@@ -16,6 +16,7 @@ from typing import Any
 
 from models import Deferred, Job
 from models.rules import gang_group, keeps_group
+from planner.core import topology as topo
 from planner.core.decision import Decision, exempt_victims, preemptors_of
 from planner.core.problem import PendingInfo, Problem, fmt_duration
 
@@ -86,14 +87,29 @@ def _avail(problem: Problem, info: PendingInfo, mode: str) -> dict[int, int]:
     if key not in memo:
         out = {n.idx: n.free for n in problem.nodes}
         if mode != "free":
-            extra = {"stormy": "R11", "ending": "R17"}.get(mode)
-            for v in problem.running.values():
-                ok = v.evictable or v.rule == extra
-                if ok and v.job.tier in info.rights:
-                    for i, m in v.parts:
+            for i, by_tier in _let_go(problem, mode).items():
+                for tier, m in by_tier.items():
+                    if tier in info.rights:
                         out[i] |= m
         memo[key] = out
     return memo[key]
+
+
+def _let_go(problem: Problem, mode: str) -> dict[int, dict[int, int]]:
+    """Per node, per tier, the GPUs of running jobs that ``_avail``'s mode lets go
+    (shared by every tier's rights)."""
+    def compute() -> dict[int, dict[int, int]]:
+        extra = {"stormy": "R11", "ending": "R17"}.get(mode)
+        out: dict[int, dict[int, int]] = {}
+        for v in problem.running.values():
+            if v.evictable or v.rule == extra:
+                tier = v.job.tier
+                for i, m in v.parts:
+                    by_tier = out.setdefault(i, {})
+                    by_tier[tier] = by_tier.get(tier, 0) | m
+        return out
+
+    return _once(problem, ("let go", mode), compute)
 
 
 def _fits_with(problem: Problem, info: PendingInfo, mode: str) -> bool:
@@ -103,12 +119,33 @@ def _fits_with(problem: Problem, info: PendingInfo, mode: str) -> bool:
            j.nodes, j.same_block, j.same_nvlink_domain)
 
     def compute() -> bool:
-        avail = _avail(problem, info, mode)
-        n, gpn, nvlink = problem.nodes, j.gpus_per_node, info.need_nvlink
-        return _enough(problem, info, (i for i in info.candidates
-                                       if n[i].fits(avail.get(i, 0), gpn, nvlink)))
+        hosts = _hosts(problem, info, mode)
+        return _enough(problem, info, (i for i in info.candidates if i in hosts))
 
     return _once(problem, key, compute)
+
+
+def _hosts(problem: Problem, info: PendingInfo, mode: str) -> frozenset[int]:
+    """The nodes on which one shard of the job fits on the GPUs ``_avail`` gives
+    (shared by jobs of every candidate list; nodes of one layout and the same GPUs
+    available are asked once)."""
+    gpn, nvlink = info.job.gpus_per_node, info.need_nvlink
+
+    def alike() -> list[tuple[Any, int, list[int]]]:
+        avail = _avail(problem, info, mode)
+        out: dict[tuple[int, int], tuple[Any, int, list[int]]] = {}
+        for n in problem.nodes:
+            m = avail.get(n.idx, 0)
+            out.setdefault((id(n.layout), m), (n.layout, m, []))[2].append(n.idx)
+        return list(out.values())
+
+    def compute() -> frozenset[int]:
+        groups = _once(problem, ("alike", mode, info.rights), alike)
+        fits = topo.layout_fits
+        return frozenset(i for layout, m, members in groups if fits(layout, m, gpn, nvlink)
+                         for i in members)
+
+    return _once(problem, ("hosts", mode, info.rights, gpn, nvlink), compute)
 
 
 def _no_fit_detail(problem: Problem, info: PendingInfo) -> str:
@@ -155,9 +192,9 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     job = info.job
     nodes = problem.nodes
     avail = _avail(problem, info, "rightful")
-    gpn, nvlink = job.gpus_per_node, info.need_nvlink
     # could host a shard by evicting only what the job may
-    ok = {i for i in info.candidates if nodes[i].fits(avail.get(i, 0), gpn, nvlink)}
+    hosts = _hosts(problem, info, "rightful")
+    ok = {i for i in info.candidates if i in hosts}
     grouped = keeps_group(job)
     groups: dict[tuple, list[int]] = {}
     for i in info.candidates:
@@ -388,34 +425,58 @@ def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tupl
 
 def _node_options_uncached(problem: Problem, info: PendingInfo,
                            d: Decision) -> list[tuple[int, list]]:
-    used: dict[int, int] = {}
-    for parts in d.placements.values():
-        for i, m in parts:
-            used[i] = used.get(i, 0) | m
-    by_node: dict[int, list] = {}
-    already: dict[int, int] = {}
-    for v in problem.running.values():
-        if v.evictable and v.job.tier in info.rights:
-            for i, m in v.parts:
-                if v.job.id in d.victims:
-                    already[i] = already.get(i, 0) | m
-                else:
-                    by_node.setdefault(i, []).append((v, m))
+    used, by_node, already = _victims_by_node(problem, d)
+    rights = info.rights
     out = []
     job = info.job
+    gpn, nvlink, nodes = job.gpus_per_node, info.need_nvlink, problem.nodes
     for i in info.candidates:
-        ni = problem.nodes[i]
+        layout = nodes[i].layout
         taken = used.get(i, 0)
-        avail, chosen = (ni.free | already.get(i, 0)) & ~taken, []
-        for v, m in sorted(by_node.get(i, []), key=lambda vm: (-vm[1].bit_count(), vm[0].cost,
-                                                                vm[0].job.id)):
-            if ni.fits(avail, job.gpus_per_node, info.need_nvlink):
+        avail = nodes[i].free
+        for tier, m in already.get(i, ()):
+            if tier in rights:
+                avail |= m
+        avail &= ~taken
+        chosen = []
+        for v, m in by_node.get(i, ()):
+            if v.job.tier not in rights:
+                continue
+            if topo.layout_fits(layout, avail, gpn, nvlink):
                 break
             avail |= m & ~taken
             chosen.append(v)
-        if ni.fits(avail, job.gpus_per_node, info.need_nvlink):
+        if topo.layout_fits(layout, avail, gpn, nvlink):
             out.append((i, chosen))
     return out
+
+
+def _victims_by_node(problem: Problem, d: Decision) -> tuple[
+        dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
+    """Next to decision ``d``: the GPUs its placements take per node; per node the
+    evictable running jobs it does not evict, as (victim, GPUs there), largest
+    first, then cheapest, then by id; and per node the (tier, GPUs) its victims
+    free. Shared by every shape (it scans every running job)."""
+    def compute() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
+        used: dict[int, int] = {}
+        for parts in d.placements.values():
+            for i, m in parts:
+                used[i] = used.get(i, 0) | m
+        by_node: dict[int, list] = {}
+        already: dict[int, list[tuple[int, int]]] = {}
+        victims = d.victims
+        for vid, v in problem.running.items():
+            if v.evictable:
+                for i, m in v.parts:
+                    if vid in victims:
+                        already.setdefault(i, []).append((v.job.tier, m))
+                    else:
+                        by_node.setdefault(i, []).append((v, m))
+        for vms in by_node.values():
+            vms.sort(key=lambda vm: (-vm[1].bit_count(), vm[0].cost, vm[0].job.id))
+        return used, by_node, already
+
+    return _once(problem, ("victims by node", d is _NOTHING), compute)
 
 
 def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
