@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -118,10 +119,51 @@ def register(sub: Any) -> None:
     p.add_argument("--out", help="write the output here instead of stdout")
     p.add_argument("--metrics-out", help="Prometheus text-format file of the run's metrics")
     p.add_argument("--result-out", help="JSON file with the raw run record (for compare/charts)")
+    p.add_argument("--dump-ticks", metavar="DIR",
+                   help="write each planner call's snapshot and plan into DIR (created; "
+                        "tick-000001.json, plan-000001.json, ..., and ticks.jsonl, a line per "
+                        "call); replay one with 'preempt-planner plan DIR/tick-000001.json'")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (none either with --quiet or when stderr is "
                         "not a terminal)")
     p.set_defaults(func=run)
+
+
+def check_dump_dir(path: str | None) -> None:
+    """``--dump-ticks DIR``: a folder that can be created or written, and that holds no
+    ticks of another run (they would be overwritten): InputError before the run."""
+    if not path:
+        return
+    check_output(path, "--dump-ticks", folder=True)
+    folder = Path(path)
+    if folder.is_dir() and any(folder.glob("tick-*.json")):
+        raise InputError([f"--dump-ticks: {path} already holds ticks (tick-*.json) of another "
+                          + "run; give an empty or new folder"])
+
+
+def tick_dumper(folder: Path) -> Any:
+    """The simulator's ``on_tick`` for ``--dump-ticks``: each call's snapshot and plan
+    as contract JSON files (written atomically), and a line per call in
+    ``ticks.jsonl`` (its number, time, wall seconds, evictions, placements,
+    deferrals and status), to find the tick worth replaying."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError([f"--dump-ticks: cannot create {folder}: {exc.strerror or exc}"]) \
+            from None
+    index = folder / "ticks.jsonl"
+    index.write_text("")
+
+    def dump(k: int, snap: Any, plan: Any, wall: float) -> None:
+        write_file(snap.model_dump_json(), folder / f"tick-{k:06d}.json", "--dump-ticks")
+        write_file(plan.to_json(), folder / f"plan-{k:06d}.json", "--dump-ticks")
+        line = {"tick": k, "now": plan.model_dump(mode="json")["now"], "wall_s": round(wall, 4),
+                "evictions": len(plan.evictions), "placements": len(plan.placements),
+                "deferred": len(plan.deferred), "status": plan.status}
+        with index.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    return dump
 
 
 def run(args: Any) -> int:
@@ -133,9 +175,12 @@ def run(args: Any) -> int:
     for path, option in ((args.out, "--out"), (args.metrics_out, "--metrics-out"),
                          (args.result_out, "--result-out")):
         check_output(path, option)  # (before the run, which may be long)
+    check_dump_dir(args.dump_ticks)
     check_run_args(args)
     spec = spec_from_args(args, args.planner, args.policy)
     sim = prepare(spec)
+    if args.dump_ticks:
+        sim.on_tick = tick_dumper(Path(args.dump_ticks))
     if not progress_wanted(args.no_progress):
         res = sim.run()
     else:

@@ -229,6 +229,9 @@ class Simulator:
         self.cluster = cluster
         self.policy = policy or cluster.policy
         self.plan_fn = planner or get_planner(self.cfg)
+        # called after each planner call with the call's number (from 1), the snapshot,
+        # the plan and the call's wall seconds (simulate --dump-ticks)
+        self.on_tick: Callable[[int, Snapshot, Plan, float], None] | None = None
         self.nodes = {n.id: n for n in cluster.nodes}
         self.storage = cluster.storage_map()
         self.node_storage: dict[str, str | None] = {}
@@ -650,6 +653,8 @@ class Simulator:
                 self.calls += 1
                 self.call_wall += w
                 self.call_max = max(self.call_max, w)
+                if self.on_tick is not None:
+                    self.on_tick(self.calls, snap, plan, w)
                 self._count_waits(now)
                 self._deferred_at = (now, [f"{j.spec.tier}:{d.reason}" for d in plan.deferred
                                            if (j := self._by_id(d.job)) is not None])
