@@ -266,7 +266,7 @@ class Grace(Record):
         return max(self.min_s, self.safety * (flush_s + barrier_s + cleanup_s))
 
 
-PAST_BUDGET_GPU_S = 600.0  # thrash.past_budget_gpu_s (docs/simulation.md)
+PAST_BUDGET_GPU_S = 1800.0  # thrash.past_budget_gpu_s (docs/simulation.md, "Why these values")
 
 
 class Thrash(Record):

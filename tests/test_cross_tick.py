@@ -332,12 +332,12 @@ def test_the_defaults_of_section_9() -> None:
     pol = load_snapshot(snap([], [])).policy
     assert pol.thrash is not None
     # max_fraction 0.03 rather than the contract's starting point 0.05, and the
-    # extensions exempt_if "all", a GPU budget of 1.5% (at least 16 GPUs) and 600
+    # extensions exempt_if "all", a GPU budget of 1.5% (at least 16 GPUs) and 1,800
     # GPU-s per victim past the budget: measured, docs/simulation.md
     assert (pol.thrash.window_s, pol.thrash.max_fraction, pol.thrash.min_evictions,
             pol.thrash.exempt_tiers, pol.thrash.exempt_if, pol.thrash.max_gpu_fraction,
             pol.thrash.min_gpus, pol.thrash.past_budget_gpu_s) == (
-                3600, 0.03, 4, [1], "all", 0.015, 16, 600)
+                3600, 0.03, 4, [1], "all", 0.015, 16, 1800)
     assert pol.thrash.gpu_limit(1024) == 16 and pol.thrash.gpu_limit(100_000) == 1500
     assert [pol.tiers[t].preempt_after_s for t in (1, 2, 3)] == [0, 600, 0]
     assert pol.spare_ending_within_s == 600
@@ -422,10 +422,10 @@ def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() ->
     # window has 4 evictions: B = max(4, floor(0.03 x 18)) = 4, nothing left. The
     # tier-1 gang g (2 nodes x 8 GPUs) is exempt either way. The contract's objective
     # takes the cheapest nodes, n0 and n1: 16 victims for 1,600 GPU-s, all past the
-    # budget. With thrash.past_budget_gpu_s 600 (the default) each victim past the
-    # budget costs 600 GPU-s more: n0 and n1 1,600 + 16 x 600 = 11,200, n2 and n3
-    # 2,400 + 2 x 600 = 3,600: 2 victims. At 50 GPU-s each, 2,400 against 2,400 + 100:
-    # n2 and n3 cost more, n0 and n1 again.
+    # budget. With thrash.past_budget_gpu_s 1,800 (the default) each victim past the
+    # budget costs 1,800 GPU-s more: n0 and n1 1,600 + 16 x 1,800 = 30,400, n2 and n3
+    # 2,400 + 2 x 1,800 = 6,000: 2 victims. At 50 GPU-s each, 1,600 + 800 = 2,400
+    # against 2,400 + 100: n2 and n3 cost more, n0 and n1 again.
     nodes, jobs, recent, smalls = _smalls_and_bigs(4)
     data = {**snap(nodes, jobs), "recent_evictions": recent}
     for planner in ("cpsat", "greedy"):
@@ -447,9 +447,9 @@ def test_past_the_budget_an_exempt_gang_takes_the_nodes_with_fewest_victims() ->
 def test_a_gang_that_uses_up_the_window_weighs_the_victims_past_it() -> None:
     # The nodes of the test above, with 1 eviction left in the window (3 of B = 4):
     # the objective counts max(0, victims - 1) past the budget. n0 and n1: 16
-    # victims, 1,600 + 15 x 600 = 10,600 GPU-s; n2 and n3: 2 victims, 2,400 + 1 x 600
-    # = 3,000. The greedy planner weighs each node's option alone, with the room the
-    # state has left: n0 800 + 7 x 600 = 5,000, n2 1,200. Both take n2 and n3. With
+    # victims, 1,600 + 15 x 1,800 = 28,600 GPU-s; n2 and n3: 2 victims, 2,400 + 1 x
+    # 1,800 = 4,200. The greedy planner weighs each node's option alone, with the room
+    # the state has left: n0 800 + 7 x 1,800 = 13,400, n2 1,200. Both take n2 and n3. With
     # min_evictions 20 (20 left, nothing past) n0 and n1 are cheaper: 1,600 < 2,400.
     nodes, jobs, recent, smalls = _smalls_and_bigs(3)
     data = {**snap(nodes, jobs), "recent_evictions": recent}
