@@ -157,7 +157,8 @@ def tick_dumper(folder: Path) -> Any:
     def dump(k: int, snap: Any, plan: Any, wall: float) -> None:
         write_file(snap.model_dump_json(), folder / f"tick-{k:06d}.json", "--dump-ticks")
         write_file(plan.to_json(), folder / f"plan-{k:06d}.json", "--dump-ticks")
-        line = {"tick": k, "now": plan.model_dump(mode="json")["now"], "wall_s": round(wall, 4),
+        now = plan.model_dump(mode="json", include={"now"})["now"]  # (as the plan writes it)
+        line = {"tick": k, "now": now, "wall_s": round(wall, 4),
                 "evictions": len(plan.evictions), "placements": len(plan.placements),
                 "deferred": len(plan.deferred), "status": plan.status}
         with index.open("a") as f:
