@@ -225,9 +225,9 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     solve = cpsat.GreedyPlanner.solve
 
-    def logged(self: Any) -> Any:
+    def logged(self: Any, *args: Any) -> Any:
         events.append(("greedy",))
-        return solve(self)
+        return solve(self, *args)
 
     monkeypatch.setattr(cpsat.GreedyPlanner, "solve", logged)
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)

@@ -11,6 +11,7 @@ eviction without a beneficiary).
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from datetime import timedelta
 
 from models import (
@@ -51,7 +52,11 @@ def grace_of(problem: Problem, v: str, loads: dict[str, float]) -> tuple[float, 
     return fl, need, max(grace, need)
 
 
-def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo) -> Plan:
+def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo, *,
+             unreached: Collection[str] = (), free_only: Collection[str] = ()) -> Plan:
+    """The contract's plan of decision ``d``. ``unreached``: pending jobs the planner
+    did not consider before its time limit ended; ``free_only``: those it considered
+    only for free GPUs (both deferred as OUTRANKED, saying so)."""
     d = clean(problem, d)
     pre = preemptors_of(problem, d)
     loads = storm_loads(problem, d.victims)
@@ -85,7 +90,9 @@ def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo) -> 
                        flush_s=round(f / storage[s].write_gb_per_s, 9))
              for s, f in sorted(loads.items()) if f > 0]
     explain.forget(problem)  # its answers depend on this decision
-    deferred = [explain.deferred_entry(problem, problem.pending[j], d, loads)
+    late = {**dict.fromkeys(free_only, "free"), **dict.fromkeys(unreached, "none")}
+    deferred = [explain.deferred_entry(problem, problem.pending[j], d, loads,
+                                       late=late.get(j))
                 for j in sorted(problem.pending) if j not in d.placements]
     return Plan(now=now, status=status, objective=objective_of(problem, d), evictions=evictions,
                 placements=placements, deferred=deferred, storm=storm,

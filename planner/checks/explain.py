@@ -339,7 +339,10 @@ def _tier_jobs(tier: int, ids: list[str]) -> str:
 
 
 def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
-                   loads: dict[str, float]) -> Deferred:
+                   loads: dict[str, float], *, late: str | None = None) -> Deferred:
+    """The deferral of a job ``d`` does not place: its reason and detail. ``late``:
+    the planner's time limit ended before it considered the job ("none") or before
+    it considered evictions for it ("free": it found too few free GPUs)."""
     job = info.job
     pol = problem.policy
     if info.held_until is not None:
@@ -349,6 +352,15 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                                f"the last preemption (R9)")
     if not _enough(problem, info, info.candidates):
         return Deferred(job=job.id, reason="NO_FIT", detail=_no_fit_detail(problem, info))
+    if late == "none":
+        return Deferred(job=job.id, reason="OUTRANKED",
+                        detail=f"{shape(job)}; not considered: the time limit ended while "
+                               "the jobs before it (higher tiers first) were being placed")
+    if late == "free":
+        return Deferred(job=job.id, reason="OUTRANKED",
+                        detail=f"{shape(job)}; too few free GPUs were left for it, and the "
+                               "time limit ended before evictions for it were considered "
+                               "(the jobs before it, higher tiers first, were)")
     if _fits_with(problem, info, "free"):
         return Deferred(job=job.id, reason="OUTRANKED",
                         detail=f"{shape(job)}; {_takers(problem, info, d)}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from models.rules import gang_group, keeps_group
@@ -84,14 +84,16 @@ def job_order(problem: Problem, order: str = "size") -> list[PendingInfo]:
     return sorted((p for p in problem.pending.values() if p.held_until is None), key=key)
 
 
-def squeaky_wheel(problem: Problem, d: Decision, **settings: Any) -> Decision:
+def squeaky_wheel(problem: Problem, d: Decision, budget: Budget | None = None,
+                  **settings: Any) -> Decision:
     """The greedy plan once more (with ``settings``, those of the variant that gave
     ``d``), placing the jobs ``d`` defers first within their tier: a second pass of
     "squeaky wheel" optimisation. Largest-first can give a big job the only nodes a
     smaller, pickier job could use; the second pass places the picky job first. The
-    caller keeps whichever plan is lexicographically better."""
+    caller keeps whichever plan is lexicographically better. It stops at the end of
+    ``budget`` (GreedyPlanner.solve)."""
     deferred = frozenset(j for j in problem.pending if j not in d.placements)
-    return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve())
+    return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve(budget))
 
 
 GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
@@ -179,6 +181,8 @@ class GreedyPlanner:
         self.budget_rejected = False  # did an eviction budget (R13) ever refuse one?
         self.full_storages: set[str] = set()  # storages where it did
         self.refusals = 0  # options the storm limit or a budget refused
+        self.unreached: list[str] = []  # the jobs solve() did not reach within its budgets
+        self.free_only: list[str] = []  # ... and those it let take only free GPUs
         self.banned: set[str] = set()  # victims no option may use (see ban)
         # R15: are the victims of the job being placed exempt (its tier is)? Set by
         # placing() before every search and commit for one job
@@ -795,14 +799,33 @@ class GreedyPlanner:
             order.sort(key=lambda i: (i.job.tier, i.job.id not in self.first))
         return order
 
-    def solve(self) -> Decision:
+    def solve(self, budget: Budget | None = None, quick: float = 0.0,
+              least: float = 0.0) -> Decision:
         """The greedy plan: every job of :meth:`queue` placed in turn where
-        :meth:`place` puts it."""
+        :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
+        not reached. With ``quick`` (the seconds a job's search on free GPUs alone
+        takes), the search for victims stops once the time left would only just hold
+        the jobs left on free GPUs alone, and the jobs after take only free GPUs
+        (``free_only`` lists those that may evict). The loop gets ``least`` seconds at
+        least, however little ``budget`` has left. The plan so far is valid either way, with the jobs first in the
+        order (higher tiers first) placed."""
         st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
-        for info in self.queue():
-            if not info.candidates:
-                continue
+        self.unreached, self.free_only = [], []
+        order = [i for i in self.queue() if i.candidates]
+        if budget is not None and budget.wall and budget.left() < least:
+            budget = Budget(least)  # (counted from here: the set-up above took its time)
+        late = False
+        for k, info in enumerate(order):
+            if budget is not None and budget.wall:
+                if budget.expired():
+                    self.unreached = [i.job.id for i in order[k:]]
+                    break
+                if not late and quick and budget.left() <= quick * (len(order) - k):
+                    late = True
+            if late and info.rights:
+                info = replace(info, rights=frozenset())
+                self.free_only.append(info.job.id)
             self.placing(info)
             parts = self.place(st, info)
             if parts is not None:

@@ -75,11 +75,35 @@ EARLY_LANE: tuple[dict | str, ...] = ("k8s", "slurm", PRIORITY_FIRST)
 # ejection moves (planner/heuristics/eject.py) on the plan to return: this share of the time
 # left for LNS is kept for them (they also get what LNS leaves; docs/planner.md, 2b)
 EJECT_SHARE = 0.1
+# the least time the first greedy plan's loop gets, on the benchmark machine, when the
+# time to improve the plan is shorter or over (first_least_s(): on this one): where
+# preprocessing, assembly and the checks take the whole time limit, the plan returns
+# about this much after them, with the jobs the greedy run reached (README,
+# time_limit_s)
+FIRST_LEAST_S = 0.1
+# a greedy search for a job on free GPUs alone takes this long, plus FREE_NODE_S per
+# usable node, on the benchmark machine (free_quick_s(): on this one; measured inside
+# the first greedy run: 126 us at 4,096 nodes, 144 us at 12,500, with a margin), a
+# sixth to a seventh of a search that may evict (planner/heuristics/greedy.py,
+# GreedyPlanner.solve)
+FREE_JOB_S = 1.2e-4
+FREE_NODE_S = 5e-9
 
 
 def lns_min_s() -> float:
     """LNS_MIN_S on this machine (LNS runs only with a wall clock)."""
     return scaled(LNS_MIN_S)
+
+
+def free_quick_s(usable: int) -> float:
+    """A greedy search for a job on free GPUs alone, on ``usable`` nodes, on this
+    machine (FREE_JOB_S, FREE_NODE_S)."""
+    return scaled(FREE_JOB_S + FREE_NODE_S * usable)
+
+
+def first_least_s() -> float:
+    """FIRST_LEAST_S on this machine (it bounds only a wall clock)."""
+    return scaled(FIRST_LEAST_S)
 
 
 def _plan_name(s: Strategy | None) -> str:
@@ -281,11 +305,24 @@ class _Run:
                 floor = lane_floor
         # hint and fallback: the greedy variant that spares capacity less important
         # pending jobs need (usually admits more); its time sets the pace
-        first = Greedy({"spare_lower": True})
-        yield first, work
+        # it stops a quarter of the time kept for assembly and checks after the time to
+        # improve the plan (FIRST_LEAST_S at least: a plan cut short has fewer deferred
+        # jobs to explain), and its search for victims once the jobs left would only
+        # just fit in that time on free GPUs alone (free_quick_s()): where
+        # preprocessing, assembly and the checks take most of the limit (big clusters),
+        # the plan places the jobs it reaches, higher tiers first, and says which it did
+        # not consider
+        first = (Greedy({"spare_lower": True}) if self.det else Greedy(
+            {"spare_lower": True}, quick=free_quick_s(self.usable), least=first_least_s()))
+        soft = work if self.det else self.budget.until(work.end + self.reserve / 4)
+        yield first, soft
         assert first.planner is not None
         self.spare = spare = first.planner
         self.pace.greedy_s = self.budget.elapsed()
+        if spare.unreached or spare.free_only:  # cut short: a whole run's time, estimated
+            tried = sum(1 for i in self.problem.pending.values() if i.candidates)
+            self.pace.greedy_s *= tried / max(1, tried - len(spare.unreached)
+                                              - len(spare.free_only))
         if isinstance(floor, FloorLane):
             floor.wait_s = self.pace.greedy_s
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
@@ -461,7 +498,18 @@ class _Run:
             info = info.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
                 x for x in (info.detail, note, moved and "then " + moved_note(moved)) if x)})
             status = "feasible" if status == "optimal" else status
-        return assemble(self.problem, best, status, info)
+        by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
+        unreached = by.unreached - best.placements.keys()
+        free_only = by.free_only - best.placements.keys()
+        if unreached or by.free_only:
+            info = info.model_copy(update={"detail": "; ".join(x for x in (info.detail, (
+                "the time limit ended the greedy plan's search for victims: "
+                f"{len(by.free_only)} pending job(s) after it could take only free GPUs "
+                f"({len(free_only)} found none), {len(unreached)} were not considered; "
+                "those deferred are OUTRANKED (see 'Choosing time_limit_s' in the README)"))
+                if x)})
+        return assemble(self.problem, best, status, info, unreached=unreached,
+                        free_only=free_only)
 
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
         """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how
@@ -482,12 +530,13 @@ class _Run:
             by.setdefault(id(self.plan_of[id(s)]), s)
         for other in sorted({id(x): x for x in self.plan_of.values()}.values(),
                             key=self.key, reverse=True):
-            if self.key(other) <= key:
+            if self.key(other) <= key or self.budget.expired():
                 break
             g, g_moved = exempt_free_first(self.problem, clean(self.problem, other))
             g_key = objective_of(self.problem, g).key()
             if g_key > key:
                 d, moved, key = g, g_moved, g_key
+                self.by = by.get(id(other), self.by)
                 note = (f"{_plan_name(by.get(id(other)))} is better once exempt jobs take "
                         "free GPUs first: returned")
         return d, moved, note

@@ -150,13 +150,15 @@ class Rates:
                   deterministic: bool = False) -> float:
         """Time kept for extraction, assembly, explanations and the verifier: 5% of
         the budget and reserve_margin_s() as margin, plus what they take, which grows less than
-        linearly with pending jobs x nodes: 0.15 us per pair, at most 0.1 s x (pairs /
+        linearly with pending jobs x nodes: 0.15 us per pair, at most 0.05 s x (pairs /
         500,000) ** 0.65 on big clusters (measured on the benchmark machine with the
-        garbage collector paused: 0.10 s at 500 x 1,024, 0.15 s at 1,000 x 2,048,
-        0.54-0.65 s at 2,000 x 4,096), times this machine's ``speed`` (1 in
-        deterministic mode, whose budget has no deadline to keep it from)."""
+        garbage collector paused, assembly, verifier and thrash.exempt_free_first of
+        whole plans: 0.06 s at 500 x 1,024, 0.3 s at 2,000 x 4,096, 1.4-2 s at 5,000 x
+        12,500, where plans cut short by the time limit take less), times this
+        machine's ``speed`` (1 in deterministic mode, whose budget has no deadline to
+        keep it from)."""
         pairs = len(problem.pending) * len(problem.nodes)
-        work = min(1.5e-7 * pairs, 0.1 * (pairs / 500_000) ** 0.65)
+        work = min(1.5e-7 * pairs, 0.05 * (pairs / 500_000) ** 0.65)
         return (0.05 * time_limit_s + reserve_margin_s(deterministic)
                 + (1.0 if deterministic else self.speed) * work)
 
@@ -216,6 +218,11 @@ class Strategy:
     keeps = "better"
     said = ""  # what it did, for solver.detail (after run)
     second = ""  # said of a plan that comes from a squeaky-wheel pass
+    # pending jobs its run did not reach before its budget ended, and those it let
+    # take only free GPUs (a greedy run's, GreedyPlanner.solve; a squeaky-wheel pass
+    # runs only with three times its time left and is not counted)
+    unreached: frozenset[str] = frozenset()
+    free_only: frozenset[str] = frozenset()
 
     def estimate_s(self, pace: Pace) -> float:
         """The time it takes, or the least worth giving it (0: a pass that stops at
@@ -230,10 +237,12 @@ class Greedy(Strategy):
     """A greedy variant (planner/heuristics/greedy.py) by its settings; ``planner``
     then says what its limits refused."""
 
-    def __init__(self, settings: dict[str, Any], runs: float | None = None):
+    def __init__(self, settings: dict[str, Any], runs: float | None = None,
+                 quick: float = 0.0, least: float = 0.0):
         self.settings = settings
         self.name = f"greedy {settings}"
         self.runs = runs  # its cost in greedy runs (None: VARIANT_RUN)
+        self.quick, self.least = quick, least  # GreedyPlanner.solve's
         self.planner: GreedyPlanner | None = None
 
     def estimate_s(self, pace: Pace) -> float:
@@ -241,7 +250,10 @@ class Greedy(Strategy):
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         self.planner = GreedyPlanner(problem, **self.settings)
-        return clean(problem, self.planner.solve())
+        d = clean(problem, self.planner.solve(budget, self.quick, self.least))
+        self.unreached = frozenset(self.planner.unreached)
+        self.free_only = frozenset(self.planner.free_only)
+        return d
 
 
 def plain_greedy(problem: Problem) -> Decision:
@@ -254,8 +266,9 @@ class FloorLane(Strategy):
     in a second lane (planner/solver/lanes.py) started before the first greedy plan,
     so that on a big cluster the two greedy runs take one run's time side by side.
     :meth:`run` waits for the child at most ``wait_s`` (set to the first greedy plan's
-    time: the plain plan takes less) and makes the plan itself when the child gave
-    none, so the plan is the same either way."""
+    time: the plain plan takes less), and not past the end of its budget, and makes
+    the plan itself (up to the end of the budget) when the child gave none, so the
+    plan is the same either way when there is time for it."""
 
     name = "greedy {} (second lane)"
 
@@ -274,10 +287,16 @@ class FloorLane(Strategy):
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         assert self.lane is not None
-        d = self.lane.result(Budget(self.wait_s))
+        d = self.lane.result(Budget(min(self.wait_s, max(0.0, budget.left()))))
         if d is None:
             self.error = self.lane.error or "no answer"
-            return plain_greedy(problem)
+            if budget.expired():  # (no time to make it: nothing reached)
+                self.unreached = frozenset(j for j, i in problem.pending.items()
+                                           if i.candidates and i.held_until is None)
+                return Decision()
+            planner = GreedyPlanner(problem)
+            d = clean(problem, planner.solve(budget))
+            self.unreached = frozenset(planner.unreached)
         return d
 
 
@@ -308,7 +327,7 @@ class Squeaky(Strategy):
         return pace.greedy_s
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        return squeaky_wheel(problem, self.start, **self.settings)
+        return squeaky_wheel(problem, self.start, budget=budget, **self.settings)
 
 
 class Polish(Strategy):

@@ -1,0 +1,126 @@
+"""The time limit as a promise: a greedy run stops at the end of its budget with the
+jobs it reached placed (GreedyPlanner.solve), and solve_cpsat returns that plan,
+saying which jobs were not considered, when preprocessing and the checks leave no
+time for a whole greedy run (planner/solver/cpsat.py, FIRST_LEAST_S).
+
+Conventions as in test_squeaky.py: two empty 8-GPU NVSwitch nodes, Monday
+2026-11-30 08:00Z, default policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from models import SolverInfo, load_snapshot
+from planner.checks.assemble import assemble
+from planner.checks.verify import verify
+from planner.core.budget import Budget
+from planner.core.decision import objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
+from planner.solver import cpsat
+
+NOW = "2026-11-30T08:00:00Z"
+
+
+def _snap() -> dict[str, Any]:
+    nodes = [{"id": f"n{i}", "gpus": 8, "gpu_type": "H100", "nvlink": "nvswitch"}
+             for i in range(2)]
+
+    def job(jid: str, gpus: int, tier: int, **extra: Any) -> dict:
+        return {"id": jid, "tier": tier, "state": "pending", "gpus_per_node": gpus,
+                "priority": 10, "topology": "any", **extra}
+
+    # the greedy order: tier, then larger first: a (tier 1, 8), b (6), c (2), d (tier 3,
+    # 2); e was preempted 10 s ago and is in its cooldown (R9): never in the order.
+    # r, tier 3, has run for 8 hours on all of n1 (a tier-2 job may evict it).
+    jobs = [job("a", 8, 1), job("b", 6, 2), job("c", 2, 2), job("d", 2, 3),
+            job("e", 1, 2, preemptions=1, last_preempted_at="2026-11-30T07:59:50Z"),
+            {"id": "r", "tier": 3, "state": "running", "gpus_per_node": 8, "nodes": 1,
+             "started_at": "2026-11-30T00:00:00Z", "checkpoint": {"restore_s": 60},
+             "placement": [{"node": "n1", "gpus": list(range(8))}]}]
+    return {"version": 1, "now": NOW, "storage": [], "nodes": nodes, "jobs": jobs,
+            "policy": {}}
+
+
+class After(Budget):
+    """A wall-clock budget with ``left`` seconds left that ends after ``n`` checks of
+    ``expired`` (a stand-in for a clock)."""
+
+    def __init__(self, n: int, left: float = 60.0):
+        super().__init__(60.0)
+        self.n, self._left = n, left
+
+    def expired(self) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+    def left(self) -> float:
+        return self._left
+
+
+def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> None:
+    s = load_snapshot(_snap())
+    problem = build_problem(s)
+    whole = GreedyPlanner(problem).solve()
+    # a whole run: a takes the free node n0; b evicts r and takes 6 GPUs of n1, c the
+    # other 2; d (tier 3) may evict nobody and finds no GPU left
+    assert sorted(whole.placements) == ["a", "b", "c"] and whole.victims == {"r"}
+    assert objective_of(problem, whole).admitted_gpus == {"1": 8, "2": 8, "3": 0}
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(1))  # a is reached; the budget ends before b, and no more time
+    assert sorted(cut.placements) == ["a"] and cut.victims == set()
+    assert cut.placements["a"] == whole.placements["a"]
+    assert g.unreached == ["b", "c", "d"] and g.free_only == []  # e (held) not among them
+    p = assemble(problem, cut, "feasible", SolverInfo(engine="test", status="TEST"),
+                 unreached=g.unreached)
+    assert verify(s, p) == []
+    reasons = {d.job: (d.reason, d.detail) for d in p.deferred}
+    assert {j: r[0] for j, r in reasons.items()} == {
+        "b": "OUTRANKED", "c": "OUTRANKED", "d": "OUTRANKED", "e": "COOLDOWN"}
+    assert all("not considered" in reasons[j][1] for j in "bcd")
+    # with quick searches: the time left (0 s) does not hold the jobs (a, b, c, d) on
+    # free GPUs alone, and they take free GPUs only: a finds n0; none is free after,
+    # so b and c, which a whole run places by evicting r, wait
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(10, left=0.0), quick=1e-4)
+    assert sorted(cut.placements) == ["a"] and cut.victims == set()
+    assert g.free_only == ["a", "b", "c"] and g.unreached == []  # d may evict nobody
+    p = assemble(problem, cut, "feasible", SolverInfo(engine="test", status="TEST"),
+                 free_only=[j for j in g.free_only if j not in cut.placements])
+    assert verify(s, p) == []
+    reasons = {d.job: (d.reason, d.detail) for d in p.deferred}
+    assert reasons["b"][0] == reasons["c"][0] == "OUTRANKED"
+    assert "time limit ended before evictions for it were considered" in reasons["b"][1]
+    none = GreedyPlanner(problem)
+    assert none.solve(Budget(0.0)).placements == {} and none.unreached == ["a", "b", "c", "d"]
+    assert GreedyPlanner(problem).solve(Budget(60.0)).placements == whole.placements
+    det = GreedyPlanner(problem)  # a deterministic budget never ends a run
+    assert det.solve(Budget(0.0, wall=False)).placements == whole.placements
+    assert det.unreached == [] and det.free_only == []
+
+
+def test_with_no_time_left_solve_cpsat_returns_a_valid_plan_saying_what_it_did_not_consider(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A limit of 1 ns has ended before the first greedy run starts: the run gets
+    # FIRST_LEAST_S, here 0, and reaches no job.
+    # The plan places nothing, evicts nothing, passes the verifier, and says why.
+    monkeypatch.setattr(cpsat, "FIRST_LEAST_S", 0.0)
+    s = load_snapshot(_snap())
+    problem = build_problem(s)
+    p = cpsat.solve_cpsat(problem, time_limit_s=1e-9)
+    assert p.placements == [] and p.evictions == []
+    assert verify(s, p) == []
+    assert {d.job: d.reason for d in p.deferred} == {
+        "a": "OUTRANKED", "b": "OUTRANKED", "c": "OUTRANKED", "d": "OUTRANKED",
+        "e": "COOLDOWN"}
+    assert all("not considered" in d.detail for d in p.deferred if d.reason == "OUTRANKED")
+    assert "0 pending job(s) after it could take only free GPUs (0 found none), 4 were " \
+        "not considered" in p.solver.detail
+    # with the time, the same call places a, b and c (16 GPUs) and says nothing of it
+    whole = cpsat.solve_cpsat(problem, time_limit_s=1.0, deterministic=True)
+    assert sorted(x.job for x in whole.placements) == ["a", "b", "c"]
+    assert whole.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0}
+    assert "considered" not in whole.solver.detail
