@@ -72,7 +72,13 @@ def is_valid(snapshot: Snapshot, plan: Plan) -> bool:
 def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
     """The plan's objective recomputed from the snapshot (section 5, items 1-5); compare
     plans with ``objective_of(s, a).key() > objective_of(s, b).key()``."""
-    placed, victims = _entries(snapshot, plan)
+    return _objective(snapshot, *_entries(snapshot, plan))
+
+
+def _objective(snapshot: Snapshot, placed: dict[str, Placement],
+               victims: dict[str, Eviction], running: int | None = None) -> Objective:
+    """objective_of for the plan's entries (``running``: R15's count of running jobs,
+    when the caller has it)."""
     jobs = snapshot.job_map()
     nodes = snapshot.node_map()
     admitted = {str(t): 0 for t in sorted(snapshot.policy.tiers)}
@@ -85,27 +91,30 @@ def objective_of(snapshot: Snapshot, plan: Plan) -> Objective:
     th = snapshot.policy.thrash
     return Objective(admitted_gpus=admitted, priority_value=priority,
                      eviction_cost_gpu_s=float(cost), evictions=len(victims),
-                     evictions_past_budget=_past_budget(snapshot, len(victims))
+                     evictions_past_budget=_past_budget(snapshot, len(victims), running)
                      ).with_past_cost(th.past_budget_gpu_s if th is not None else 0.0)
 
 
-def _past_budget(snap: Snapshot, victims: int) -> int:
+def _past_budget(snap: Snapshot, victims: int, running: int | None = None) -> int:
     """Victims past what R15's window has left (``thrash.past_budget_gpu_s``; 0 when
     it is 0 or there is no budget)."""
     th = snap.policy.thrash
     if th is None or not th.past_budget_gpu_s or not victims:
         return 0
-    running, counted = _r15_window(snap, th)
+    running, counted = _r15_window(snap, th, running)
     return max(0, victims - max(0, th.limit(running) - len(counted)))
 
 
-def _r15_window(snap: Snapshot, th: Thrash) -> tuple[int, list[RecentEviction]]:
-    """R15's running jobs (those on down nodes are ignored) and the recent evictions
-    its window counts (``now - window_s <= at < now``)."""
-    down = {n.id for n in snap.nodes if n.state == "down"}
-    jobs = snap.running()
-    running = len(jobs) if not down else sum(
-        1 for j in jobs if not any(p.node in down for p in j.placement or []))
+def _r15_window(snap: Snapshot, th: Thrash, running: int | None = None
+                ) -> tuple[int, list[RecentEviction]]:
+    """R15's running jobs (those on down nodes are ignored; counted here unless the
+    caller gives their number) and the recent evictions its window counts
+    (``now - window_s <= at < now``)."""
+    if running is None:
+        down = {n.id for n in snap.nodes if n.state == "down"}
+        jobs = snap.running()
+        running = len(jobs) if not down else sum(
+            1 for j in jobs if not any(p.node in down for p in j.placement or []))
     start = snap.now - timedelta(seconds=th.window_s)
     return running, [e for e in snap.recent_evictions if start <= e.at < snap.now]
 
@@ -245,6 +254,7 @@ class _Checker:
             j.id for j in (snap.running() if down else [])
             if any(p.node in down for p in j.placement or []))
         self.down_set = set(self.on_down)
+        self.r15_running = len(snap.running()) - len(self.on_down)  # R15: not on down nodes
         self.placed, self.victims = _entries(snap, plan)
         self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
         self.users: dict[GPU, list[str]] = defaultdict(list)
@@ -583,7 +593,7 @@ class _Checker:
         th = self.pol.thrash
         if th is None or not self.victims:
             return
-        running, counted = _r15_window(self.snap, th)
+        running, counted = _r15_window(self.snap, th, self.r15_running)
         limit, recent = th.limit(running), len(counted)
         exempt = [vid for vid in self.victims
                   if th.exempt_by(self.jobs[u].tier for u in self._users_of(self.jobs[vid]))]
@@ -734,7 +744,8 @@ class _Checker:
                                           "named in warnings")
 
     def _check_objective(self) -> None:
-        got, want = self.plan.objective, objective_of(self.snap, self.plan)
+        got = self.plan.objective
+        want = _objective(self.snap, self.placed, self.victims, self.r15_running)
         if got.admitted_gpus != want.admitted_gpus:
             self.add("OBJECTIVE", None, f"objective.admitted_gpus is {got.admitted_gpus}, "
                                         f"expected {want.admitted_gpus}")
