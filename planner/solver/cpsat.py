@@ -306,15 +306,18 @@ class _Run:
         # hint and fallback: the greedy variant that spares capacity less important
         # pending jobs need (usually admits more); its time sets the pace
         # it stops half the time kept for assembly and checks after the time to improve
-        # the plan (FIRST_LEAST_S at least: a plan cut short has fewer jobs to explain
-        # in full, and no other candidate to trade), and its search for victims once the jobs left would only
+        # the plan, 2 x FIRST_LEAST_S at most (a plan cut short has fewer jobs to
+        # explain in full, and no other candidate to trade; on the biggest clusters
+        # the whole plan's checks need the reserve), its loop gets FIRST_LEAST_S at
+        # least, and its search for victims once the jobs left would only
         # just fit in that time on free GPUs alone (free_quick_s()): where
         # preprocessing, assembly and the checks take most of the limit (big clusters),
         # the plan places the jobs it reaches, higher tiers first, and says which it did
         # not consider
         first = (Greedy({"spare_lower": True}) if self.det else Greedy(
             {"spare_lower": True}, quick=free_quick_s(self.usable), least=first_least_s()))
-        soft = work if self.det else self.budget.until(work.end + self.reserve / 2)
+        soft = work if self.det else self.budget.until(
+            work.end + min(self.reserve / 2, 2 * first_least_s()))
         yield first, soft
         assert first.planner is not None
         self.spare = spare = first.planner
