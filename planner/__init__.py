@@ -59,6 +59,7 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
           time_limit_s: float, deterministic: bool, workers: int, planner: str,
           seed: int) -> Plan:
     from planner.checks.assemble import assemble
+    from planner.core.budget import CUT_NOTE
     from planner.core.decision import Decision
     from planner.core.problem import build_problem
 
@@ -88,16 +89,19 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         end = time.perf_counter()
         wall = end - t0
         p.solver.wall_s = round(wall, 4)
-        if planner == "cpsat" and not deterministic and wall > time_limit_s + OVER_S * speed:
+        over = wall > time_limit_s + OVER_S * speed
+        cut = CUT_NOTE in (p.solver.detail or "")
+        if planner == "cpsat" and not deterministic and (over or cut):
             # say so, with where the time went: on big clusters a short limit is below
             # what preprocessing, the greedy plan, explanations and the checks take
             # (README, time_limit_s)
             p.solver.detail = "; ".join(x for x in (p.solver.detail, (
-                f"took {wall:.2f} s, over the time limit of {time_limit_s:g} s: "
-                f"{t_pre - t0:.2f} s loading the snapshot and building the problem, "
-                f"{t_checks - t_pre:.2f} s planning, {end - t_checks:.2f} s checking "
-                "the plan (too short for this cluster: see 'Choosing time_limit_s' in the "
-                f"README; this machine's speed factor {speed:.2f})")) if x)
+                f"took {wall:.2f} s, {'over' if over else 'of'} the time limit of "
+                f"{time_limit_s:g} s: {t_pre - t0:.2f} s loading the snapshot and building "
+                f"the problem, {t_checks - t_pre:.2f} s planning, {end - t_checks:.2f} s "
+                "checking the plan (too short for this cluster: see 'Choosing "
+                f"time_limit_s' in the README; this machine's speed factor {speed:.2f})"))
+                if x)
         return p
 
     if planner == "cpsat":

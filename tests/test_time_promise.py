@@ -124,3 +124,18 @@ def test_with_no_time_left_solve_cpsat_returns_a_valid_plan_saying_what_it_did_n
     assert sorted(x.job for x in whole.placements) == ["a", "b", "c"]
     assert whole.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0}
     assert "considered" not in whole.solver.detail
+
+
+def test_a_plan_cut_short_says_where_the_time_went(monkeypatch: pytest.MonkeyPatch) -> None:
+    # plan() gives solve_cpsat at least LEAST_S, here 1 us, and the greedy run's loop
+    # FIRST_LEAST_S, here 0: nothing is reached, and the detail says so and where the
+    # time went, as a plan over its limit does (this one ends within OVER_S of it)
+    import planner
+
+    monkeypatch.setattr(planner, "LEAST_S", 1e-6)
+    monkeypatch.setattr(cpsat, "FIRST_LEAST_S", 0.0)
+    p = planner.plan(_snap(), time_limit_s=1e-9)
+    assert p.placements == [] and p.evictions == []
+    assert "4 were not considered" in p.solver.detail
+    assert "loading the snapshot and building the problem" in p.solver.detail
+    assert ", of the time limit of 1e-09 s: " in p.solver.detail

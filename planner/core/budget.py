@@ -18,6 +18,10 @@ from __future__ import annotations
 import math
 import time
 
+# what solver.detail says of a plan whose first greedy run the time limit cut short
+# (planner/solver/cpsat.py); the plan then also says where the time went (planner.plan)
+CUT_NOTE = "the time limit ended the greedy plan's search for victims"
+
 
 class Budget:
     """A deadline on ``time.perf_counter()``, or none in deterministic mode."""

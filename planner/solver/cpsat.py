@@ -19,7 +19,7 @@ from typing import Any
 
 from models import Plan, SolverInfo
 from planner.checks.assemble import assemble
-from planner.core.budget import Budget
+from planner.core.budget import CUT_NOTE, Budget
 from planner.core.decision import (
     Decision,
     clean,
@@ -506,7 +506,7 @@ class _Run:
         free_only = by.free_only - best.placements.keys()
         if unreached or by.free_only:
             info = info.model_copy(update={"detail": "; ".join(x for x in (info.detail, (
-                "the time limit ended the greedy plan's search for victims: "
+                f"{CUT_NOTE}: "
                 f"{len(by.free_only)} pending job(s) after it could take only free GPUs "
                 f"({len(free_only)} found none), {len(unreached)} were not considered; "
                 "those deferred are OUTRANKED (see 'Choosing time_limit_s' in the README)"))
