@@ -807,8 +807,8 @@ class GreedyPlanner:
         takes), the search for victims stops once the time left would only just hold
         the jobs left on free GPUs alone, and the jobs after take only free GPUs
         (``free_only`` lists those that may evict). The loop gets ``least`` seconds at
-        least, however little ``budget`` has left. The plan so far is valid either way, with the jobs first in the
-        order (higher tiers first) placed."""
+        least, however little ``budget`` has left. The plan so far is valid either
+        way, with the jobs first in the order (higher tiers first) placed."""
         st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
         self.unreached, self.free_only = [], []
