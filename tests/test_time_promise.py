@@ -46,19 +46,16 @@ def _snap() -> dict[str, Any]:
 
 
 class After(Budget):
-    """A wall-clock budget with ``left`` seconds left that ends after ``n`` checks of
-    ``expired`` (a stand-in for a clock)."""
+    """A wall-clock budget with ``left`` seconds left for ``n`` looks at the clock,
+    none after (a stand-in for a clock)."""
 
     def __init__(self, n: int, left: float = 60.0):
         super().__init__(60.0)
         self.n, self._left = n, left
 
-    def expired(self) -> bool:
-        self.n -= 1
-        return self.n < 0
-
     def left(self) -> float:
-        return self._left
+        self.n -= 1
+        return self._left if self.n >= 0 else 0.0
 
 
 def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> None:
@@ -70,7 +67,9 @@ def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> N
     assert sorted(whole.placements) == ["a", "b", "c"] and whole.victims == {"r"}
     assert objective_of(problem, whole).admitted_gpus == {"1": 8, "2": 8, "3": 0}
     g = GreedyPlanner(problem)
-    cut = g.solve(After(1))  # a is reached; the budget ends before b, and no more time
+    # the run looks at the clock once before its loop and once per job: a is reached,
+    # the budget ends before b
+    cut = g.solve(After(2))
     assert sorted(cut.placements) == ["a"] and cut.victims == set()
     assert cut.placements["a"] == whole.placements["a"]
     assert g.unreached == ["b", "c", "d"] and g.free_only == []  # e (held) not among them
@@ -85,7 +84,7 @@ def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> N
     # free GPUs alone, and they take free GPUs only: a finds n0; none is free after,
     # so b and c, which a whole run places by evicting r, wait
     g = GreedyPlanner(problem)
-    cut = g.solve(After(10, left=0.0), quick=1e-4)
+    cut = g.solve(After(10, left=1e-6), quick=1e-4)
     assert sorted(cut.placements) == ["a"] and cut.victims == set()
     assert g.free_only == ["a", "b", "c"] and g.unreached == []  # d may evict nobody
     p = assemble(problem, cut, "feasible", SolverInfo(engine="test", status="TEST"),
@@ -94,6 +93,14 @@ def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> N
     reasons = {d.job: (d.reason, d.detail) for d in p.deferred}
     assert reasons["b"][0] == reasons["c"][0] == "OUTRANKED"
     assert "time limit ended before evictions for it were considered" in reasons["b"][1]
+    # ``later``: the run may go on until 59 s + 2 s x (the share of the 4 jobs searched)
+    # before a 60 s budget ends: a and b (0.5 s left at b) are placed, c (0 s) is not
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(0), later=(Budget(60.0), 59.0, 2.0))
+    assert sorted(cut.placements) == ["a", "b"] and cut.victims == {"r"}
+    assert g.unreached == ["c", "d"] and g.free_only == []
+    assert GreedyPlanner(problem).solve(After(0), later=(Budget(60.0), 0.0, 0.0)
+                                        ).placements == whole.placements
     none = GreedyPlanner(problem)
     assert none.solve(Budget(0.0)).placements == {} and none.unreached == ["a", "b", "c", "d"]
     assert GreedyPlanner(problem).solve(Budget(60.0)).placements == whole.placements

@@ -800,15 +800,19 @@ class GreedyPlanner:
         return order
 
     def solve(self, budget: Budget | None = None, quick: float = 0.0,
-              least: float = 0.0) -> Decision:
+              least: float = 0.0, later: tuple[Budget, float, float] | None = None
+              ) -> Decision:
         """The greedy plan: every job of :meth:`queue` placed in turn where
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
         the jobs left on free GPUs alone, and the jobs after take only free GPUs
-        (``free_only`` lists those that may evict). The loop gets ``least`` seconds at
-        least, however little ``budget`` has left. The plan so far is valid either
-        way, with the jobs first in the order (higher tiers first) placed."""
+        (``free_only`` lists those that may evict). ``later`` = (whole, a, b): the run
+        may also go on until a + b x (the share of the jobs searched for victims)
+        seconds before ``whole`` ends, when that is later (a plan that holds less
+        takes less time to assemble and check). The loop gets ``least`` seconds at least, however little
+        ``budget`` has left. The plan so far is valid either way, with the jobs first
+        in the order (higher tiers first) placed."""
         st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
         self.unreached, self.free_only = [], []
@@ -816,13 +820,18 @@ class GreedyPlanner:
         if budget is not None and budget.wall and budget.left() < least:
             budget = Budget(least)  # (counted from here: the set-up above took its time)
         late = False
+        n = searched = len(order)
         for k, info in enumerate(order):
             if budget is not None and budget.wall:
-                if budget.expired():
+                left = budget.left()
+                if later is not None:
+                    whole, fixed, per = later
+                    left = max(left, whole.left() - fixed - per * min(k, searched) / n)
+                if left <= 0:
                     self.unreached = [i.job.id for i in order[k:]]
                     break
-                if not late and quick and budget.left() <= quick * (len(order) - k):
-                    late = True
+                if not late and quick and left <= quick * (n - k):
+                    late, searched = True, k
             if late and info.rights:
                 info = replace(info, rights=frozenset())
                 self.free_only.append(info.job.id)

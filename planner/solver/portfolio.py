@@ -238,11 +238,12 @@ class Greedy(Strategy):
     then says what its limits refused."""
 
     def __init__(self, settings: dict[str, Any], runs: float | None = None,
-                 quick: float = 0.0, least: float = 0.0):
+                 quick: float = 0.0, least: float = 0.0,
+                 later: tuple[Budget, float, float] | None = None):
         self.settings = settings
         self.name = f"greedy {settings}"
         self.runs = runs  # its cost in greedy runs (None: VARIANT_RUN)
-        self.quick, self.least = quick, least  # GreedyPlanner.solve's
+        self.quick, self.least, self.later = quick, least, later  # GreedyPlanner.solve's
         self.planner: GreedyPlanner | None = None
 
     def estimate_s(self, pace: Pace) -> float:
@@ -250,7 +251,7 @@ class Greedy(Strategy):
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         self.planner = GreedyPlanner(problem, **self.settings)
-        d = clean(problem, self.planner.solve(budget, self.quick, self.least))
+        d = clean(problem, self.planner.solve(budget, self.quick, self.least, self.later))
         self.unreached = frozenset(self.planner.unreached)
         self.free_only = frozenset(self.planner.free_only)
         return d
