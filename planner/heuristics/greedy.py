@@ -806,8 +806,7 @@ class GreedyPlanner:
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
-        the jobs left on free GPUs alone (while placing the first tier of the order,
-        only its own jobs left), and the jobs after take only free GPUs
+        the jobs left on free GPUs alone, and the jobs after take only free GPUs
         (``free_only`` lists those that may evict). ``later`` = (whole, a, b): the run
         may also go on until a + b x (the share of the jobs searched for victims)
         seconds before ``whole`` ends, when that is later (a plan that holds less
@@ -822,10 +821,6 @@ class GreedyPlanner:
             budget = Budget(least)  # (counted from here: the set-up above took its time)
         late = False
         n = searched = len(order)
-        # the jobs of the first tier in the order: while placing them, only they are
-        # counted for the time on free GPUs alone (the objective ranks the first
-        # tier's admissions before all the others')
-        top = sum(1 for i in order if i.job.tier == order[0].job.tier) if order else 0
         for k, info in enumerate(order):
             if budget is not None and budget.wall:
                 left = budget.left()
@@ -835,7 +830,7 @@ class GreedyPlanner:
                 if left <= 0:
                     self.unreached = [i.job.id for i in order[k:]]
                     break
-                if not late and quick and left <= quick * ((top if k < top else n) - k):
+                if not late and quick and left <= quick * (n - k):
                     late, searched = True, k
             if late and info.rights:
                 info = replace(info, rights=frozenset())
