@@ -184,18 +184,23 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
                     key=lambda j: (-pending[j].job.tier, pending[j].job.priority, j))
     if not donors:
         return d, 0
-    candidates: dict[str, set[int]] = {}
+    # candidate node sets, by list: jobs of one shape share their candidates' list
+    # (build_problem), and a set per job would cost a pass over the cluster each
+    candidates: dict[int, tuple[list[int], frozenset[int]]] = {}
 
     def fits(j: str, parts: list[tuple[int, int]]) -> bool:
         info = pending[j]
         job = info.job
         if len(parts) != job.nodes:
             return False
-        if j not in candidates:
-            candidates[j] = set(info.candidates)
+        hit = candidates.get(id(info.candidates))
+        if hit is None or hit[0] is not info.candidates:
+            hit = candidates[id(info.candidates)] = (info.candidates,
+                                                     frozenset(info.candidates))
+        cands = hit[1]
         nodes = [problem.nodes[ni] for ni, _m in parts]
         for (ni, m), n in zip(parts, nodes, strict=True):
-            if (ni not in candidates[j] or m.bit_count() != job.gpus_per_node
+            if (ni not in cands or m.bit_count() != job.gpus_per_node
                     or not n.fits(m, job.gpus_per_node, info.need_nvlink)):
                 return False
         if job.same_block and len({n.node.block for n in nodes}) != 1:
