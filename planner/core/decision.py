@@ -184,20 +184,13 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
                     key=lambda j: (-pending[j].job.tier, pending[j].job.priority, j))
     if not donors:
         return d, 0
-    # candidate node sets, by list: jobs of one shape share their candidates' list
-    # (build_problem), and a set per job would cost a pass over the cluster each
-    candidates: dict[int, tuple[list[int], frozenset[int]]] = {}
 
     def fits(j: str, parts: list[tuple[int, int]]) -> bool:
         info = pending[j]
         job = info.job
         if len(parts) != job.nodes:
             return False
-        hit = candidates.get(id(info.candidates))
-        if hit is None or hit[0] is not info.candidates:
-            hit = candidates[id(info.candidates)] = (info.candidates,
-                                                     frozenset(info.candidates))
-        cands = hit[1]
+        cands = problem.candidate_set(info)
         nodes = [problem.nodes[ni] for ni, _m in parts]
         for (ni, m), n in zip(parts, nodes, strict=True):
             if (ni not in cands or m.bit_count() != job.gpus_per_node

@@ -188,10 +188,24 @@ class Problem:
     owner: dict[tuple[int, int], str]  # (node idx, gpu) -> running job id
     total_gpus_up_drain: int
     thrash: ThrashBudget | None = None  # R15 (None: off)
+    # candidate node sets by candidates list (id -> (list, set)); each problem its own,
+    # copies made with dataclasses.replace too
+    _hosts: dict[int, tuple[list[int], frozenset[int]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def now(self) -> datetime:
         return self.snap.now
+
+    def candidate_set(self, info: PendingInfo) -> frozenset[int]:
+        """``info.candidates`` as a set, made once per list: jobs of one shape share
+        their list (build_problem), and a set per job would be a pass over the cluster
+        each."""
+        hit = self._hosts.get(id(info.candidates))
+        if hit is None or hit[0] is not info.candidates:
+            hit = self._hosts[id(info.candidates)] = (info.candidates,
+                                                      frozenset(info.candidates))
+        return hit[1]
 
     def exempt(self, tier: int) -> bool:
         """R15: do the victims of a job of this tier count as exempt?"""

@@ -59,7 +59,6 @@ def repack(problem: Problem, d: Decision, budget: Budget | None = None) -> tuple
             deferred[info.job.tier].append(info)
     for infos in deferred.values():
         infos.sort(key=lambda i: (-i.job.priority, -i.job.total_gpus, i.job.id))
-    hosts: dict[int, frozenset[int]] = {}  # id(candidates) -> node set (shared lists)
     swaps = 0
     order = sorted(placements, key=lambda j: (problem.pending[j].job.priority,
                                               -problem.pending[j].job.total_gpus, j))
@@ -76,7 +75,7 @@ def repack(problem: Problem, d: Decision, budget: Budget | None = None) -> tuple
                 queue.append(i)
         if sum(i.job.total_gpus for i in queue) < kjob.total_gpus:
             continue  # they could not use every GPU of k
-        fill = _fill(problem, d.victims, dict(placements[k]), queue, hosts)
+        fill = _fill(problem, d.victims, dict(placements[k]), queue)
         if fill is None:
             continue
         gain = sum(i.job.priority * i.job.total_gpus for i, _p in fill) \
@@ -94,8 +93,8 @@ def repack(problem: Problem, d: Decision, budget: Budget | None = None) -> tuple
     return Decision(set(d.victims), placements), swaps
 
 
-def _fill(problem: Problem, victims: set[str], rem: dict[int, int], queue: list[PendingInfo],
-          hosts: dict[int, frozenset[int]]) -> list[tuple[PendingInfo, list[tuple[int, int]]]] | None:
+def _fill(problem: Problem, victims: set[str], rem: dict[int, int], queue: list[PendingInfo]
+          ) -> list[tuple[PendingInfo, list[tuple[int, int]]]] | None:
     """Place jobs of ``queue`` (in order) on exactly the GPUs ``rem`` (node -> mask);
     the placements when every GPU is used, else None."""
     need = sum(m.bit_count() for m in rem.values())
@@ -104,9 +103,7 @@ def _fill(problem: Problem, victims: set[str], rem: dict[int, int], queue: list[
         job = info.job
         if job.total_gpus > need:
             continue
-        nodes = hosts.get(id(info.candidates))
-        if nodes is None:
-            nodes = hosts[id(info.candidates)] = frozenset(info.candidates)
+        nodes = problem.candidate_set(info)
         fits = []  # (leftover, node, mask)
         for ni in sorted(rem):
             if ni not in nodes:
@@ -212,7 +209,6 @@ def relocate(problem: Problem, d: Decision, budget: Budget | None = None
 
     idle: dict[int, int] = {}
     refresh({n.idx for n in problem.nodes if n.usable})
-    hosts: dict[int, frozenset[int]] = {}  # id(candidates) -> node set (shared lists)
     order = []
     for j in placements:
         if problem.pending[j].job.nodes == 1:
@@ -237,9 +233,7 @@ def relocate(problem: Problem, d: Decision, budget: Budget | None = None
                 for g in _bits(m):
                     del gpu_victim[(ni, g)]
         refresh(touched)
-        cands = hosts.get(id(info.candidates))
-        if cands is None:
-            cands = hosts[id(info.candidates)] = frozenset(info.candidates)
+        cands = problem.candidate_set(info)
         gpn = info.job.gpus_per_node
         best = None
         for ni in sorted(idle):  # best fit: fewest usable idle GPUs, then node index
