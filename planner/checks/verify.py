@@ -245,16 +245,17 @@ class _Checker:
         self.storages = snap.storage_map()
         self.out: list[Violation] = []
         self.owner: dict[GPU, str] = {}  # GPU -> running job holding it in the snapshot
-        for j in snap.running():
+        running = snap.running()
+        for j in running:
             for part in j.placement or []:
                 for g in part.gpus:
                     self.owner[(part.node, g)] = j.id
         down = {n.id for n in snap.nodes if n.state == "down"}
         self.on_down = sorted(
-            j.id for j in (snap.running() if down else [])
+            j.id for j in (running if down else [])
             if any(p.node in down for p in j.placement or []))
         self.down_set = set(self.on_down)
-        self.r15_running = len(snap.running()) - len(self.on_down)  # R15: not on down nodes
+        self.r15_running = len(running) - len(self.on_down)  # R15: not on down nodes
         self.placed, self.victims = _entries(snap, plan)
         self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
         self.users: dict[GPU, list[str]] = defaultdict(list)

@@ -810,9 +810,9 @@ class GreedyPlanner:
         (``free_only`` lists those that may evict). ``later`` = (whole, a, b): the run
         may also go on until a + b x (the share of the jobs searched for victims)
         seconds before ``whole`` ends, when that is later (a plan that holds less
-        takes less time to assemble and check). The loop gets ``least`` seconds at least, however little
-        ``budget`` has left. The plan so far is valid either way, with the jobs first
-        in the order (higher tiers first) placed."""
+        takes less time to assemble and check). The loop gets ``least`` seconds at
+        least, however little ``budget`` has left. The plan so far is valid either
+        way, with the jobs first in the order (higher tiers first) placed."""
         st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
         self.unreached, self.free_only = [], []
