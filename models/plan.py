@@ -122,10 +122,13 @@ class SolverInfo(_Out):
     engine: str
     status: str
     wall_s: float = 0.0
-    gap: float | None = None
+    gap: float | None = Field(None, description=(
+        "proven relative gap at the first objective item not proven optimal (the whole "
+        "CP-SAT model unpruned, or the relaxation of plan --bound)"))
     bound: float | None = Field(None, description=(
-        "proven lower bound on eviction_cost_gpu_s among plans that admit at least "
-        "what this plan admits (CP-SAT only)"))
+        "proven lower bound on the planned eviction cost (with "
+        "thrash.past_budget_gpu_s) among plans that admit at least what this plan "
+        "admits (CP-SAT only)"))
     detail: str | None = None
 
 

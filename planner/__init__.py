@@ -32,7 +32,7 @@ LEAST_S = 0.05  # the least time solve_cpsat gets, whatever preprocessing took
 
 def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None = None, *,
          time_limit_s: float = 1.0, deterministic: bool = False, workers: int = 2,
-         planner: str = "cpsat", seed: int = 0) -> Plan:
+         planner: str = "cpsat", seed: int = 0, bound_s: float = 0.0) -> Plan:
     """Plan one scheduling tick.
 
     A pure function of its inputs: ``policy`` (when given) replaces the snapshot's
@@ -41,6 +41,11 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
     the solver finds nothing in time the greedy plan is returned (``fallback``);
     if a CP-SAT plan ever failed verification, the greedy plan, and if even that
     were invalid, a plan that evicts nothing.
+
+    ``bound_s`` > 0 spends up to that many seconds more, after the plan, proving
+    how far it is from the optimum with a relaxation solved by CP-SAT
+    (planner/solver/bound.py): ``solver.gap`` and ``solver.bound`` then come from it
+    where the plan had none, and a plan it proves optimal gets status ``optimal``.
     """
     if planner not in PLANNERS:
         raise ValueError(f"unknown planner {planner!r} (choose from {', '.join(PLANNERS)})")
@@ -48,16 +53,18 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
         raise ValueError(f"time_limit_s must be a positive number of seconds, got {time_limit_s!r}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers!r}")
+    if not bound_s >= 0:
+        raise ValueError(f"bound_s must be 0 or a positive number of seconds, got {bound_s!r}")
     if range_problems(seeds=[("seed", seed)]):
         raise ValueError(range_problems(seeds=[("seed", seed)])[0])
     with gc_paused():  # (it would walk the whole snapshot several times per tick)
         return _plan(snapshot, policy, time_limit_s=time_limit_s, deterministic=deterministic,
-                     workers=workers, planner=planner, seed=seed)
+                     workers=workers, planner=planner, seed=seed, bound_s=bound_s)
 
 
 def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None, *,
           time_limit_s: float, deterministic: bool, workers: int, planner: str,
-          seed: int) -> Plan:
+          seed: int, bound_s: float = 0.0) -> Plan:
     from planner.checks.assemble import assemble
     from planner.core.budget import CUT_NOTE
     from planner.core.decision import Decision
@@ -102,6 +109,8 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
                 "checking the plan (too short for this cluster: see 'Choosing "
                 f"time_limit_s' in the README; this machine's speed factor {speed:.2f})"))
                 if x)
+        if bound_s > 0:
+            _bound(problem, p, bound_s, deterministic=deterministic, workers=workers, seed=seed)
         return p
 
     if planner == "cpsat":
@@ -148,6 +157,32 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
     return finish(exact(assemble(problem, Decision(), "fallback",
                                  SolverInfo(engine="safe", status="FALLBACK",
                                             detail="no valid plan found; evicting nothing"))))
+
+
+def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, workers: int,
+           seed: int) -> None:
+    """``plan(bound_s=...)``: prove a bound on ``p`` (planner/solver/bound.py) and say it
+    in ``p.solver``: ``gap`` and ``bound`` where the plan had none, ``status``
+    ``optimal`` when the bound proves it, and ``detail``."""
+    from planner.core.budget import Budget
+    from planner.core.decision import decision_of
+    from planner.solver.bound import prove
+
+    res = prove(problem, decision_of(problem, p), Budget(seconds, wall=not deterministic),
+                deterministic=deterministic, workers=workers, seed=seed)
+    sv = p.solver
+    if res.gap is not None and (sv.gap is None or res.proven):
+        sv.gap = round(res.gap, 6)
+        if res.cost_bound is not None:
+            sv.bound = round(res.cost_bound, 6)
+    if res.proven:
+        p.status = "optimal"
+    took = "" if deterministic else f" in {res.seconds:.2f} s"
+    said = res.describe() + took
+    if not res.proven and "thrash.exempt_free_first" in (sv.detail or ""):
+        said += (" (the bound is the plain objective's: thrash.exempt_free_first traded "
+                 "admissions away)")
+    sv.detail = "; ".join(x for x in (sv.detail, said) if x)
 
 
 def _scaled(snap: Snapshot, scale: int) -> Snapshot:

@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--planner", choices=["cpsat", "greedy", "k8s", "slurm"], default="cpsat",
                    help="cpsat (default), or a baseline: greedy, Kubernetes-style (k8s), "
                         "Slurm-style (slurm)")
+    p.add_argument("--bound", type=float, default=0.0, metavar="S",
+                   help="after the plan, spend up to S seconds more proving how far it is "
+                        "from the optimum (a relaxation solved with CP-SAT): solver.gap, "
+                        "solver.bound and status optimal when proven (default 0: off)")
     p.add_argument("--out", help="write the plan JSON to FILE (atomically)")
     p.add_argument("--metrics-out", metavar="FILE",
                    help="also write Prometheus metrics of this tick to FILE")
@@ -52,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from planner import plan
 
     check_time_limit(args.time_limit)
+    if args.bound != 0:
+        check_time_limit(args.bound, "--bound")
     bad = range_problems(at_least_one=[("--workers", args.workers)],
                          seeds=[("--seed", args.seed)])
     if bad:
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     workers = warn_settings(args.deterministic, args.workers)
     snap = load_snapshot_arg(args.snapshot, args.policy)
     result = plan(snap, time_limit_s=args.time_limit, deterministic=args.deterministic,
-                  workers=workers, planner=args.planner, seed=args.seed)
+                  workers=workers, planner=args.planner, seed=args.seed, bound_s=args.bound)
     text = result.to_json()
     if args.out:
         write_output(text, args.out)

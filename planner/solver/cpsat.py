@@ -596,7 +596,12 @@ class _Run:
                 wall_s=self.wall, detail="solver gave no solution in time; greedy plan returned")
         statuses, cost_bound = res.statuses, self.cost_bound
         gap = None  # relative gap of the last phase, reported only when every phase ran
-        if (self.bound_info is not None and len(statuses) == len(res.phases)
+        # on a model that holds every plan (a pruned or approximate model's bound is
+        # its own, not the tick's: plan(bound_s=...) proves one for those)
+        whole = not model.model.pruned and not model.model.approximate
+        if not whole:
+            cost_bound = None
+        if (whole and self.bound_info is not None and len(statuses) == len(res.phases)
                 and "SKIPPED" not in statuses):
             obj, bnd = self.bound_info
             gap = 0.0 if self.proven else abs(bnd - obj) / max(1.0, abs(obj))
@@ -610,6 +615,8 @@ class _Run:
                   + ("; NVLink sets across cliques not modelled" if model.model.approximate
                      else "")
                   + ("; candidate nodes pruned" if model.model.pruned else "")
+                  + ("" if whole else " (the model's bound is not the tick's: no gap; "
+                     "plan --bound proves one)")
                   + (f"; then {self.more}" if self.more else ""))
         return "optimal" if self.proven else "feasible", SolverInfo(
             engine="cp-sat", status="/".join(statuses), wall_s=self.wall, gap=gap,

@@ -1,0 +1,409 @@
+"""A proven bound on a plan's objective: a relaxation of the tick, solved with CP-SAT.
+
+The relaxation keeps what decides how much a tick can admit and drops what makes
+the whole model (planner/solver/model.py) big: GPU indices and NVLink islands
+inside a node, and which job each shard belongs to. Per usable node it counts
+the shards of each *kind* of pending job (tier, rights, shard size) the node
+takes; the GPUs a node gives them are its free GPUs plus those of the victims
+evicted on it (a Boolean per evictable running job), split as R7 allows (Hall's
+condition over the rights sets present, as in the whole model). Jobs are admitted
+per *class* (kind, GPUs per node, nodes, candidate list), the admitted shards of
+the classes whose candidates lie inside a candidate list fitting on its nodes
+(Hall's condition again, over each list alone and the whole cluster). R13 and
+R15 (with ``exempt_if: all``: a victim whose GPUs a job of a tier that is not
+exempt takes counts against the window) bound the victims as they do the plan.
+
+Every valid plan is a solution of the relaxation (:func:`hint` maps it there), so
+the relaxation's optimum bounds every plan's objective, lexicographically: the
+plan's tier-1 GPUs against the most any solution admits; where they are equal,
+its tier-2 GPUs against the most any solution with as many tier-1 GPUs admits;
+and so on through the priority value, then the least eviction cost and the fewest
+evictions for those admissions. :func:`prove` solves those phases in turn from the
+plan, each proven by CP-SAT's bound (a phase stopped by its time limit still has
+a valid bound, only a looser one), and stops at the first item where the bound
+passes the plan: ``solver.gap`` is the relative gap there.
+
+Left out (the bound stays valid, only looser): NVLink islands, gang and block
+structure beyond whole shards per node, R11/R12 (storm and grace), and R15 under
+``exempt_if: any``. The cost item is the planned cost (with
+``thrash.past_budget_gpu_s``), as the planners minimise it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import cast
+
+from ortools.sat.python import cp_model
+
+from planner.core.budget import Budget
+from planner.core.decision import Decision, preemptors_of
+from planner.core.problem import Problem
+from planner.solver.model import COST_SCALE, make_solver
+
+# a phase whose time limit leaves less than this is not started (on any machine:
+# CP-SAT's own overhead on a small model)
+LEAST_PHASE_S = 0.01
+# each phase leaves this share of the time left to each phase after it
+LATER_SHARE = 0.1
+
+
+def _sum(vs: list, cs: list[int]) -> cp_model.LinearExpr:
+    return cp_model.LinearExpr.weighted_sum(vs, cs)
+
+
+@dataclass
+class BoundResult:
+    """What :func:`prove` found: per item (name, the plan's value, the bound, its
+    CP-SAT status), in objective order up to the first item the plan does not
+    reach; ``gap`` is the relative gap at that item (0.0 when the plan reaches
+    every bound; None when no phase ran), ``cost_bound`` the proven least eviction
+    cost for the plan's admissions (GPU-s; None unless that phase ran)."""
+
+    items: list[tuple[str, float, float, str]] = field(default_factory=list)
+    gap: float | None = None
+    cost_bound: float | None = None
+    proven: bool = False  # the plan reaches the bound on every item (it is optimal)
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        """For solver.detail."""
+        if not self.items:
+            return "no bound (no time to solve the relaxation)"
+        name, val, bnd, _st = self.items[-1]
+        if self.proven:
+            return (f"a relaxation solved with CP-SAT proves the plan optimal on "
+                    f"{len(self.items)} objective item(s)")
+        reached = ", ".join(n for n, *_ in self.items[:-1])
+        head = f"reaches the bound on {reached}; " if reached else ""
+        return (f"bound from a relaxation solved with CP-SAT: the plan {head}"
+                f"{name} {_fmt(val)} against at most {_fmt(bnd)}"
+                if not name.startswith(("cost", "evictions"))
+                else f"bound from a relaxation solved with CP-SAT: the plan {head}"
+                f"{name} {_fmt(val)} against at least {_fmt(bnd)}")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+
+class Relaxation:
+    """The relaxation's CP-SAT model (module docstring) and its objective items,
+    each (name, variables, coefficients, sense: +1 maximised, -1 minimised)."""
+
+    def __init__(self, problem: Problem):
+        self.p = p = problem
+        self.m = m = cp_model.CpModel()
+        tb = p.thrash
+        self.split = bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
+        eligible = [i for i in p.pending.values() if i.held_until is None and i.candidates]
+        # kinds: (tier, rights, shard size); classes: kind + (nodes, candidate list)
+        self.classes: dict[tuple, list] = defaultdict(list)
+        self.lists: dict[int, list[int]] = {}
+        for info in eligible:
+            j = info.job
+            kind = (j.tier, info.rights, j.gpus_per_node, info.need_nvlink)
+            self.lists[id(info.candidates)] = info.candidates
+            self.classes[(kind, j.nodes, id(info.candidates))].append(info)
+        for jobs in self.classes.values():
+            jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
+        # admitted jobs per class: ordered Booleans (highest priority first)
+        self.admit: dict[tuple, list[cp_model.IntVar]] = {}
+        for key, jobs in sorted(self.classes.items(), key=lambda kv: repr(kv[0])):
+            xs = [m.new_bool_var(f"a{len(self.admit)}_{i}") for i in range(len(jobs))]
+            for a, b in itertools.pairwise(xs):
+                m.add_implication(b, a)
+            self.admit[key] = xs
+        # victims: evicted (y), and under exempt_if all, evicted for a job of a tier
+        # that is not exempt (z <= y)
+        self.y: dict[str, cp_model.IntVar] = {}
+        self.z: dict[str, cp_model.IntVar] = {}
+        on_node: dict[int, list[tuple[str, int]]] = defaultdict(list)  # node -> (vid, gpus)
+        for vid, v in sorted(p.running.items()):
+            if not v.evictable:
+                continue
+            parts = [(ni, mk.bit_count()) for ni, mk in v.parts if p.nodes[ni].usable]
+            if not parts:
+                continue
+            self.y[vid] = m.new_bool_var(f"y[{vid}]")
+            if self.split:
+                self.z[vid] = m.new_bool_var(f"z[{vid}]")
+                m.add_implication(self.z[vid], self.y[vid])
+            for ni, g in parts:
+                on_node[ni].append((vid, g))
+        # shards per (node, kind)
+        kinds = sorted({k[0] for k in self.classes}, key=repr)
+        nodes_of: dict[tuple, set[int]] = defaultdict(set)
+        for (kind, _n, lid) in self.classes:
+            nodes_of[kind].update(self.lists[lid])
+        self.s: dict[tuple[int, tuple], cp_model.IntVar] = {}
+        self.hi: dict[tuple[int, tuple], int] = {}  # each s's upper bound
+        masks: dict[int, list[tuple[str, int]]] = defaultdict(list)  # node -> (vid, mask)
+        for vid in self.y:
+            for ni, mk in p.running[vid].parts:
+                masks[ni].append((vid, mk))
+        for kind in kinds:
+            _t, rights, k, nvlink = kind
+            for ni in sorted(nodes_of[kind]):
+                nd = p.nodes[ni]
+                room = nd.free
+                for vid, mk in masks.get(ni, ()):
+                    if p.running[vid].job.tier in rights:
+                        room |= mk
+                hi = room.bit_count() // k
+                if nvlink and k > 1 and not nd.composites:
+                    # NVLink: a shard inside one island (R3)
+                    hi = min(hi, sum((room & isl).bit_count() // k for isl in nd.islands))
+                if hi > 0:
+                    self.s[(ni, kind)] = m.new_int_var(0, hi, f"s[{ni},{kind}]")
+                    self.hi[(ni, kind)] = hi
+        self._capacity(kinds, on_node)
+        self._shard_cuts(on_node)
+        self._hall(kinds)
+        self._budgets()
+        self.items: list[tuple[str, list, list[int], int]] = []
+        self.past: cp_model.IntVar | None = None  # victims past R15's window (priced)
+        self.past_left = 0
+        for t in sorted({k[0][0] for k in self.classes}):
+            vs, cs = [], []
+            for key, xs in self.admit.items():
+                if key[0][0] == t:
+                    gpus = key[0][2] * key[1]
+                    vs += xs
+                    cs += [gpus] * len(xs)
+            self.items.append((f"tier-{t} GPUs", vs, cs, 1))
+        vs, cs = [], []
+        for key, xs in self.admit.items():
+            for info, a in zip(self.classes[key], xs, strict=True):
+                w = cast(int, info.job.priority) * info.job.total_gpus
+                if w:
+                    vs.append(a)
+                    cs.append(w)
+        if vs:
+            self.items.append(("priority value", vs, cs, 1))
+        evs = sorted(self.y)
+        if evs:
+            cvs = [self.y[v] for v in evs]
+            ccs = [round(p.running[v].cost * COST_SCALE) for v in evs]
+            tb = p.thrash
+            left = 0 if tb is None else max(0, tb.left)
+            if tb is not None and tb.past_gpu_s > 0 and len(evs) > left:
+                # thrash.past_budget_gpu_s: each victim past what the window has left
+                past = self.past = m.new_int_var(0, len(evs) - left, "past")
+                self.past_left = left
+                m.add(past >= _sum(cvs, [1] * len(cvs)) - left)
+                cvs, ccs = [*cvs, past], [*ccs, round(tb.past_gpu_s * COST_SCALE)]
+            self.items.append(("eviction cost", cvs, ccs, -1))
+            self.items.append(("evictions", [self.y[v] for v in evs], [1] * len(evs), -1))
+
+    def _capacity(self, kinds: list[tuple], on_node: dict[int, list[tuple[str, int]]]) -> None:
+        """R1 with R7 (and R15's split): on each node, for each set of kinds closed as
+        Hall's condition asks, their GPUs at most the free GPUs and those of the
+        victims some of them may use."""
+        p, m = self.p, self.m
+        tb = p.thrash
+        exempt = {kind: bool(tb is not None and kind[0] in tb.exempt_tiers) for kind in kinds}
+        rights = sorted({kind[1] for kind in kinds}, key=sorted)
+        unions: set[frozenset[int]] = {frozenset()}
+        for r in rights:
+            unions |= {u | r for u in unions}
+        pairs = {(u, u) for u in unions}
+        if self.split:  # (exempt kinds' rights U_ex within U_all)
+            pairs |= {(ue, ua) for ua in unions for ue in unions if ue <= ua}
+        by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
+        for (ni, kind), var in self.s.items():
+            by_node[ni].append((kind, var))
+        for ni, shards in sorted(by_node.items()):
+            free = p.nodes[ni].free.bit_count()
+            vs_here = on_node.get(ni, [])
+            rows: set[tuple] = set()
+            for ue, ua in pairs:
+                member = tuple(sorted(
+                    (i for i, (kind, _v) in enumerate(shards)
+                     if kind[1] <= ua and (not self.split or not exempt[kind] or kind[1] <= ue)),
+                ))
+                if not member or (member, ue, ua) in rows:
+                    continue
+                rows.add((member, ue, ua))
+                lhs = [shards[i][1] for i in member]
+                lc = [shards[i][0][2] for i in member]
+                sup, sc = [], []
+                for vid, g in vs_here:
+                    tier = p.running[vid].job.tier
+                    if self.split:
+                        # y - z to exempt kinds (tier in U_ex), z to any (tier in U_all)
+                        if tier in ue:
+                            sup.append(self.y[vid])
+                            sc.append(g)
+                            if tier not in ua:
+                                sup.append(self.z[vid])
+                                sc.append(-g)
+                        elif tier in ua:
+                            sup.append(self.z[vid])
+                            sc.append(g)
+                    elif tier in ua:
+                        sup.append(self.y[vid])
+                        sc.append(g)
+                m.add(_sum(lhs, lc) - _sum(sup, sc) <= free)
+            if not self.split:
+                continue
+            # GPUs that kinds not exempt take from victims come from z victims
+            ne = [(kind, v) for kind, v in shards if not exempt[kind]]
+            if ne:
+                sup = [self.z[vid] for vid, _g in vs_here if vid in self.z]
+                sc = [g for vid, g in vs_here if vid in self.z]
+                m.add(_sum([v for _k, v in ne], [k[2] for k, _v in ne]) - _sum(sup, sc) <= free)
+
+    def _shard_cuts(self, on_node: dict[int, list[tuple[str, int]]]) -> None:
+        """On each node, a kind's k-GPU shards at most floor(free / k) plus, per victim
+        whose GPUs it may take, ceil(its GPUs there / k): implied by the capacity rows
+        with whole shards (floor((f + G) / k) <= floor(f / k) + ceil(G / k)), and much
+        stronger in the LP, which would otherwise spread fractions of shards over free
+        GPUs that no whole shard fits."""
+        p, m = self.p, self.m
+        tb = p.thrash
+        for (ni, kind), var in self.s.items():
+            tier, rights, k, _nv = kind
+            free = p.nodes[ni].free.bit_count() // k
+            own = self.z if (self.split and tb is not None
+                             and tier not in tb.exempt_tiers) else self.y
+            vs = [(own[vid], -(-g // k)) for vid, g in on_node.get(ni, ())
+                  if p.running[vid].job.tier in rights and vid in own]
+            if free >= self.hi[(ni, kind)]:
+                continue  # (the free GPUs alone hold as many as the node can)
+            m.add(var - _sum([v for v, _c in vs], [c for _v, c in vs]) <= free)
+
+    def _hall(self, kinds: list[tuple]) -> None:
+        """The admitted shards of each kind on the nodes they may use: those of the
+        classes whose candidates lie inside a list at most the kind's shards there
+        (each list, and all nodes)."""
+        m = self.m
+        for kind in kinds:
+            mine = [(key, xs) for key, xs in self.admit.items() if key[0] == kind]
+            total = _sum([v for (ni, kd), v in self.s.items() if kd == kind], [1] * sum(
+                1 for (_ni, kd) in self.s if kd == kind))
+            m.add(_sum([x for _key, xs in mine for x in xs],
+                       [key[1] for key, xs in mine for _x in xs]) <= total)
+            sets = {lid: frozenset(self.lists[lid]) for (_kd, _n, lid), _xs in mine}
+            for nodes in sets.values():
+                inside = [(key, xs) for key, xs in mine if sets[key[2]] <= nodes]
+                have = [self.s[(ni, kind)] for ni in sorted(nodes) if (ni, kind) in self.s]
+                m.add(_sum([x for _key, xs in inside for x in xs],
+                           [key[1] for key, xs in inside for _x in xs])
+                      <= _sum(have, [1] * len(have)))
+
+    def _budgets(self) -> None:
+        """R13, and R15 (under ``exempt_if: all``; else left out)."""
+        p, m = self.p, self.m
+        pol = p.policy
+        ys = [self.y[v] for v in sorted(self.y)]
+        gs = [p.running[v].job.total_gpus for v in sorted(self.y)]
+        if pol.max_evictions_per_tick is not None:
+            m.add(_sum(ys, [1] * len(ys)) <= pol.max_evictions_per_tick)
+        if pol.max_evicted_gpu_fraction is not None:
+            limit = math.floor(pol.max_evicted_gpu_fraction * p.total_gpus_up_drain + 1e-9)
+            m.add(_sum(ys, gs) <= limit)
+        tb = p.thrash
+        if not self.split or tb is None:
+            return
+        # a victim not exempt (z) binds every victim to the window's budget
+        within = m.new_bool_var("within")
+        for z in self.z.values():
+            m.add_implication(z, within)
+        # the victims not exempt are within the window's budget either way (strong rows
+        # for the LP, which relaxes the switch below)
+        zs = [self.z[v] for v in sorted(self.z)]
+        m.add(_sum(zs, [1] * len(zs)) <= max(0, tb.left))
+        if tb.gpu_limit is not None:
+            m.add(_sum(zs, [p.running[v].job.total_gpus for v in sorted(self.z)])
+                  <= max(0, math.floor(tb.gpus_left)))
+        m.add(_sum(ys, [1] * len(ys)) <= max(0, tb.left)).only_enforce_if(within)
+        if tb.gpu_limit is not None:
+            m.add(_sum(ys, gs) <= max(0, math.floor(tb.gpus_left))).only_enforce_if(within)
+
+    def hint(self, d: Decision) -> list[tuple[cp_model.IntVar, int]]:
+        """The plan ``d`` as a solution of the relaxation."""
+        p = self.p
+        out: list[tuple[cp_model.IntVar, int]] = []
+        for key, xs in self.admit.items():
+            n = sum(1 for info in self.classes[key] if info.job.id in d.placements)
+            out += [(x, int(i < n)) for i, x in enumerate(xs)]
+        pre = preemptors_of(p, d)
+        tb = p.thrash
+        for vid, y in self.y.items():
+            out.append((y, int(vid in d.victims)))
+            if vid in self.z:
+                nonexempt = any(p.pending[j].job.tier not in (tb.exempt_tiers if tb else ())
+                                for j in pre.get(vid, ()))
+                out.append((self.z[vid], int(vid in d.victims and nonexempt)))
+        count: dict[tuple[int, tuple], int] = defaultdict(int)
+        for j, parts in d.placements.items():
+            info = p.pending[j]
+            kind = (info.job.tier, info.rights, info.job.gpus_per_node, info.need_nvlink)
+            for ni, _mk in parts:
+                count[(ni, kind)] += 1
+        out += [(v, count.get(key, 0)) for key, v in self.s.items()]
+        if self.past is not None:
+            out.append((self.past, max(0, len(d.victims) - self.past_left)))
+        return out
+
+
+def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool = False,
+          workers: int = 1, seed: int = 0) -> BoundResult:
+    """Bound ``d``'s objective (module docstring) within ``budget``: the phases in
+    objective order, each in an equal share of the time left, stopping at the
+    first item ``d`` does not reach (or when the time is out)."""
+    t0 = time.perf_counter()
+    res = BoundResult()
+    if budget.left() < 2 * LEAST_PHASE_S and not deterministic:
+        return res
+    rel = Relaxation(problem)
+    if not rel.items:
+        return res
+    hint = rel.hint(d)
+    m = rel.m
+    for var, val in hint:
+        m.add_hint(var, val)
+    given = {var.index: val for var, val in hint}
+    for pi, (name, vs, cs, sense) in enumerate(rel.items):
+        # the phase takes what is left but LATER_SHARE of it for each phase after it
+        # (a phase stops the run unless the plan reaches its bound, which the first
+        # phases most often decide)
+        share = budget.left() * (1.0 - LATER_SHARE) ** (len(rel.items) - 1 - pi) if (
+            pi < len(rel.items) - 1) else budget.left()
+        if not deterministic and share < LEAST_PHASE_S:
+            break
+        expr = _sum(vs, cs)
+        if sense > 0:
+            m.maximize(expr)
+        else:
+            m.minimize(expr)
+        solver = make_solver(share, deterministic, workers, seed, len(m.proto.variables))
+        st = solver.solve(m)
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        # the plan's value as the relaxation counts it (costs rounded as there)
+        plan_v = sum(c * given[v.index] for v, c in zip(vs, cs, strict=True))
+        bnd = solver.best_objective_bound
+        bound = math.floor(bnd + 1e-6) if sense > 0 else math.ceil(bnd - 1e-6)
+        scale = COST_SCALE if name == "eviction cost" else 1
+        status = solver.status_name(st)
+        res.items.append((name, plan_v / scale, bound / scale, status))
+        if name == "eviction cost":
+            res.cost_bound = max(0.0, bound / COST_SCALE)
+        reached = plan_v >= bound if sense > 0 else plan_v <= bound
+        if not reached:
+            res.gap = abs(bound - plan_v) / max(1.0, abs(bound if sense > 0 else plan_v))
+            break
+        # later phases: this item at the plan's value (no solution does better)
+        m.add(expr >= plan_v if sense > 0 else expr <= plan_v)
+    else:
+        res.gap, res.proven = 0.0, bool(res.items)
+    if res.items and res.gap is None:  # time ran out on an item the plan reaches so far
+        res.gap = 0.0
+    res.seconds = time.perf_counter() - t0
+    return res
