@@ -76,6 +76,10 @@ def child(path: str, planner: str, limit: float, started: float) -> dict[str, An
     assemble_mod.assemble = timed("assemble", assemble_mod.assemble)
     cpsat_mod.assemble = assemble_mod.assemble
     verify_mod.verify = timed("verify", verify_mod.verify)
+    if planner == "cpsat":  # as the command line does, before reading the snapshot
+        from planner import warm_up
+
+        warm_up()
     t_imported = time.perf_counter()
     snap = load_snapshot(path)
     t_loaded = time.perf_counter()

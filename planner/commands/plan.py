@@ -65,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")
     check_output(args.metrics_out, "--metrics-out")
     workers = warn_settings(args.deterministic, args.workers)
+    if args.planner == "cpsat":  # (before the snapshot: the plan's time limit is for planning)
+        from planner import warm_up
+
+        warm_up(args.deterministic)
     snap = load_snapshot_arg(args.snapshot, args.policy)
     result = plan(snap, time_limit_s=args.time_limit, deterministic=args.deterministic,
                   workers=workers, planner=args.planner, seed=args.seed, bound_s=args.bound)

@@ -127,6 +127,10 @@ class PlannerServer(ThreadingHTTPServer):
         self._pool_lock = threading.Lock()
         self.pool: ProcessPoolExecutor | None = None
         super().__init__(address, _Handler)  # (bound first: no workers start for a busy port)
+        if planner == "cpsat" and not processes:  # (the workers warm up: _warm)
+            from planner import warm_up
+
+            warm_up()
         if processes:
             try:
                 self.pool = self._new_pool(wait=True)
@@ -499,8 +503,11 @@ def _end_with(server_pid: int) -> None:
 
 
 def _warm() -> None:
-    """In a new worker process: import the planner and OR-Tools."""
-    import planner.solver.cpsat  # noqa: F401
+    """In a new worker process: import the planner and OR-Tools, and measure the
+    machine's speed (planner.warm_up), so that no request's time limit pays for them."""
+    from planner import warm_up
+
+    warm_up()
 
 
 def _parse_json(data: bytes) -> tuple[Any, list[str]]:

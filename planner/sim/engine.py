@@ -103,6 +103,10 @@ def get_planner(cfg: SimConfig) -> Callable[[Snapshot], Plan]:
 
         raise InputError([f"planner: {cfg.planner!r} unknown (one of {', '.join(PLANNERS)})"])
     from planner import plan as _plan  # written by the planner package
+    from planner import warm_up
+
+    if cfg.planner == "cpsat":  # (not inside the first tick's time limit)
+        warm_up(cfg.deterministic)
 
     def call(snap: Snapshot) -> Plan:
         return _plan(snap, time_limit_s=cfg.time_limit_s, deterministic=cfg.deterministic,

@@ -213,7 +213,10 @@ def plan_with(snap: Snapshot, planner: str = "cpsat", time_limit_s: float = 1.0,
 
         return plan_naive(snap)
     from planner import plan as _plan
+    from planner import warm_up
 
+    if planner == "cpsat":  # (not inside the plan's time limit)
+        warm_up(deterministic)
     return _plan(snap, time_limit_s=time_limit_s, deterministic=deterministic, workers=workers,
                  planner=planner)
 

@@ -9,8 +9,9 @@ grace for its answer (``lanes.GRACE_S``), and a few more (docs/planner.md, secti
 machine half as fast, so that an LNS round there does about the work it does on
 the benchmark machine.
 
-The factor is measured once per process, at its first use (``plan()`` asks for it
-before its clock starts), in about 25 ms: a fixed small CP-SAT solve (one worker,
+The factor is measured once per process, at its first use (``planner.warm_up()``,
+which the commands call before their first plan; else the first ``plan()``, inside
+its time limit), in about 25 ms: a fixed small CP-SAT solve (one worker,
 seed 0, solved to optimality: the same search every time) and a fixed pure-Python
 loop of the greedy planner's kind of work (dictionaries, bit masks, a heap, small
 sorts), each run three times, the fastest run counting. Each time is divided by

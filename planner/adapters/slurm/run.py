@@ -152,8 +152,11 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     """
     from models import load_snapshot
     from planner import plan as make_plan
+    from planner import warm_up
     from planner.adapters.slurm.parse import unmapped_jobs_error
 
+    if cfg.planner.planner == "cpsat":  # (once per process, not in the plan's time limit)
+        warm_up(cfg.planner.deterministic)
     t0 = time.monotonic()
     parsed = take_snapshot(cfg, state, runner=runner, clock=clock)
     if require_mapping:
