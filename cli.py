@@ -11,6 +11,7 @@ and the rule; nothing is written); 3 an internal error (one line says what faile
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -322,6 +323,11 @@ _ran: list[str] = []  # the command main() ran last
 def entry() -> None:
     """The console script: :func:`main`, then ``sys.exit``, or, after a command of
     FAST_EXIT, its output flushed and logging shut down, ``os._exit``."""
+    if len(sys.argv) > 1 and sys.argv[1] in FAST_EXIT:
+        # one snapshot read, planned or checked, then os._exit: the cyclic garbage
+        # collector would only walk the snapshot's objects (a full collection when
+        # loading ends takes 0.14 s at 12,500 nodes), which hold no cycles to free
+        gc.disable()
     status = main()
     if not (_ran and _ran[-1] in FAST_EXIT):
         sys.exit(status)
