@@ -94,3 +94,26 @@ def test_bad_output_paths_and_options_exit_2_before_any_work(tmp_path: Path, cap
     # (the old temporary file of --out FOLDER: .<folder name>.tmp beside it)
     assert [p.name for p in tmp_path.parent.iterdir() if p.name.startswith(f".{tmp_path.name}")
             ] == []
+
+
+def test_the_table_shows_max_jobs_rows_and_counts_the_rest(tmp_path: Path, capsys) -> None:
+    from planner.sim.generate import generate
+
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(generate(nodes=8, pending=12, seed=3)))
+    assert cli.main(["plan", str(snap), "--deterministic", "-o", "json"]) == 0
+    deferred = json.loads(capsys.readouterr().out)["deferred"]
+    assert len(deferred) > 2
+    assert cli.main(["plan", str(snap), "--deterministic", "--max-jobs", "2"]) == 0
+    table = capsys.readouterr().out
+    counts: dict[str, int] = {}
+    for d in deferred:
+        counts[d["reason"]] = counts.get(d["reason"], 0) + 1
+    by = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    assert (f"... and {len(deferred) - 2} more deferred jobs (all deferred: {by}) "
+            "(--max-jobs; every one in the plan JSON: -o json or --out)") in " ".join(
+                table.split())
+    shown = [d["job"] for d in deferred if f"│ {d['job']} " in table]
+    assert shown == [d["job"] for d in deferred[:2]]
+    assert cli.main(["plan", str(snap), "--deterministic", "--max-jobs", "-1"]) == 2
+    assert "--max-jobs: must be 0 (all rows) or more, got -1" in capsys.readouterr().err

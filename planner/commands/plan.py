@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="after the plan, spend up to S seconds more proving how far it is "
                         "from the optimum (a relaxation solved with CP-SAT): solver.gap, "
                         "solver.bound and status optimal when proven (default 0: off)")
+    p.add_argument("--max-jobs", type=int, default=50, metavar="N",
+                   help="rows per table of the table output (50; 0: all); -o json and "
+                        "--out always hold every job")
     p.add_argument("--out", help="write the plan JSON to FILE (atomically)")
     p.add_argument("--metrics-out", metavar="FILE",
                    help="also write Prometheus metrics of this tick to FILE")
@@ -58,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     check_time_limit(args.time_limit)
     if args.bound != 0:
         check_time_limit(args.bound, "--bound")
+    if args.max_jobs < 0:
+        raise InputError([f"--max-jobs: must be 0 (all rows) or more, got {args.max_jobs}"])
     bad = range_problems(at_least_one=[("--workers", args.workers)],
                          seeds=[("--seed", args.seed)])
     if bad:
@@ -84,12 +89,23 @@ def run(args: argparse.Namespace) -> int:
             write_output(text, None)
     else:
         # a pipe or a log gets whole lines rather than truncated ids
-        render(snap, result, out_console())
+        render(snap, result, out_console(), max_jobs=args.max_jobs)
     return 0
 
 
-def render(snap: Snapshot, p: Plan, console: Console) -> None:
-    """Rich tables: evictions, placements, deferred jobs, storm load, solver."""
+def render(snap: Snapshot, p: Plan, console: Console, *, max_jobs: int = 50) -> None:
+    """Rich tables: evictions, placements, deferred jobs (at most ``max_jobs`` rows
+    each, 0: all; a line says how many more, by reason for deferred jobs), storm
+    load, solver."""
+
+    def rows(items: list) -> list:
+        return items if not max_jobs else items[:max_jobs]
+
+    def more(items: list, what: str, by: str = "") -> None:
+        if max_jobs and len(items) > max_jobs:
+            console.print(f"... and {len(items) - max_jobs:,} more {what}{by} (--max-jobs; "
+                          "every one in the plan JSON: -o json or --out)")
+
     o = p.objective
     tiers = ", ".join(f"tier {t}: {g}" for t, g in sorted(o.admitted_gpus.items()))
     console.print(f"[bold]Plan[/] at {p.now:%Y-%m-%d %H:%M:%S}Z  status [bold]{p.status}[/]  "
@@ -100,29 +116,36 @@ def render(snap: Snapshot, p: Plan, console: Console) -> None:
         for col in ("job", "tier", "for", "signal", "grace s", "flush s", "cost GPU-s",
                     "requeue hold until"):
             t.add_column(col, justify="right" if col.endswith("s") else "left")
-        for e in p.evictions:
+        for e in rows(p.evictions):
             t.add_row(e.job, str(e.tier), ", ".join(e.preemptors), e.signal or "-",
                       f"{e.grace_s:g}", f"{e.flush_s:.3f}", f"{e.cost_gpu_s:,.1f}",
                       f"{e.requeue_hold_until:%H:%M:%S}")
         console.print(t)
+        more(p.evictions, "evictions")
     if p.placements:
         jobs = snap.job_map()
         t = titled_table("Placements")
         for col in ("job", "tier", "GPUs", "nodes and GPU indices", "start after s"):
             t.add_column(col)
-        for pl in p.placements:
+        for pl in rows(p.placements):
             j = jobs[pl.job]
             where = "; ".join(f"{part.node} [{','.join(map(str, part.gpus))}]"
                               for part in pl.placement)
             t.add_row(pl.job, str(j.tier), str(j.total_gpus), where, f"{pl.start_after_s:g}")
         console.print(t)
+        more(p.placements, "placements")
     if p.deferred:
         t = titled_table("Deferred")
         for col in ("job", "reason", "until", "why"):
             t.add_column(col, overflow="fold")
-        for d in p.deferred:
+        for d in rows(p.deferred):
             t.add_row(d.job, d.reason, f"{d.until:%m-%d %H:%M}" if d.until else "", d.detail)
         console.print(t)
+        counts: dict[str, int] = {}
+        for d in p.deferred:
+            counts[d.reason] = counts.get(d.reason, 0) + 1
+        more(p.deferred, "deferred jobs", " (all deferred: " + ", ".join(
+            f"{r} {n:,}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1])) + ")")
     if p.storm:
         t = titled_table("Checkpoint flush load per storage target")
         for col in ("storage", "flush GB", "flush s"):
