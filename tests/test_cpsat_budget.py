@@ -106,3 +106,38 @@ def test_the_passes_stop_at_their_budgets_end() -> None:
     assert res.decision is d and res.rounds == 0
     endless = Budget(0.0, wall=False)
     assert polish(problem, d, endless) == polish(problem, d)
+
+
+def test_a_plan_that_places_every_job_on_free_gpus_ends_the_tick(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # two free 8-GPU nodes, a running tier-3 job on a third; pending: 8, 4 and 4 GPUs
+    # (tiers 1, 2, 3). The whole model is made out of reach (as on a big cluster). The
+    # first greedy plan spares the free GPUs b and c need: a evicts r. The plain
+    # greedy plan puts a on n0, b and c on n1: no plan admits more, costs less or
+    # evicts fewer, so nothing else runs (the whole model would fail the test, LNS
+    # would run for seconds) and the plan is optimal with gap 0
+    from planner import plan
+    from planner.solver import portfolio
+
+    def no_model(*_a: object, **_k: object) -> None:
+        raise AssertionError("the whole model was built")
+
+    monkeypatch.setattr(portfolio, "CpsatModel", no_model)
+    monkeypatch.setattr(portfolio.Pace, "model_s", lambda self, measured=True: 100.0)
+    nodes = [{"id": f"n{i}", "gpus": 8} for i in range(3)]
+    jobs = [{"id": "r", "tier": 3, "state": "running", "gpus_per_node": 8,
+             "started_at": "2026-11-30T00:00:00Z",
+             "placement": [{"node": "n2", "gpus": list(range(8))}]},
+            *({"id": jid, "tier": t, "state": "pending", "gpus_per_node": g,
+               "topology": "any"} for jid, t, g in (("a", 1, 8), ("b", 2, 4), ("c", 3, 4)))]
+    snap = {"version": 1, "now": "2026-11-30T08:00:00Z", "storage": [], "nodes": nodes,
+            "jobs": jobs, "policy": {}}
+    p = plan(snap, time_limit_s=5.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 4}
+    assert p.evictions == [] and not p.deferred
+    assert (p.status, p.solver.status, p.solver.gap, p.solver.bound) == (
+        "optimal", "OPTIMAL", 0.0, 0.0)
+    assert p.solver.detail == (
+        "the plain greedy plan (the greedy baseline's) returned; it places every pending "
+        "job that may start on free GPUs: optimal, nothing to improve")
+    assert p.solver.wall_s < 5.0  # (it did not wait for its limit: LNS never ran)

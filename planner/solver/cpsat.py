@@ -14,7 +14,7 @@ plans (docs/planner.md, sections 2-3).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from models import Plan, SolverInfo
@@ -166,6 +166,7 @@ class _Run:
         self.computed: set[str] = set()  # the baselines whose plans were computed
         self.in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates
         self.lane: SecondLane | None = None
+        self.floor: FloorLane | None = None  # the plain greedy plan's lane, when forked
         self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
         self.greedy: Decision | None = None  # the best greedy plan, before polishing
         self.polish_s = 0.0  # the time its first polishing passes took
@@ -180,6 +181,8 @@ class _Run:
         self.model: WholeModel | None = None
         self.proven = False
         self.bound_info: tuple[float, float] | None = None
+        # the plan kept places every pending job that may start on free GPUs (optimal)
+        self.settled = False
         self.cost_bound: float | None = None
         self.more = ""  # the passes on the whole model's plan
         self.wall = 0.0
@@ -201,6 +204,7 @@ class _Run:
             if s.said:
                 self.plans.append(d)
             self.best = d
+            self.settled = self.everything_free(d)
             return
         if s.keeps == "better":
             self.plans.append(d)
@@ -209,6 +213,19 @@ class _Run:
             self.best, self.by = d, s
             if s.keeps == "better":
                 self.second = s.second
+            self.settled = self.everything_free(d)
+
+    def everything_free(self, d: Decision) -> bool:
+        """Does ``d`` place every pending job that may start (not held by R9, with a
+        candidate node) without a victim, where the whole model is out of reach? Then
+        no plan admits more, costs less or evicts fewer: it is optimal (items 1-5),
+        and the tick ends with it (a tick on a big cluster with room; docs/planner.md,
+        section 2). Where the whole model fits, it runs as ever (it also proves the
+        plan, in milliseconds there), and in deterministic mode too."""
+        if self.det or (self.short() or 0.0) <= 0 or d.victims:
+            return False
+        return all(j in d.placements for j, i in self.problem.pending.items()
+                   if i.held_until is None and i.candidates)
 
     # -- what may run -----------------------------------------------------------
 
@@ -269,6 +286,24 @@ class _Run:
     # -- the schedule -----------------------------------------------------------
 
     def schedule(self) -> Iterator[tuple[Strategy, Budget]]:
+        """:meth:`steps`, until a plan is kept that places every pending job that may
+        start on free GPUs (``everything_free``): then the lanes still running are
+        stopped and the plan is returned."""
+        steps = self.steps()
+        try:
+            for step in steps:
+                yield step
+                if self.settled:
+                    break
+        finally:
+            steps.close()
+            if self.settled:
+                for lane in (self.lane, self.floor):
+                    child = None if lane is None else lane.lane
+                    if child is not None:
+                        child.close()
+
+    def steps(self) -> Generator[tuple[Strategy, Budget], None, None]:
         """What runs next, in which budget: the greedy candidates, polishing, then
         the whole model or, when it does not fit, LNS and the passes after it."""
         yield from self.candidates()
@@ -309,7 +344,7 @@ class _Run:
             # on a big cluster the floor is made on the other core meanwhile
             lane_floor = FloorLane()
             if lane_floor.start(self.problem):
-                floor = lane_floor
+                floor = self.floor = lane_floor
         # hint and fallback: the greedy variant that spares capacity less important
         # pending jobs need (usually admits more); its time sets the pace
         # it stops half the time kept for assembly and checks after the time to improve
@@ -565,6 +600,18 @@ class _Run:
             return SolverInfo(engine="cp-sat", status=status, wall_s=self.budget.elapsed(),
                               detail=detail)
 
+        if self.settled:
+            moves = also(*(s.said for s in self._strategies if s.keeps == "always"))
+            if self.lane is not None and self.by is self.lane:
+                origin = self.lane.said
+            else:
+                origin = ("the greedy plan" if isinstance(self.by, WholeModel)  # (not built)
+                          else _plan_name(self.by)) + " returned"
+            return "optimal", SolverInfo(
+                engine="cp-sat", status="OPTIMAL", wall_s=self.budget.elapsed(), gap=0.0,
+                bound=0.0, detail=origin + (f" after {moves}" if moves else "")
+                + "; it places every pending job that may start on free GPUs: optimal, "
+                "nothing to improve")
         model = self.model
         if model is None:  # the whole model was skipped
             if self.lane is not None and self.by is self.lane:
