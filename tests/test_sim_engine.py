@@ -321,3 +321,20 @@ def test_pending_time_is_split_by_the_reason_each_plan_gave():
     assert rel(res, "x", "evict") == [1800]
     res, m = run("naive", cluster(), trace)
     assert res.wait_by_reason_s == {"3:OUTRANKED": 600.0}
+
+
+@pytest.mark.parametrize(("before", "evicted_at"), [(7200.0, 300.0), (600.0, 1200.0)])
+def test_a_warm_start_job_is_as_old_as_its_real_start(before: float, evicted_at: float):
+    # x (tier 3, 8 GPUs) started `before` seconds before the simulated start and is
+    # still running there (carry-over); a (tier 1, 8 GPUs) arrives 300 s in. Tier 3's
+    # minimum runtime is 30 min (R6): x, 2 h old, is evicted at once (300 s); x, 10
+    # min old, is immune until 20 min in (1,200 s). Had x started at the simulated
+    # start, a would wait until 30 min in.
+    from planner.sim.traces import slice_trace
+
+    trace = slice_trace([job("x", -before, 86_400.0, 3), job("a", 300.0, 600.0, 1)],
+                        BASE, 1.0, carry_over=True)
+    res, _m = run("cpsat", cluster(), trace, days=1.0 / 24)
+    assert rel(res, "x", "evict") == [evicted_at]
+    x = next(j for j in res.jobs if j["id"] == "x")
+    assert x["carry_over"] and rel(res, "x", "start")[0] == 0.0

@@ -193,6 +193,17 @@ class _SJ:
         return min(self.spec.duration_s, self.seg_p0 + k * interval), self.seg_run + k * interval
 
 
+def _began(j: _SJ, start: float) -> float:
+    """When the run of ``j`` that started (in the simulation) at ``start`` began, as
+    the snapshot says (``started_at``): a warm start's job in its first run has run
+    since its own start before the simulated one (``--carry-over``), so that R6 sees
+    its real age; the simulator loses none of the progress it made before then
+    (``checkpoint.last_at`` is the simulated start at the latest)."""
+    if j.spec.extra.get("carry_over") and j.preemptions == 0 and j.first_start == start:
+        return min(start, float(j.spec.extra.get("original_submit", start)))
+    return start
+
+
 @dataclass
 class SimResult:
     """Everything a run recorded; ``planner.sim.metrics`` turns it into metrics."""
@@ -398,9 +409,12 @@ class Simulator:
         if j.state == "running":
             _, last = j.periodic_at(now)
             started = min(j.seg_start, now)
-            key: tuple = ("r", j.version, last, started)
+            began = _began(j, started)  # started_at in the snapshot
+            if began != started:  # (what it did before the start counts as saved)
+                last = started if last is None else last
+            key: tuple = ("r", j.version, last, began)
         else:
-            last, started = None, None
+            last, started, began = None, None, None
             key = ("p", j.version, j.run_priority, j.preemptions, j.last_preempted_at)
         if key == j.cache_key and j.cache_obj is not None:
             return j.cache_obj
@@ -417,8 +431,8 @@ class Simulator:
                                   if j.last_preempted_at is not None else None),
             "submitted_at": _dt(j.submit),
         }
-        if j.state == "running" and started is not None:
-            d["started_at"] = _dt(started)
+        if j.state == "running" and began is not None:
+            d["started_at"] = _dt(began)
             d["placement"] = [{"node": n, "gpus": list(g)} for n, g in j.placement]
             if self.cfg.time_limits and s.time_limit_s is not None:
                 # Slurm's EndTime: the start of this run plus the job's time limit
@@ -531,8 +545,8 @@ class Simulator:
             self.periodic_rate[st] += j.spec.checkpoint_gb / j.spec.checkpoint_interval_s
         self._push(j.seg_run + (j.spec.duration_s - j.progress), _COMPLETE, j)
         tier = self.policy.tiers[j.spec.tier]
-        if tier.preemptible and tier.min_runtime_s > 0:
-            self._wake(start + tier.min_runtime_s)
+        if tier.preemptible and tier.min_runtime_s > 0:  # (R6 ends: a plan may differ)
+            self._wake(_began(j, start) + tier.min_runtime_s)
 
     def _evict(self, victims: list[tuple[_SJ, float, list[str]]], now: float) -> None:
         if not victims:
