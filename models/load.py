@@ -45,6 +45,11 @@ class InputError(ValueError):
         head = f"{source}: " if source else ""
         super().__init__(head + f"{len(errors)} problem(s):\n  " + "\n  ".join(errors))
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[list[str], str | None]]:
+        # what crosses a process boundary (a worker pool, a pickled result): without
+        # it the message string would come back as the list of problems
+        return (type(self), (self.errors, self.source))
+
 
 # what a field of the wrong type or range raises in code that converts a foreign
 # document (kubectl's or Slurm's JSON): the adapters turn these into InputError

@@ -254,3 +254,17 @@ def test_a_broken_snapshot_still_gets_its_field_errors() -> None:
         load_snapshot(copy.deepcopy(doc))
     assert exc.value.errors == ["version: Field required",
                                 "nodes[0].gpus: Input should be a valid integer"]
+
+
+def test_an_input_error_keeps_its_problems_across_a_process_boundary() -> None:
+    # a worker pool (sim_matrix, the service's workers) pickles the exception it
+    # raises; the problems must come back as they were, not one per character
+    import pickle
+
+    err = InputError(["trace: file 'x.csv' not found", "days: must be positive"], "run.yaml")
+    back = pickle.loads(pickle.dumps(err))
+    assert isinstance(back, InputError)
+    assert back.errors == ["trace: file 'x.csv' not found", "days: must be positive"]
+    assert back.source == "run.yaml"
+    assert str(back) == str(err)
+    assert str(back).startswith("run.yaml: 2 problem(s):")
