@@ -152,6 +152,22 @@ def test_plan_options_by_header_and_query(server: PlannerServer) -> None:
         assert word in text
 
 
+def test_a_client_may_ask_for_a_proven_bound(server: PlannerServer) -> None:
+    # The greedy plan of SNAP (evict sweep, place train) is optimal, but greedy alone
+    # cannot say so: "feasible", no gap. With bound_s the relaxation proves it (gap 0,
+    # the plan's eviction cost is 0, and so is the least any plan can have).
+    status, _, plan = request(server, "POST", "/v1/plan?planner=greedy&deterministic=1", SNAP)
+    assert status == 200 and plan["status"] == "feasible" and plan["solver"]["gap"] is None
+    status, _, plan = request(server, "POST", "/v1/plan?planner=greedy&deterministic=1",
+                              SNAP, {"X-Bound-S": "2"})
+    assert status == 200 and plan["status"] == "optimal"
+    assert (plan["solver"]["gap"], plan["solver"]["bound"]) == (0.0, 0.0)
+    assert "proves the plan optimal" in plan["solver"]["detail"]
+    status, _, err = request(server, "POST", "/v1/plan?bound_s=-1", SNAP)
+    assert status == 400 and err["messages"] == [
+        "bound_s: '-1' is not 0 or a positive number of seconds"]
+
+
 def test_bad_json_is_400(server: PlannerServer) -> None:
     status, _, err = request(server, "POST", "/v1/plan", raw=b'{"version": 1,',
                              headers={"Content-Type": "application/json"})

@@ -4,7 +4,7 @@ Endpoints (see ``docs/api.md`` and ``docs/openapi.yaml``)::
 
     POST /v1/plan     snapshot JSON -> plan JSON
                       options (query or header): time_limit_s / X-Time-Limit-S,
-                      deterministic / X-Deterministic, planner / X-Planner
+                      bound_s / X-Bound-S, deterministic / X-Deterministic, planner / X-Planner
     POST /v1/verify   {"snapshot": ..., "plan": ...} -> {"valid": bool, "violations": [...]}
     GET  /healthz     {"status": "ok"}
     GET  /metrics     Prometheus text format (the server's own registry)
@@ -360,6 +360,16 @@ class _Handler(BaseHTTPRequestHandler):
                 opts["time_limit_s"] = min(t, srv.max_time_limit_s)
             except ValueError:
                 errors.append(f"time_limit_s: {raw!r} is not a positive number of seconds")
+        raw = self._option(query, "bound_s", "X-Bound-S")
+        if raw is not None:
+            try:
+                b = float(raw)
+                if not math.isfinite(b) or b < 0:
+                    raise ValueError
+                if b > 0:
+                    opts["bound_s"] = min(b, srv.max_time_limit_s)
+            except ValueError:
+                errors.append(f"bound_s: {raw!r} is not 0 or a positive number of seconds")
         raw = self._option(query, "deterministic", "X-Deterministic")
         if raw is not None:
             v = raw.strip().lower()
@@ -376,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 errors.append(f"planner: unknown planner {raw!r} "
                               f"(choose from {', '.join(PLANNERS)})")
-        unknown = sorted(set(query) - {"time_limit_s", "deterministic", "planner"})
+        unknown = sorted(set(query) - {"time_limit_s", "bound_s", "deterministic", "planner"})
         if unknown:
             errors.append(f"unknown query parameter(s): {', '.join(unknown)}")
         if errors:
@@ -622,12 +632,16 @@ def openapi_document() -> dict[str, Any]:
         opt("time_limit_s", "query", {"type": "number", "exclusiveMinimum": 0},
             "solver time limit in seconds (default: the server's --time-limit; capped by "
             "--max-time-limit)"),
+        opt("bound_s", "query", {"type": "number", "minimum": 0},
+            "seconds more, after the plan, proving a bound on the best plan of the tick "
+            "(solver.gap, solver.bound; 0: none, the default; capped by --max-time-limit)"),
         opt("deterministic", "query", {"type": "boolean"},
             "one worker, fixed seed and deterministic time: same input, same plan (R14)"),
         opt("planner", "query", {"type": "string", "enum": list(PLANNERS)},
             "planner engine (default: the server's --planner)"),
         opt("X-Time-Limit-S", "header", {"type": "number", "exclusiveMinimum": 0},
             "same as time_limit_s (the query wins)"),
+        opt("X-Bound-S", "header", {"type": "number", "minimum": 0}, "same as bound_s"),
         opt("X-Deterministic", "header", {"type": "boolean"}, "same as deterministic"),
         opt("X-Planner", "header", {"type": "string", "enum": list(PLANNERS)},
             "same as planner"),
