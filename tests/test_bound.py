@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from ortools.sat.python import cp_model
+from snapshot_parts import random_policy, random_tick
 
 from models import load_snapshot
 from planner import plan
@@ -104,40 +105,6 @@ def _within(items: list[tuple[str, float, float, str]]) -> bool:
                for name, val, bnd, _st in items)
 
 
-def _policy(r: random.Random) -> dict[str, Any]:
-    """A random policy: R15 off, under exempt_if any or all, with or without exempt
-    tiers, the swap, a GPU limit and prices past the budget; R13's budgets; a short
-    grace (R11/R12 bind); a cascade guard (R10); tier-2 patience (R16)."""
-    pol: dict[str, Any] = {}
-    if r.random() < 0.15:
-        pol["thrash"] = None
-    else:
-        th: dict[str, Any] = {"exempt_free_first": r.random() < 0.5,
-                              "past_budget_gpu_s": r.choice([0.0, 600.0, 1800.0])}
-        if r.random() < 0.3:
-            th["exempt_if"] = "any"
-        if r.random() < 0.2:
-            th["exempt_tiers"] = []
-        if r.random() < 0.5:
-            th["min_evictions"] = r.randint(0, 3)
-            th["max_fraction"] = r.choice([0.0, 0.05, 0.1])
-        if r.random() < 0.5:
-            th["min_gpus"] = r.randint(0, 16)
-            th["max_gpu_fraction"] = r.choice([None, 0.0, 0.05, 0.2])
-        pol["thrash"] = th
-    if r.random() < 0.3:
-        pol["max_evictions_per_tick"] = r.randint(0, 4)
-    if r.random() < 0.3:
-        pol["max_evicted_gpu_fraction"] = r.choice([0.05, 0.1, 0.3])
-    if r.random() < 0.3:
-        pol["grace"] = {"min_s": 10, "max_s": r.choice([30, 60, 120])}
-    if r.random() < 0.3:
-        pol["cascade_guard_s"] = r.choice([60, 600])
-    if r.random() < 0.3:
-        pol["tiers"] = {"2": {"preempt_after_s": r.choice([60, 600, 3600])}}
-    return pol
-
-
 # 16 of 200 such ticks (cases 100-299, with 4-12 nodes of 4 or 8 GPUs, 5-12 pending
 # jobs, 70-95% occupied, gangs, pools), where every planner's plan was a solution,
 # and the relaxation proved 184 of the whole model's plans optimal (196 of which the
@@ -146,11 +113,8 @@ def _policy(r: random.Random) -> dict[str, Any]:
 def test_every_valid_plan_is_a_solution_of_the_relaxation_and_no_bound_cuts_a_plan(
         case: int) -> None:
     r = random.Random(case)
-    snap = generate(nodes=r.choice([4, 6, 8, 12]), pending=r.choice([5, 8, 12]), seed=case,
-                    occupancy=r.choice([0.7, 0.85, 0.95]),
-                    multinode_share=r.choice([0.0, 0.15, 0.3]), pools=r.random() < 0.3,
-                    gpus_per_node=r.choice([8, 8, 4]))
-    snap["policy"] = _policy(r)
+    snap = random_tick(r, case)
+    snap["policy"] = random_policy(r)
     problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
     rel = Relaxation(problem)
     for name in ("cpsat", "greedy", "k8s", "slurm"):

@@ -257,13 +257,15 @@ def _budget_snap(policy: dict[str, Any]) -> dict[str, Any]:
 
 def test_with_an_eviction_budget_the_lane_starts_early_with_the_per_node_baselines(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # With max_evictions_per_tick 0 the budget refuses t3: j waits. The policy has a
+    # With max_evicted_gpu_fraction 0.25 (4 of the 16 GPUs) the budget refuses t3 (8
+    # GPUs): j waits. (With no victim allowed at all, R13 at 0, j would be left out
+    # of the search: planner/core/reduce.py.) The policy has a
     # budget and the whole model is out of reach, so the second lane starts before
     # the first greedy plan, with the Kubernetes-style baseline, then the
     # Slurm-style one, then the priority-first variant (_Run.early_lane); the first
     # lane runs neither baseline.
     events = _spy_lanes(monkeypatch)
-    p = plan(_budget_snap({"max_evictions_per_tick": 0}), time_limit_s=0.5)
+    p = plan(_budget_snap({"max_evicted_gpu_fraction": 0.25}), time_limit_s=0.5)
     assert p.objective.admitted_gpus == {"1": 0, "2": 0, "3": 0}
     assert events[0] == ("lane", ["k8s", "slurm", cpsat.PRIORITY_FIRST])
     assert events[1:] == [("greedy",)] * (len(events) - 1)

@@ -28,6 +28,7 @@ from planner.core.decision import (
     objective_of,
 )
 from planner.core.problem import Problem
+from planner.core.reduce import Reduction, reduce_problem
 from planner.heuristics.greedy import GreedyPlanner
 from planner.solver.lanes import available as lanes_available
 from planner.solver.lanes import grace_s as lane_grace_s
@@ -130,17 +131,21 @@ def _reserve(problem: Problem, time_limit_s: float, deterministic: bool) -> floa
 
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
-                workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True) -> Plan:
+                workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True,
+                reduce: bool = True) -> Plan:
     """Plan with CP-SAT and the heuristics around it, within ``time_limit_s`` (in
     deterministic mode a deterministic budget: no step looks at the clock, R14).
     ``prune=False`` keeps every candidate node however big the cluster (for
     reference solves with long budgets; the default prunes above EXACT_PAIRS job x
-    node pairs, and the plan is then at most ``feasible``)."""
+    node pairs, and the plan is then at most ``feasible``). The strategies search
+    the tick without the jobs that cannot start (planner/core/reduce.py; not with
+    ``reduce=False``); the plan is assembled and explained on the whole tick."""
     factor(deterministic)  # this machine's speed, measured before the budget starts (once)
-    run = _Run(problem, Budget(time_limit_s, wall=not deterministic), workers=workers,
-               seed=seed, log=log, prune=prune)
+    work, reduction = reduce_problem(problem) if reduce else (problem, Reduction())
+    run = _Run(work, Budget(time_limit_s, wall=not deterministic), workers=workers,
+               seed=seed, log=log, prune=prune, whole=problem, reduction=reduction)
     for strategy, budget in run.schedule():
-        run.keep(strategy, strategy.run(problem, budget))
+        run.keep(strategy, strategy.run(work, budget))
     return run.plan()
 
 
@@ -148,8 +153,13 @@ class _Run:
     """One call of :func:`solve_cpsat`: the plans so far and what the schedule needs."""
 
     def __init__(self, problem: Problem, budget: Budget, *, workers: int, seed: int,
-                 log: bool, prune: bool):
+                 log: bool, prune: bool, whole: Problem | None = None,
+                 reduction: Reduction | None = None):
+        # problem: what the strategies search (the tick reduced); whole: the tick, for
+        # the plan's assembly and explanations
         self.problem, self.budget = problem, budget
+        self.whole = whole if whole is not None else problem
+        self.reduction = reduction or Reduction()
         self.det = not budget.wall
         self.workers, self.seed, self.log, self.prune = workers, seed, log, prune
         self.reserve = _reserve(problem, budget.seconds, self.det)
@@ -558,7 +568,11 @@ class _Run:
                 f"({len(free_only)} found none), {len(unreached)} were not considered; "
                 "those deferred are OUTRANKED (see 'Choosing time_limit_s' in the README)"))
                 if x)})
-        return assemble(self.problem, best, status, info, unreached=unreached,
+        note = self.reduction.note()  # (first: it is what happened first)
+        if note:
+            info = info.model_copy(update={"detail": "; ".join(
+                x for x in (note, info.detail) if x)})
+        return assemble(self.whole, best, status, info, unreached=unreached,
                         free_only=free_only)
 
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
