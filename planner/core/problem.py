@@ -192,6 +192,9 @@ class Problem:
     # copies made with dataclasses.replace too
     _hosts: dict[int, tuple[list[int], frozenset[int]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # evictable victims per node, cheapest first, and their GPUs there (victims_by_node)
+    _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def now(self) -> datetime:
@@ -206,6 +209,23 @@ class Problem:
             hit = self._hosts[id(info.candidates)] = (info.candidates,
                                                       frozenset(info.candidates))
         return hit[1]
+
+    def victims_by_node(self) -> tuple[dict[int, list[str]], dict[tuple[str, int], int]]:
+        """Evictable running jobs per node, cheapest first (cost, then id), and the GPU
+        mask of each on each of its nodes; made once per problem and shared by every
+        greedy planner on it (read only)."""
+        if self._victims is None:
+            by_node: dict[int, list[str]] = {}
+            vmask: dict[tuple[str, int], int] = {}
+            for vid, v in sorted(self.running.items()):
+                if v.evictable:
+                    for ni, m in v.parts:
+                        by_node.setdefault(ni, []).append(vid)
+                        vmask.setdefault((vid, ni), m)
+            for vids in by_node.values():
+                vids.sort(key=lambda v: (self.running[v].cost, v))
+            self._victims = (by_node, vmask)
+        return self._victims
 
     def exempt(self, tier: int) -> bool:
         """R15: do the victims of a job of this tier count as exempt?"""

@@ -111,5 +111,6 @@ def reduce_problem(problem: Problem) -> tuple[Problem, Reduction]:
             pending[jid] = info
     if not dropped and not narrowed:
         return problem, Reduction()
-    return (replace(problem, pending=pending),
-            Reduction(frozenset(dropped), frozenset(narrowed)))
+    work = replace(problem, pending=pending)
+    work._victims = problem.victims_by_node()  # (the same running jobs: shared)
+    return work, Reduction(frozenset(dropped), frozenset(narrowed))

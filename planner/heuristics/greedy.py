@@ -212,16 +212,9 @@ class GreedyPlanner:
                 self.contested[t] = frozenset().union(*(i.rights for i in lower))
                 if lower and spare_free:
                     self.free_penalty[t] = SPARE_PENALTY  # free GPUs serve every tier
-        # evictable victims per node, cheapest first
-        self.by_node: dict[int, list[str]] = {}
-        self.vmask: dict[tuple[str, int], int] = {}  # (victim, node) -> its GPUs there
-        for vid, v in sorted(problem.running.items()):
-            if v.evictable:
-                for ni, m in v.parts:
-                    self.by_node.setdefault(ni, []).append(vid)
-                    self.vmask.setdefault((vid, ni), m)
-        for ni in self.by_node:
-            self.by_node[ni].sort(key=lambda v: (problem.running[v].cost, v))
+        # evictable victims per node, cheapest first; (victim, node) -> its GPUs there
+        # (the problem's, shared by every planner on it: read only)
+        self.by_node, self.vmask = problem.victims_by_node()
         self._cache: dict[tuple, tuple[int, list]] = {}
         self._rank: dict[str, tuple] = {}  # victim -> its place in victims_order
         self._grouped: dict[tuple, dict[int, tuple]] = {}  # see _grouped_option
