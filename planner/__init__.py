@@ -183,9 +183,15 @@ def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, worker
     ``optimal`` when the bound proves it, and ``detail``."""
     from planner.core.budget import Budget
     from planner.core.decision import decision_of
+    from planner.core.reduce import reduce_problem
     from planner.solver.bound import prove
 
-    res = prove(problem, decision_of(problem, p), Budget(seconds, wall=not deterministic),
+    # the relaxation of the tick without what needs no search (planner/core/reduce.py:
+    # the same valid plans, so the same bound), unless the plan placed a job it drops
+    work, _reduction = reduce_problem(problem)
+    if any(pl.job not in work.pending for pl in p.placements):  # (never seen)
+        work = problem
+    res = prove(work, decision_of(work, p), Budget(seconds, wall=not deterministic),
                 deterministic=deterministic, workers=workers, seed=seed)
     sv = p.solver
     if res.gap is not None and (sv.gap is None or res.proven):

@@ -72,6 +72,20 @@ def test_a_job_no_plan_can_start_is_deferred_without_a_search() -> None:
     assert "1 pending job(s) could start on no node" in (p.solver.detail or "")
 
 
+def test_the_bound_of_a_reduced_tick_shows_what_the_greedy_plan_misses() -> None:
+    # The greedy planner places urgent1 first, on its cheapest victims: small3 (4
+    # GPUs) and a's 4 free GPUs rather than old3 (8 GPUs); half2 then finds no free
+    # GPU and may not evict: 8/0/0. The relaxation (of the reduced tick, planner/
+    # __init__._bound) proves tier 1's 8 GPUs the most and tier 2's 4 reachable:
+    # gap (4 - 0) / 4 = 1 at tier 2, where CP-SAT's plan (above) admits them.
+    p = plan(_snap(), planner="greedy", deterministic=True, bound_s=2.0)
+    assert [e.job for e in p.evictions] == ["small3"]
+    assert p.objective.admitted_gpus == {"1": 8, "2": 0, "3": 0}
+    assert p.status == "feasible" and p.solver.gap == 1.0
+    assert (p.solver.detail or "").endswith(
+        "the plan reaches the bound on tier-1 GPUs; tier-2 GPUs 0 against at most 4")
+
+
 def test_without_victims_for_anyone_every_job_is_free_only() -> None:
     # R13's max_evictions_per_tick 0: no plan has a victim, urgent1 included, and no
     # node has 8 free GPUs: only half2 is left to place
