@@ -141,9 +141,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     the tick without the jobs that cannot start (planner/core/reduce.py; not with
     ``reduce=False``); the plan is assembled and explained on the whole tick."""
     factor(deterministic)  # this machine's speed, measured before the budget starts (once)
+    budget = Budget(time_limit_s, wall=not deterministic)  # (the reduction counts in it)
     work, reduction = reduce_problem(problem) if reduce else (problem, Reduction())
-    run = _Run(work, Budget(time_limit_s, wall=not deterministic), workers=workers,
-               seed=seed, log=log, prune=prune, whole=problem, reduction=reduction)
+    run = _Run(work, budget, workers=workers, seed=seed, log=log, prune=prune,
+               whole=problem, reduction=reduction)
     for strategy, budget in run.schedule():
         run.keep(strategy, strategy.run(work, budget))
     return run.plan()
@@ -162,7 +163,7 @@ class _Run:
         self.reduction = reduction or Reduction()
         self.det = not budget.wall
         self.workers, self.seed, self.log, self.prune = workers, seed, log, prune
-        self.reserve = _reserve(problem, budget.seconds, self.det)
+        self.reserve = _reserve(self.whole, budget.seconds, self.det)  # (assembled whole)
         self.work = budget.less(self.reserve)  # to improve the plan; then assembly, checks
         self.usable = sum(1 for n in problem.nodes if n.usable)
         self.pace = Pace(sum(len(i.candidates) for i in problem.pending.values()
