@@ -219,14 +219,12 @@ def _scaled(snap: Snapshot, scale: int) -> Snapshot:
 
 
 def _free_only(problem: Any) -> Any:
-    from dataclasses import replace
-
     from planner.core.problem import PendingInfo
     from planner.heuristics.greedy import GreedyPlanner
 
     no_rights = {k: PendingInfo(v.job, v.held_until, v.guarded, frozenset(), v.candidates,
                                 v.need_nvlink) for k, v in problem.pending.items()}
-    return GreedyPlanner(replace(problem, pending=no_rights)).solve()
+    return GreedyPlanner(problem.with_pending(no_rights)).solve()
 
 
 def _valid(snap: Snapshot, p: Plan) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
@@ -195,6 +195,9 @@ class Problem:
     # evictable victims per node, cheapest first, and their GPUs there (victims_by_node)
     _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int]] | None = field(
         default=None, init=False, repr=False, compare=False)
+    # (GPUs per shard, needs NVLink) -> per node, does a shard fit its free GPUs (free_fits)
+    _free_fits: dict[tuple[int, bool], list[bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def now(self) -> datetime:
@@ -226,6 +229,30 @@ class Problem:
                 vids.sort(key=lambda v: (self.running[v].cost, v))
             self._victims = (by_node, vmask)
         return self._victims
+
+    def free_fits(self, gpn: int, need_nvlink: bool) -> list[bool]:
+        """Per node (by index), does one shard of ``gpn`` GPUs (connected when
+        ``need_nvlink``) fit the GPUs free in the snapshot (R3)? Made once per shape
+        and problem, nodes of one layout and free set decided once (read only)."""
+        flags = self._free_fits.get((gpn, need_nvlink))
+        if flags is None:
+            seen: dict[tuple[int, int], bool] = {}
+            flags = []
+            for nd in self.nodes:
+                k = (id(nd.layout), nd.free)
+                ok = seen.get(k)
+                if ok is None:
+                    ok = seen[k] = topo.layout_fits(nd.layout, nd.free, gpn, need_nvlink)
+                flags.append(ok)
+            self._free_fits[(gpn, need_nvlink)] = flags
+        return flags
+
+    def with_pending(self, pending: dict[str, PendingInfo]) -> Problem:
+        """This problem with other pending jobs; what depends only on the nodes and
+        the running jobs (victims_by_node, free_fits) is shared, not made again."""
+        out = replace(self, pending=pending)
+        out._victims, out._free_fits = self._victims, self._free_fits
+        return out
 
     def exempt(self, tier: int) -> bool:
         """R15: do the victims of a job of this tier count as exempt?"""

@@ -29,9 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from planner.core import topology as topo
 from planner.core.problem import PendingInfo, Problem
 
 
@@ -73,8 +70,6 @@ def reduce_problem(problem: Problem) -> tuple[Problem, Reduction]:
     """The tick's problem without the jobs that cannot start, and with free-only jobs'
     candidate nodes cut to those with room (``problem`` itself when nothing
     changes); see the module doc."""
-    nodes = problem.nodes
-    free_fits: dict[tuple[int, bool], np.ndarray] = {}
     lists: dict[tuple, list[int]] = {}  # (candidates list, shape) -> nodes with room
     pending: dict[str, PendingInfo] = {}
     dropped: list[str] = []
@@ -87,20 +82,8 @@ def reduce_problem(problem: Problem) -> tuple[Problem, Reduction]:
         key = (id(info.candidates), gpn, need)
         room = lists.get(key)
         if room is None:
-            fits = free_fits.get((gpn, need))
-            if fits is None:
-                seen: dict[tuple[int, int], bool] = {}
-                flags = []
-                for nd in nodes:
-                    k = (id(nd.layout), nd.free)
-                    ok = seen.get(k)
-                    if ok is None:
-                        ok = seen[k] = bool(nd.free) and topo.layout_fits(nd.layout, nd.free,
-                                                                          gpn, need)
-                    flags.append(ok)
-                fits = free_fits[(gpn, need)] = np.array(flags, dtype=bool)
-            cand = np.asarray(info.candidates, dtype=np.int64)
-            room = lists[key] = cand[fits[cand]].tolist() if len(cand) else []
+            fits = problem.free_fits(gpn, need)
+            room = lists[key] = [ni for ni in info.candidates if fits[ni]]
         if len(room) < info.job.nodes:
             dropped.append(jid)
             continue
@@ -111,6 +94,6 @@ def reduce_problem(problem: Problem) -> tuple[Problem, Reduction]:
             pending[jid] = info
     if not dropped and not narrowed:
         return problem, Reduction()
-    work = replace(problem, pending=pending)
-    work._victims = problem.victims_by_node()  # (the same running jobs: shared)
+    problem.victims_by_node()  # (made once, for both: every greedy planner reads it)
+    work = problem.with_pending(pending)
     return work, Reduction(frozenset(dropped), frozenset(narrowed))

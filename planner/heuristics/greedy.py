@@ -228,7 +228,6 @@ class GreedyPlanner:
         self._node_storages: dict[int, tuple] = {}
         self._heaps: dict[tuple, ShapeHeap] = {}
         # the snapshot's state, shared by every job shape (see _first_bounds)
-        self._free_fits: dict[tuple[int, bool], dict[int, bool]] = {}
         self._least_weight: dict[tuple, dict[int, float]] = {}
 
     # -- availability ---------------------------------------------------------------
@@ -590,10 +589,7 @@ class GreedyPlanner:
         gpn, need = info.job.gpus_per_node, info.need_nvlink
         w_free = self.free_penalty.get(info.job.tier, 0.0) * gpn
         contested = self.contested.get(info.job.tier, frozenset())
-        fits_key = (gpn, need)
-        fits = self._free_fits.get(fits_key)
-        if fits is None:
-            fits = self._free_fits[fits_key] = {}
+        fits = self.p.free_fits(gpn, need)
         past = self.past(st, info)
         wkey = (info.rights, contested, past)
         least = self._least_weight.get(wkey)
@@ -612,10 +608,7 @@ class GreedyPlanner:
                 if b is not None:
                     out.append(b)
                 continue
-            ok = fits.get(ni)
-            if ok is None:
-                ok = fits[ni] = topo.layout_fits(nodes[ni].layout, nodes[ni].free, gpn, need)
-            if ok:
+            if fits[ni]:
                 out.append((w_free, 0, -1, nodes[ni].node.id, ni, 0, None))
             elif info.rights and ni in least:
                 out.append((least[ni], 1, (), nodes[ni].node.id, ni, 0, None))
