@@ -521,7 +521,7 @@ def _nvlink_errors(path: str, nvlink: Any, gpus: int) -> list[str]:
     return errors
 
 
-def _priority_errors(snap: Snapshot) -> list[str]:
+def priority_errors(snap: Snapshot) -> list[str]:
     """Fractional priorities are scaled by a power of 10 to integers for the solver
     (models.rules.priority_scale): the scaled ones must stay within the limit."""
     from models.rules import priority_scale, scaled_priority
@@ -541,7 +541,7 @@ def _priority_errors(snap: Snapshot) -> list[str]:
              "priorities")]
 
 
-def _placement_errors(p: str, j: Job, nodes: dict[str, Node],
+def placement_errors(p: str, j: Job, nodes: dict[str, Node],
                       owner: dict[str, dict[int, str]]) -> list[str]:
     """The placement of the running job ``j`` (at ``p``): known and distinct nodes,
     gpus_per_node GPUs on each, in range, used by no other job (R1). ``owner`` maps
@@ -596,42 +596,52 @@ def check_snapshot(snap: Snapshot) -> list[str]:
             errors.append(f"nodes[{i}].storage: required when there are several storage targets "
                           f"({', '.join(sorted(storages))})")
         errors += _nvlink_errors(f"nodes[{i}].nvlink", n.nvlink, n.gpus)
-    for i, e in enumerate(snap.recent_evictions):
-        if e.at > snap.now:
-            errors.append(f"recent_evictions[{i}].at: {e.at.isoformat()} is after now "
-                          f"({snap.now.isoformat()}); only evictions already carried out count (R15)")
-    errors += _priority_errors(snap)
+    errors += recent_errors(snap)
+    errors += priority_errors(snap)
     owner: dict[str, dict[int, str]] = {}  # node -> GPU -> the running job using it
-    now, tiers = snap.now, snap.policy.tiers
     for i, j in enumerate(snap.jobs):
         p = f"jobs[{i}]"
-        if j.tier not in tiers:
-            errors.append(f"{p}.tier: tier {j.tier} of job {j.id!r} is not in the policy "
-                          f"(tiers: {', '.join(str(t) for t in sorted(tiers))})")
-        ck = j.checkpoint
-        if ck.signal is not None and ck.signal not in _SIGNALS:
-            errors.append(f"{p}.checkpoint.signal: unknown signal {ck.signal!r} (e.g. 'SIGTERM', "
-                          "'SIGUSR1', or null for a job that cannot checkpoint on demand)")
-        if j.last_preempted_at is not None and j.last_preempted_at > now:
-            errors.append(f"{p}.last_preempted_at: {j.last_preempted_at.isoformat()} is after now")
-        if ck.last_at is not None and ck.last_at > now:
-            errors.append(f"{p}.checkpoint.last_at: {ck.last_at.isoformat()} is after now")
-        if j.state == "pending":
-            if j.placement is not None:
-                errors.append(f"{p}.placement: pending job {j.id!r} must not have a placement")
-            continue
-        if j.started_at is None:
-            errors.append(f"{p}.started_at: required for running job {j.id!r}")
-        elif j.started_at > now:
-            errors.append(f"{p}.started_at: {j.started_at.isoformat()} is after now "
-                          f"({now.isoformat()})")
-        if j.placement is None:
-            errors.append(f"{p}.placement: required for running job {j.id!r}")
-            continue
-        if len(j.placement) != j.nodes:
-            errors.append(f"{p}.placement: {len(j.placement)} entries but the job has "
-                          f"nodes={j.nodes}")
-        errors += _placement_errors(p, j, nodes, owner)
+        errors += job_errors(p, j, snap)
+        if j.state == "running" and j.placement is not None:
+            errors += placement_errors(p, j, nodes, owner)
+    return errors
+
+
+def recent_errors(snap: Snapshot) -> list[str]:
+    return [f"recent_evictions[{i}].at: {e.at.isoformat()} is after now "
+            f"({snap.now.isoformat()}); only evictions already carried out count (R15)"
+            for i, e in enumerate(snap.recent_evictions) if e.at > snap.now]
+
+
+def job_errors(p: str, j: Job, snap: Snapshot) -> list[str]:
+    """The checks of one job record (at ``p``) but its GPUs against other jobs'."""
+    errors = []
+    now, tiers = snap.now, snap.policy.tiers
+    if j.tier not in tiers:
+        errors.append(f"{p}.tier: tier {j.tier} of job {j.id!r} is not in the policy "
+                      f"(tiers: {', '.join(str(t) for t in sorted(tiers))})")
+    ck = j.checkpoint
+    if ck.signal is not None and ck.signal not in _SIGNALS:
+        errors.append(f"{p}.checkpoint.signal: unknown signal {ck.signal!r} (e.g. 'SIGTERM', "
+                      "'SIGUSR1', or null for a job that cannot checkpoint on demand)")
+    if j.last_preempted_at is not None and j.last_preempted_at > now:
+        errors.append(f"{p}.last_preempted_at: {j.last_preempted_at.isoformat()} is after now")
+    if ck.last_at is not None and ck.last_at > now:
+        errors.append(f"{p}.checkpoint.last_at: {ck.last_at.isoformat()} is after now")
+    if j.state == "pending":
+        if j.placement is not None:
+            errors.append(f"{p}.placement: pending job {j.id!r} must not have a placement")
+        return errors
+    if j.started_at is None:
+        errors.append(f"{p}.started_at: required for running job {j.id!r}")
+    elif j.started_at > now:
+        errors.append(f"{p}.started_at: {j.started_at.isoformat()} is after now "
+                      f"({now.isoformat()})")
+    if j.placement is None:
+        errors.append(f"{p}.placement: required for running job {j.id!r}")
+    elif len(j.placement) != j.nodes:
+        errors.append(f"{p}.placement: {len(j.placement)} entries but the job has "
+                      f"nodes={j.nodes}")
     return errors
 
 

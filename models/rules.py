@@ -79,8 +79,13 @@ def eviction_cost(snap: Snapshot, job: Job, nodes: dict[str, Node] | None = None
                   known: tuple[Storage | None, float] | None = None) -> float:
     """Objective item 4: ``gpus * (lost + restore + solo_flush)`` in GPU-seconds
     (``known`` as for :func:`solo_flush_s`)."""
-    return job.total_gpus * (lost_s(snap.now, job) + job.checkpoint.restore_s
-                             + solo_flush_s(snap, job, nodes, known))
+    return cost_of(snap.now, job, solo_flush_s(snap, job, nodes, known))
+
+
+def cost_of(now: datetime, job: Job, solo_flush: float) -> float:
+    """:func:`eviction_cost` given the victim's ``solo_flush_s`` (which does not depend
+    on ``now``)."""
+    return job.total_gpus * (lost_s(now, job) + job.checkpoint.restore_s + solo_flush)
 
 
 def immune_for_s(policy: Policy, now: datetime, job: Job) -> float:

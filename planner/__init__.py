@@ -11,18 +11,24 @@ Library entry point for other schedulers::
 from __future__ import annotations
 
 import importlib
+import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from models import Plan, Policy, Snapshot, SolverInfo, load_snapshot, range_problems
+from models.cache import SnapshotCache
 from models.load import gc_paused
 from models.rules import priority_scale, priority_value, scaled_priority
+
+if TYPE_CHECKING:
+    from planner.core.problem import Problem
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
 # ... and the simulator's naive priority preemption (planner/sim/naive.py)
 SIM_PLANNERS = (*PLANNERS, "naive")
 
-__all__ = ["PLANNERS", "SIM_PLANNERS", "plan", "warm_up"]
+__all__ = ["PLANNERS", "SIM_PLANNERS", "Loop", "plan", "warm_up"]
 
 
 # on the benchmark machine, times this machine's speed factor (planner/solver/speed.py):
@@ -42,9 +48,10 @@ def warm_up(deterministic: bool = False) -> float:
     return factor(deterministic)
 
 
-def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None = None, *,
+def plan(snapshot: Snapshot | dict[str, Any] | str | Path, policy: Policy | dict[str, Any] | None = None, *,
          time_limit_s: float = 1.0, deterministic: bool = False, workers: int = 2,
-         planner: str = "cpsat", seed: int = 0, bound_s: float = 0.0) -> Plan:
+         planner: str = "cpsat", seed: int = 0, bound_s: float = 0.0,
+         loop: Loop | None = None) -> Plan:
     """Plan one scheduling tick, within ``time_limit_s`` from this call (loading a
     dict snapshot included, and on the first call of a process :func:`warm_up`).
 
@@ -59,6 +66,10 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
     how far it is from the optimum with a relaxation solved by CP-SAT
     (planner/solver/bound.py): ``solver.gap`` and ``solver.bound`` then come from it
     where the plan had none, and a plan it proves optimal gets status ``optimal``.
+
+    ``loop`` (a :class:`Loop`, or call its ``plan``): the tick
+    is one of a sequence of the same cluster; what the last tick read and derived
+    and this one did not change is taken over. The plan is the same.
     """
     started = time.perf_counter()  # the time limit counts from here
     if planner not in PLANNERS:
@@ -74,12 +85,58 @@ def plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | 
     with gc_paused():  # (it would walk the whole snapshot several times per tick)
         return _plan(snapshot, policy, time_limit_s=time_limit_s, deterministic=deterministic,
                      workers=workers, planner=planner, seed=seed, bound_s=bound_s,
-                     started=started)
+                     started=started, loop=loop)
 
 
-def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] | None, *,
+class Loop:
+    """A scheduling loop's planner: one cluster's ticks planned one after another
+    (``slurm run``, the service's ``X-Cluster``, the simulator).
+
+    Each tick's snapshot differs from the last by a few records (arrivals,
+    completions, the jobs the last plan started and evicted). A loop keeps what
+    the last tick read and derived, and takes over what did not change: a record
+    whose document did not change is not validated again
+    (``models.cache.SnapshotCache``); a running job's storage, flush, storm cap and
+    GPUs, and each pending shape's candidate nodes, are not worked out again while
+    the records they come from are the same objects
+    (``planner.core.problem.build_problem(snap, previous)``). The plan is the one
+    :func:`plan` makes of the same snapshot with the same options
+    (tests/test_incremental.py): nothing of the last tick's plan is carried over,
+    so a loop never changes a decision, only the time a tick takes.
+
+    It holds the last tick's snapshot and problem (about as much memory again as one
+    tick). Calls are serialised (a lock), so threads may share one loop.
+    """
+
+    def __init__(self) -> None:
+        self.loader = SnapshotCache()
+        self.problem: Problem | None = None  # the last tick's, lent to the next
+        self.ticks = 0
+        self._lock = threading.Lock()
+
+    def plan(self, snapshot: Snapshot | dict[str, Any] | str | Path,
+             policy: Policy | dict[str, Any] | None = None, **options: Any) -> Plan:
+        """:func:`planner.plan` of the next tick (the same options); a snapshot given
+        as a document or a file is read with the last tick's records taken over."""
+        with self._lock:
+            out = plan(snapshot, policy, loop=self, **options)
+            self.ticks += 1
+            return out
+
+    def load(self, snapshot: Snapshot | dict[str, Any] | str | Path,
+             policy: Policy | dict[str, Any] | None) -> Snapshot:
+        """The tick's snapshot (``load_snapshot``'s, checked): a Snapshot without a
+        policy to put in is taken as it is."""
+        if isinstance(snapshot, Snapshot) and policy is None:
+            return snapshot
+        return self.loader.load(snapshot, policy)
+
+
+def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
+          policy: Policy | dict[str, Any] | None, *,
           time_limit_s: float, deterministic: bool, workers: int, planner: str,
-          seed: int, bound_s: float = 0.0, started: float | None = None) -> Plan:
+          seed: int, bound_s: float = 0.0, started: float | None = None,
+          loop: Loop | None = None) -> Plan:
     from planner.checks.assemble import assemble
     from planner.core.budget import CUT_NOTE
     from planner.core.decision import Decision
@@ -91,10 +148,16 @@ def _plan(snapshot: Snapshot | dict[str, Any], policy: Policy | dict[str, Any] |
         # mode), once per process: inside the time limit (warm_up() does it before)
         speed = warm_up(deterministic)
     t_warm = time.perf_counter()
-    snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
-        load_snapshot(snapshot, policy=policy)
+    if loop is not None:
+        snap = loop.load(snapshot, policy)
+    else:
+        snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
+            load_snapshot(snapshot, policy=policy)
     scale = priority_scale(j.priority for j in snap.jobs)
-    problem = build_problem(snap if scale == 1 else _scaled(snap, scale))
+    problem = build_problem(snap if scale == 1 else _scaled(snap, scale),
+                            loop.problem if loop is not None else None)
+    if loop is not None:
+        loop.problem = problem
     t_pre = time.perf_counter()  # the preprocessing ends, planning starts
 
     def exact(p: Plan) -> Plan:

@@ -137,6 +137,29 @@ def test_the_history_comes_with_the_request(server: PlannerServer) -> None:
     assert [e["job"] for e in plan["evictions"]] == ["sweep"]
 
 
+def test_a_cluster_key_gives_the_plans_made_without_it(server: PlannerServer) -> None:
+    # One cluster's ticks sent with a key: the second and third take over the first's
+    # records (sweep, the node, the policy); each plan is the plan made without a key.
+    # Tick 1: SNAP (evict sweep for the tier-1 job); tick 2: sweep is expected to end
+    # by 08:05, so it is spared (R17) and the tier-1 job waits (ENDING_SOON); tick 3:
+    # an invalid tick (400, the same messages); tick 4: SNAP again.
+    ending = json.loads(json.dumps(SNAP))
+    ending["jobs"][0]["expected_end_at"] = "2026-11-29T08:05:00Z"
+    bad = json.loads(json.dumps(SNAP))
+    bad["jobs"][0]["gpus_per_node"] = 0
+    for tick in (SNAP, ending, bad, SNAP):
+        want = request(server, "POST", "/v1/plan?deterministic=true", tick)
+        got = request(server, "POST", "/v1/plan?deterministic=true&cluster=prod-a", tick)
+        assert got[0] == want[0] and got[2] == want[2] | ({"solver": got[2]["solver"]}
+                                                          if got[0] == 200 else {})
+    assert [(d["reason"], d["until"]) for d in
+            request(server, "POST", "/v1/plan?deterministic=1", ending, {"X-Cluster": "a"})[2][
+                "deferred"]] == [("ENDING_SOON", "2026-11-29T08:05:00Z")]
+    status, _, err = request(server, "POST", "/v1/plan?cluster=a%20b", SNAP)
+    assert status == 400 and err["messages"] == [
+        "cluster: 'a b' is not a cluster key (1-128 of the characters A-Z a-z 0-9 . _ -)"]
+
+
 def test_plan_options_by_header_and_query(server: PlannerServer) -> None:
     status, _, plan = request(server, "POST", "/v1/plan", SNAP,
                               {"X-Planner": "greedy", "X-Time-Limit-S": "0.5",

@@ -194,20 +194,26 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     avail = _avail(problem, info, "rightful")
     # could host a shard by evicting only what the job may
     hosts = _hosts(problem, info, "rightful")
-    ok = {i for i in info.candidates if i in hosts}
+    ok = hosts.intersection(info.candidates)
     grouped = keeps_group(job)
     groups: dict[tuple, list[int]] = {}
-    for i in info.candidates:
-        groups.setdefault(gang_group(nodes[i].node, job) if grouped else (), []).append(i)
+    if grouped:
+        for i in info.candidates:
+            groups.setdefault(gang_group(nodes[i].node, job), []).append(i)
+    elif info.candidates:
+        groups[()] = info.candidates
     big = [k for k, members in groups.items() if len(members) >= job.nodes] or list(groups)
     # the group with the most nodes that could host a shard, then the most GPUs there
-    key = min(big, key=lambda k: (-sum(i in ok for i in groups[k]),
-                                  -sum(avail.get(i, 0).bit_count() for i in groups[k]), str(k)))
+    key = big[0] if len(big) == 1 else min(
+        big, key=lambda k: (-sum(i in ok for i in groups[k]),
+                            -sum(avail.get(i, 0).bit_count() for i in groups[k]), str(k)))
     members = groups.get(key, [])
     good = sum(i in ok for i in members)
-    rest = sorted((i for i in members if i not in ok),
-                  key=lambda i: (-avail.get(i, 0).bit_count(), nodes[i].node.id))
-    best = rest[:2]
+    # the two nodes of the group, not among those, with the most GPUs available
+    rank = _once(problem, ("rank", info.rights), lambda: sorted(
+        avail, key=lambda i: (-avail[i].bit_count(), nodes[i].node.id)))
+    inside = problem.candidate_set(info) if members is info.candidates else set(members)
+    best = list(itertools.islice((i for i in rank if i in inside and i not in ok), 2))
     names = [nodes[i].node.id for i in best]
     memo = _cache(problem)  # running jobs per node, shared by every shape
     if "on_node" not in memo:  # running jobs per node, in id order
@@ -437,28 +443,37 @@ def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tupl
 
 def _node_options_uncached(problem: Problem, info: PendingInfo,
                            d: Decision) -> list[tuple[int, list]]:
+    # per node, shared by the candidate lists of one size, rights and decision
+    per_node = _once(problem, ("options by node", d is _NOTHING, info.rights,
+                               info.job.gpus_per_node, info.need_nvlink), dict)
     used, by_node, already = _victims_by_node(problem, d)
     rights = info.rights
     out = []
-    job = info.job
-    gpn, nvlink, nodes = job.gpus_per_node, info.need_nvlink, problem.nodes
+    gpn, nvlink, nodes = info.job.gpus_per_node, info.need_nvlink, problem.nodes
+    fits = topo.layout_fits
     for i in info.candidates:
-        layout = nodes[i].layout
-        taken = used.get(i, 0)
-        avail = nodes[i].free
-        for tier, m in already.get(i, ()):
-            if tier in rights:
-                avail |= m
-        avail &= ~taken
-        chosen = []
-        for v, m in by_node.get(i, ()):
-            if v.job.tier not in rights:
-                continue
-            if topo.layout_fits(layout, avail, gpn, nvlink):
-                break
-            avail |= m & ~taken
-            chosen.append(v)
-        if topo.layout_fits(layout, avail, gpn, nvlink):
+        if i in per_node:
+            chosen = per_node[i]
+        else:
+            layout = nodes[i].layout
+            taken = used.get(i, 0)
+            avail = nodes[i].free
+            for tier, m in already.get(i, ()):
+                if tier in rights:
+                    avail |= m
+            avail &= ~taken
+            chosen = []
+            for v, m in by_node.get(i, ()):
+                if v.job.tier not in rights:
+                    continue
+                if fits(layout, avail, gpn, nvlink):
+                    break
+                avail |= m & ~taken
+                chosen.append(v)
+            if not fits(layout, avail, gpn, nvlink):
+                chosen = None
+            per_node[i] = chosen
+        if chosen is not None:
             out.append((i, chosen))
     return out
 

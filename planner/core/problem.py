@@ -17,7 +17,7 @@ from models.policy import exempt_by
 from models.rules import (
     cascade_guarded,
     cooldown_until,
-    eviction_cost,
+    cost_of,
     flushes,
     immune_for_s,
     local_flush_s,
@@ -198,6 +198,12 @@ class Problem:
     # (GPUs per shard, needs NVLink) -> per node, does a shard fit its free GPUs (free_fits)
     _free_fits: dict[tuple[int, bool], list[bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # what build_problem(snap, previous=this) may lend the next tick's problem: each
+    # running job's snapshot-only parts, each pending shape's candidate nodes
+    _statics: dict[str, _Static] = field(default_factory=dict, init=False, repr=False,
+                                         compare=False)
+    _shapes: dict[tuple, list[int]] = field(default_factory=dict, init=False, repr=False,
+                                            compare=False)
 
     @property
     def now(self) -> datetime:
@@ -273,7 +279,69 @@ def _storm_cap(policy: Policy, job: Job, storage: Storage | None, local_s: float
     return slack * storage.write_gb_per_s
 
 
-def build_problem(snap: Snapshot) -> Problem:
+@dataclass(frozen=True)
+class _Static:
+    """What a running job's VictimInfo takes from the snapshot apart from ``now``: its
+    GPUs, storage, flush and storm cap (R11/R12). Valid for a later snapshot while the
+    job and the policy are the same objects and the nodes and storage targets it is
+    on are too (records are frozen: a loader that takes over unchanged records,
+    models.cache.SnapshotCache, and the simulator give them)."""
+
+    job: Job
+    node_ids: frozenset[str]
+    parts: list[tuple[int, int]]  # (node idx, GPU mask) (read only)
+    owned: dict[tuple[int, int], str]  # (node idx, GPU) -> the job (read only)
+    on_down: list[str]  # its down nodes
+    storage: Storage | None
+    flushing: bool
+    cap: float
+    solo_s: float
+    r11: str  # why R11 protects it, or ""
+
+
+def _static(snap: Snapshot, policy: Policy, j: Job, node_map: dict[str, Node],
+            node_index: dict[str, int]) -> _Static:
+    stor = victim_storage(snap, j, node_map)
+    local = local_flush_s(node_map, j)
+    flushing = flushes(j)
+    cap = _storm_cap(policy, j, stor, local) if flushing else float("inf")
+    solo = solo_flush_s(snap, j, node_map, (stor, local))
+    r11 = ""
+    if cap < 0 or (flushing and j.checkpoint.size_gb > cap + 1e-9):
+        need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
+        r11 = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
+               f"{policy.grace.max_s:.0f} s")
+    places = j.placement or []
+    parts = [(node_index[p.node], _mask(p.gpus)) for p in places]
+    owned = {(ni, g): j.id for (ni, _m), p in zip(parts, places, strict=True) for g in p.gpus}
+    on_down = [p.node for p in places if node_map[p.node].state == "down"]
+    return _Static(j, frozenset(p.node for p in places), parts, owned, on_down, stor,
+                   flushing, cap, solo, r11)
+
+
+def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[str] | None:
+    """The ids of the nodes that are not the previous problem's objects, when the
+    node ids, the storage targets and the policy are the same (else None: nothing
+    of ``previous`` holds)."""
+    if (previous is None or previous.policy is not snap.policy
+            or len(previous.snap.storage) != len(snap.storage)
+            or any(a is not b for a, b in zip(previous.snap.storage, snap.storage, strict=True))):
+        return None
+    ids = sorted(n.id for n in snap.nodes)
+    if len(ids) != len(previous.nodes) or any(
+            a != b.node.id for a, b in zip(ids, previous.nodes, strict=True)):
+        return None
+    node_map = snap.node_map()
+    return {nd.node.id for nd in previous.nodes if node_map[nd.node.id] is not nd.node}
+
+
+def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
+    """The problem of a snapshot. ``previous``, the problem of an earlier snapshot of
+    the same cluster (a scheduling loop's last tick), lends what did not change: the
+    storage, flush and storm cap of each running job whose record, nodes, storage
+    targets and policy are the same objects, and the candidate nodes of each pending
+    job's shape when every node and the policy are. The problem is the one built
+    without it (tests/test_incremental.py)."""
     policy = snap.policy
     now = snap.now
     nodes: list[NodeInfo] = []
@@ -292,30 +360,26 @@ def build_problem(snap: Snapshot) -> Problem:
         node_index[n.id] = i
     owner: dict[tuple[int, int], str] = {}
     running: dict[str, VictimInfo] = {}
+    statics: dict[str, _Static] = {}
+    changed = _changed_nodes(snap, previous)
+    before = previous._statics if previous is not None and changed is not None else {}
     warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
     # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
     # whatever rule (R5 for a tier that is not preemptible) protects it first
     ignored = 0
     for j in sorted(snap.running(), key=lambda j: j.id):
-        parts = []
-        on_down = []
-        for p in j.placement or []:
-            ni = node_index[p.node]
-            m = _mask(p.gpus)
+        st = before.get(j.id)
+        if st is None or st.job is not j or (changed and not changed.isdisjoint(st.node_ids)):
+            st = _static(snap, policy, j, node_map, node_index)
+        statics[j.id] = st
+        for ni, m in st.parts:
             nodes[ni].held |= m
-            parts.append((ni, m))
-            for gpu in p.gpus:
-                owner[(ni, gpu)] = j.id
-            if nodes[ni].node.state == "down":
-                on_down.append(p.node)
+        owner.update(st.owned)
+        on_down = st.on_down
         if on_down:
             warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
                             f"{', '.join(on_down)}: ignored there and never evicted")
         tp = policy.tier(j.tier)
-        stor = victim_storage(snap, j, node_map)
-        local = local_flush_s(node_map, j)
-        flushing = flushes(j)
-        cap = _storm_cap(policy, j, stor, local) if flushing else float("inf")
         why, rule = "", ""
         immune = immune_for_s(policy, now, j)
         if not tp.preemptible:
@@ -329,18 +393,13 @@ def build_problem(snap: Snapshot) -> Problem:
         elif (ending := ending_soon(policy, now, j)) is not None:
             why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
                          f"{_iso(j.expected_end_at)})"), "R17"
-        elif cap < 0 or (flushing and j.checkpoint.size_gb > cap + 1e-9):
-            solo = solo_flush_s(snap, j, node_map, (stor, local))
-            need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
-            why = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
-                   f"{policy.grace.max_s:.0f} s")
-            rule = "R11"
+        elif st.r11:
+            why, rule = st.r11, "R11"
         running[j.id] = VictimInfo(
-            job=j, parts=parts, evictable=not why, why_not=why, rule=rule,
-            cost=eviction_cost(snap, j, node_map, (stor, local)),
-            storage=stor.id if stor else None,
-            flush_gb=j.checkpoint.size_gb if flushing else 0.0, flushing=flushing,
-            storm_cap_gb=cap)
+            job=j, parts=list(st.parts), evictable=not why, why_not=why, rule=rule,
+            cost=cost_of(now, j, st.solo_s), storage=st.storage.id if st.storage else None,
+            flush_gb=j.checkpoint.size_gb if st.flushing else 0.0, flushing=st.flushing,
+            storm_cap_gb=st.cap)
         ignored += bool(on_down)
     total = 0
     for nd in nodes:
@@ -349,13 +408,11 @@ def build_problem(snap: Snapshot) -> Problem:
         if nd.node.state in ("up", "drain"):
             total += nd.node.gpus
     pending: dict[str, PendingInfo] = {}
-    hosts: dict[tuple, list[int]] = {}  # shared by jobs of the same shape (read-only)
+    # candidate nodes per job shape, shared by jobs of the same shape (read-only); the
+    # previous problem's when the nodes and the policy are the same objects
+    hosts: dict[tuple, list[int]] = previous._shapes if previous and changed == set() else {}
     # node_can_host only looks at a node's kind: decide once per kind, not per node
-    kinds: dict[tuple, list[int]] = {}
-    for nd in nodes:
-        n = nd.node
-        kinds.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
-                          n.nvlink_domain is None, nd.layout), []).append(nd.idx)
+    kinds: dict[tuple, list[int]] | None = None
     for j in sorted(snap.pending(), key=lambda j: j.id):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
@@ -368,12 +425,26 @@ def build_problem(snap: Snapshot) -> Problem:
         info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv, patient_until=waits)
         key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
         if key not in hosts:
+            if kinds is None:
+                kinds = _kinds(nodes)
             hosts[key] = sorted(i for members in kinds.values()
                                 if node_can_host(nodes[members[0]], j, policy) for i in members)
         info.candidates = hosts[key]
         pending[j.id] = info
-    return Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
-                   thrash_budget(snap, len(running) - ignored))
+    out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
+                  thrash_budget(snap, len(running) - ignored))
+    out._statics, out._shapes = statics, hosts
+    return out
+
+
+def _kinds(nodes: list[NodeInfo]) -> dict[tuple, list[int]]:
+    """Node indices by what node_can_host looks at."""
+    kinds: dict[tuple, list[int]] = {}
+    for nd in nodes:
+        n = nd.node
+        kinds.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
+                          n.nvlink_domain is None, nd.layout), []).append(nd.idx)
+    return kinds
 
 
 def patience_until(policy: Policy, now: datetime, job: Job) -> datetime | None:

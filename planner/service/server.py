@@ -4,7 +4,8 @@ Endpoints (see ``docs/api.md`` and ``docs/openapi.yaml``)::
 
     POST /v1/plan     snapshot JSON -> plan JSON
                       options (query or header): time_limit_s / X-Time-Limit-S,
-                      bound_s / X-Bound-S, deterministic / X-Deterministic, planner / X-Planner
+                      bound_s / X-Bound-S, deterministic / X-Deterministic, planner / X-Planner,
+                      cluster / X-Cluster
     POST /v1/verify   {"snapshot": ..., "plan": ...} -> {"valid": bool, "violations": [...]}
     GET  /healthz     {"status": "ok"}
     GET  /metrics     Prometheus text format (the server's own registry)
@@ -32,10 +33,12 @@ import logging
 import math
 import multiprocessing as mp
 import os
+import re
 import signal
 import sys
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -386,7 +389,15 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 errors.append(f"planner: unknown planner {raw!r} "
                               f"(choose from {', '.join(PLANNERS)})")
-        unknown = sorted(set(query) - {"time_limit_s", "bound_s", "deterministic", "planner"})
+        raw = self._option(query, "cluster", "X-Cluster")
+        if raw is not None:
+            if CLUSTER_KEY.fullmatch(raw):
+                opts["cluster"] = raw
+            else:
+                errors.append(f"cluster: {raw!r} is not a cluster key (1-128 of the "
+                              "characters A-Z a-z 0-9 . _ -)")
+        unknown = sorted(set(query) - {"time_limit_s", "bound_s", "deterministic", "planner",
+                                       "cluster"})
         if unknown:
             errors.append(f"unknown query parameter(s): {', '.join(unknown)}")
         if errors:
@@ -551,13 +562,36 @@ def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
     doc, problem = _parse_json(data)
     if problem:
         return "malformed JSON", problem
+    opts = dict(opts)
+    key = opts.pop("cluster", None)
     try:
-        snap = load_snapshot(doc)
+        if key is None:
+            result = run_plan(load_snapshot(doc), **opts)
+        else:  # read and planned taking over what this key's last tick did not change
+            result = _loop(key).plan(doc, **opts)
     except InputError as exc:
         return "invalid snapshot", exc.errors
-    result = run_plan(snap, **opts)
     return "plan", (result.model_dump_json().encode(), result.status, len(result.evictions),
                     len(result.placements))
+
+
+CLUSTER_KEY = re.compile(r"[A-Za-z0-9._-]{1,128}")
+LOOPS = 4  # clusters' loops kept per process, the least recently used dropped first
+_loops: OrderedDict[str, Any] = OrderedDict()
+_loops_lock = threading.Lock()
+
+
+def _loop(key: str) -> Any:
+    """This process's planner.Loop for a client's key (a new one for a key it has
+    not seen, or dropped: the plan is the same either way, only slower to make)."""
+    from planner import Loop
+
+    with _loops_lock:
+        s = _loops.pop(key, None) or Loop()
+        _loops[key] = s
+        while len(_loops) > LOOPS:
+            _loops.popitem(last=False)
+        return s
 
 
 # ------------------------------------------------------------------ OpenAPI
@@ -639,12 +673,18 @@ def openapi_document() -> dict[str, Any]:
             "one worker, fixed seed and deterministic time: same input, same plan (R14)"),
         opt("planner", "query", {"type": "string", "enum": list(PLANNERS)},
             "planner engine (default: the server's --planner)"),
+        opt("cluster", "query", {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"},
+            "a key the client chooses for the cluster whose ticks it sends: what the last "
+            "tick with this key read and derived, and this one did not change, is taken "
+            "over; the plan is the one made without it"),
         opt("X-Time-Limit-S", "header", {"type": "number", "exclusiveMinimum": 0},
             "same as time_limit_s (the query wins)"),
         opt("X-Bound-S", "header", {"type": "number", "minimum": 0}, "same as bound_s"),
         opt("X-Deterministic", "header", {"type": "boolean"}, "same as deterministic"),
         opt("X-Planner", "header", {"type": "string", "enum": list(PLANNERS)},
             "same as planner"),
+        opt("X-Cluster", "header", {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"},
+            "same as cluster"),
     ]
     return {
         "openapi": "3.1.0",

@@ -102,15 +102,18 @@ def get_planner(cfg: SimConfig) -> Callable[[Snapshot], Plan]:
         from models import InputError
 
         raise InputError([f"planner: {cfg.planner!r} unknown (one of {', '.join(PLANNERS)})"])
-    from planner import plan as _plan  # written by the planner package
-    from planner import warm_up
+    from planner import Loop, warm_up  # written by the planner package
 
     if cfg.planner == "cpsat":  # (not inside the first tick's time limit)
         warm_up(cfg.deterministic)
+    # one run's ticks: each takes over what the last did not change (the engine keeps
+    # a job's record while it does not change, and the nodes, storage and policy)
+    loop = Loop()
 
     def call(snap: Snapshot) -> Plan:
-        return _plan(snap, time_limit_s=cfg.time_limit_s, deterministic=cfg.deterministic,
-                     workers=cfg.workers, planner=cfg.planner)
+        return loop.plan(snap, time_limit_s=cfg.time_limit_s,
+                            deterministic=cfg.deterministic, workers=cfg.workers,
+                            planner=cfg.planner)
 
     return call
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.adapters.slurm.apply import ApplyReport, Runner, apply_plan, subprocess_runner
 from planner.adapters.slurm.config import SlurmConfig
@@ -29,6 +29,9 @@ from planner.adapters.slurm.parse import ParseResult, build_snapshot
 from planner.adapters.slurm.scalars import iso
 from planner.adapters.slurm.state import AdapterState
 from planner.trap import atomic_write
+
+if TYPE_CHECKING:
+    from planner import Loop
 
 log = logging.getLogger("planner.slurm")
 
@@ -140,8 +143,10 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
          runner: Runner = subprocess_runner, clock: Callable[[], float] = time.time,
          sleep: Callable[[float], None] = time.sleep,
          echo: Callable[[str], None] | None = None, number: int = 0,
-         require_mapping: bool = False, seen_warnings: set[str] | None = None) -> TickResult:
-    """One tick: snapshot, plan, apply. Raises SlurmError / InputError on failure
+         require_mapping: bool = False, seen_warnings: set[str] | None = None,
+         loop: Loop | None = None) -> TickResult:
+    """One tick: snapshot, plan, apply (``loop``: the loop's planner.Loop, which
+    takes over from the last tick what did not change). Raises SlurmError / InputError on failure
     (TierMappingError when `require_mapping` and squeue lists GPU jobs of which the
     config maps none).
 
@@ -171,10 +176,11 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     if seen_warnings is not None:
         seen_warnings.clear()
         seen_warnings.update(parsed.warnings)
-    snap = load_snapshot(parsed.snapshot)
+    snap = load_snapshot(parsed.snapshot) if loop is None else \
+        loop.load(parsed.snapshot, None)
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
-                  planner=cfg.planner.planner)
+                  planner=cfg.planner.planner, loop=loop)
     gpus: dict[str, int] = {}  # Slurm job -> GPUs (pieces of one job summed)
     for job in parsed.snapshot.get("jobs", []):
         if job.get("state") == "running":
@@ -267,7 +273,10 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
     if stop is not None:
         flag.event = stop
     flag.install()
+    from planner import Loop
+
     state = AdapterState.load(cfg.state_file)
+    loop = Loop()  # (each tick takes over what the last did not change)
     status = 0
     n = 0
     mapping_seen = False  # a tick has seen GPU jobs the config maps
@@ -278,7 +287,8 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
             start = time.monotonic()
             try:
                 result = tick(cfg, state, dry_run=dry_run, runner=runner, echo=echo, number=n,
-                              require_mapping=not mapping_seen, seen_warnings=seen)
+                              require_mapping=not mapping_seen, seen_warnings=seen,
+                              loop=loop)
             except TierMappingError as exc:
                 # the first tick that sees GPU jobs maps none of them: the config is
                 # wrong, and every later plan would be empty too

@@ -1,0 +1,208 @@
+"""Reading a sequence of snapshots of one cluster, each a little different from the
+last: what a scheduling loop (``slurm run``, a client of the service) sends tick
+after tick.
+
+:class:`SnapshotCache` keeps each record (storage target, node, job) and the policy
+of the last snapshot it read with a fingerprint of its document; a record whose
+document has the same fingerprint in the next snapshot is taken over, not validated
+again. Records are frozen, so a record taken over is the one validation would give,
+and the planner, seeing the same objects, takes over what it derived from them
+(``planner.core.problem.build_problem(snap, previous)``).
+
+The snapshot is the one :func:`models.load.load_snapshot` gives, with the same
+checks (tests/test_incremental.py); any problem (a record that does not validate, a
+document the fast way does not handle) is left to ``load_snapshot``, so errors are
+its errors, and the cache keeps what it had.
+"""
+
+from __future__ import annotations
+
+import marshal
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from models.kinds import wrong_document
+from models.load import (
+    InputError,
+    check_snapshot,
+    gc_paused,
+    job_errors,
+    load_policy,
+    load_snapshot,
+    placement_errors,
+    priority_errors,
+    read_document,
+    recent_errors,
+)
+from models.policy import Policy
+from models.snapshot import Job, Node, Snapshot, Storage
+
+# the lists of records taken over one by one, and their models
+_LISTS: tuple[tuple[str, type[BaseModel]], ...] = (
+    ("storage", Storage), ("nodes", Node), ("jobs", Job))
+
+
+def fingerprint(doc: Any) -> bytes:
+    """A record's document as bytes: equal for equal documents of JSON values with
+    their keys in the same order (marshal format 2 writes no back-references, so
+    shared objects do not change it). Raises ValueError for other values (a YAML
+    timestamp): then the snapshot is read the usual way."""
+    return marshal.dumps(doc, 2)
+
+
+class SnapshotCache:
+    """Loads snapshots like :func:`models.load.load_snapshot`, taking over from the
+    last one the records whose documents did not change. One per sequence (a
+    cluster's ticks); not thread-safe."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, dict[str, tuple[bytes, Any]]] = {k: {} for k, _ in _LISTS}
+        self._policy: tuple[bytes, Policy] | None = None
+        self._last: Snapshot | None = None  # the last snapshot read (it passed the checks)
+        self._owner: dict[str, dict[int, str]] = {}  # its node -> GPU -> running job
+        self.reused = 0  # records taken over by the last load
+        self.validated = 0  # records validated by the last load
+
+    def load(self, source: dict[str, Any] | Snapshot | str | Path,
+             policy: dict[str, Any] | Policy | str | Path | None = None) -> Snapshot:
+        """The snapshot of ``source`` (a document, a file, or a Snapshot), checked;
+        ``policy`` replaces its own as in ``load_snapshot``. Raises InputError."""
+        with gc_paused():
+            if isinstance(source, Snapshot):
+                return load_snapshot(source, policy)
+            if isinstance(source, (str, Path)):
+                try:
+                    data: Any = read_document(source)
+                except InputError:
+                    return load_snapshot(source, policy)  # (its error, naming the file)
+            else:
+                data = source
+            if policy is not None and isinstance(data, dict):
+                data = {**data, "policy": load_policy(policy).model_dump(mode="json")}
+            try:
+                snap, table, pol = self._taken_over(data)
+            except (ValueError, TypeError):  # (ValidationError is a ValueError)
+                return load_snapshot(data)  # raises, naming the field (or reads it the usual way)
+            owner = self._checked(snap)
+            if owner is None:
+                errors = check_snapshot(snap)
+                if errors:
+                    raise InputError(errors,
+                                     str(source) if isinstance(source, (str, Path)) else None)
+                owner = _owners(snap)
+            self._records, self._policy, self._last, self._owner = table, pol, snap, owner
+            return snap
+
+    def _taken_over(self, data: Any) -> tuple[Snapshot, dict[str, dict[str, tuple[bytes, Any]]],
+                                              tuple[bytes, Policy] | None]:
+        """The snapshot of ``data`` with the records of the last one whose documents did
+        not change, and the next tables; ValueError/TypeError when it is not that kind
+        of document (load_snapshot says what is wrong, or reads it)."""
+        if not isinstance(data, dict) or wrong_document(data, "snapshot"):
+            raise TypeError("not a snapshot document")
+        values = dict(data)
+        tables: dict[str, dict[str, tuple[bytes, Any]]] = {}
+        reused = validated = 0
+        for key, model in _LISTS:
+            docs = data.get(key, [])
+            if not isinstance(docs, list):
+                raise TypeError(key)
+            last, table, out = self._records[key], {}, []
+            for doc in docs:
+                if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+                    raise TypeError(key)
+                fp = fingerprint(doc)
+                hit = last.get(doc["id"])
+                if hit is not None and hit[0] == fp:
+                    obj, reused = hit[1], reused + 1
+                else:
+                    obj, validated = model.model_validate(doc), validated + 1
+                table[doc["id"]] = (fp, obj)
+                out.append(obj)
+            values[key], tables[key] = out, table
+        pol = None
+        if isinstance(data.get("policy"), dict):
+            fp = fingerprint(data["policy"])
+            if self._policy is not None and self._policy[0] == fp:
+                pol = self._policy
+            else:
+                pol = (fp, Policy.model_validate(data["policy"]))
+            values["policy"] = pol[1]
+        try:
+            snap = Snapshot.model_validate(values)
+        except ValidationError as exc:
+            raise ValueError("not valid") from exc
+        self.reused, self.validated = reused, validated
+        return snap, tables, pol
+
+    def _checked(self, snap: Snapshot) -> dict[str, dict[int, str]] | None:
+        """check_snapshot's verdict on ``snap`` when it finds nothing, worked out from
+        the last snapshot's (which passed): the GPUs of each node held by running jobs,
+        or None when it is not sure (then check_snapshot decides, and says what is
+        wrong). Taken over: what depends only on a record that is the last one's, with
+        the same policy, nodes and storage targets; checked again: what depends on
+        ``now``, the ids, the priorities, and the records that changed, placements
+        against the GPUs every other running job holds."""
+        last = self._last
+        if (last is None or snap.policy is not last.policy
+                or len(snap.storage) != len(last.storage) or len(snap.nodes) != len(last.nodes)
+                or any(a is not b for a, b in zip(snap.storage, last.storage, strict=True))):
+            return None
+        nodes, before = snap.node_map(), last.node_map()
+        if len(nodes) != len(snap.nodes) or any(before.get(i) is not n for i, n in nodes.items()):
+            return None
+        jobs, kept = snap.job_map(), last.job_map()
+        if len(jobs) != len(snap.jobs) or recent_errors(snap) or priority_errors(snap):
+            return None
+        owner = dict(self._owner)
+        mine: set[str] = set()  # nodes whose GPU map is this snapshot's own copy
+
+        def own(node: str) -> dict[int, str]:
+            if node not in mine:
+                owner[node] = dict(owner.get(node, {}))
+                mine.add(node)
+            return owner[node]
+
+        for jid, j in kept.items():  # GPUs of running jobs that ended or changed: free
+            if j.state == "running" and jobs.get(jid) is not j:
+                for part in j.placement or []:
+                    held = own(part.node)
+                    for g in part.gpus:
+                        if held.get(g) == jid:
+                            del held[g]
+        now = snap.now
+        fresh = []
+        for j in snap.jobs:
+            if _late(j, now):
+                return None
+            if kept.get(j.id) is not j:
+                fresh.append(j)
+        for i, j in enumerate(fresh):
+            errors = job_errors(f"jobs[{i}]", j, snap)
+            if errors:
+                return None
+            if j.state == "running":
+                for part in j.placement or []:
+                    own(part.node)
+                if placement_errors("", j, nodes, owner):
+                    return None
+        return owner
+
+
+def _late(j: Job, now: Any) -> bool:
+    """A time of ``j`` after ``now`` (check_snapshot's checks that depend on now)."""
+    return ((j.last_preempted_at is not None and j.last_preempted_at > now)
+            or (j.checkpoint.last_at is not None and j.checkpoint.last_at > now)
+            or (j.state == "running" and j.started_at is not None and j.started_at > now))
+
+
+def _owners(snap: Snapshot) -> dict[str, dict[int, str]]:
+    """Node -> GPU -> the running job holding it (a snapshot that passed the checks)."""
+    owner: dict[str, dict[int, str]] = {}
+    for j in snap.jobs:
+        if j.state == "running":
+            for part in j.placement or []:
+                owner.setdefault(part.node, {}).update(dict.fromkeys(part.gpus, j.id))
+    return owner

@@ -1,0 +1,223 @@
+"""A scheduling loop's ticks: what the last tick read and derived is taken over, and
+the result is what a fresh read, a fresh problem and a fresh plan give.
+
+models.cache.SnapshotCache (records whose documents did not change are not
+validated again), build_problem(snap, previous) (running jobs' storage, flush and
+storm cap, pending shapes' candidate nodes) and planner.Loop (both, tick after
+tick), over random sequences of changes: arrivals, completions, evictions, starts of
+checkpoints, nodes going down and coming back, storage and policy changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from snapshot_parts import random_policy, random_tick
+
+import planner
+from models import InputError, load_snapshot
+from models.cache import SnapshotCache
+from planner.core.problem import build_problem
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time(s: str) -> datetime:
+    return datetime.fromisoformat(s)
+
+
+def changed(r: random.Random, doc: dict[str, Any], k: int) -> dict[str, Any]:
+    """The next tick of ``doc`` (a copy): ``now`` 60-600 s later and a few random
+    changes, still a valid snapshot."""
+    out = copy.deepcopy(doc)
+    now = _time(out["now"]) + timedelta(seconds=r.choice([60, 120, 600]))
+    out["now"] = _iso(now)
+    jobs = out["jobs"]
+    running = [j for j in jobs if j["state"] == "running"]
+    pending = [j for j in jobs if j["state"] == "pending"]
+    if running and r.random() < 0.5:  # a completion
+        jobs.remove(r.choice(running))
+    if running and r.random() < 0.5:  # an eviction carried out: requeued
+        j = r.choice([j for j in jobs if j["state"] == "running"] or [None])
+        if j is not None:
+            j["state"] = "pending"
+            for key in ("placement", "started_at", "expected_end_at"):
+                j.pop(key, None)
+            j["preemptions"] = j.get("preemptions", 0) + 1
+            j["last_preempted_at"] = out["now"]
+            out.setdefault("recent_evictions", []).append(
+                {"job": j["id"], "at": out["now"], "gpus": j["gpus_per_node"] * j.get("nodes", 1)})
+    if running and r.random() < 0.5:  # a checkpoint written
+        j = r.choice([j for j in jobs if j["state"] == "running"] or [None])
+        if j is not None and "checkpoint" in j:
+            j["checkpoint"]["last_at"] = out["now"]
+    if pending and r.random() < 0.6:  # an arrival of a known shape
+        new = copy.deepcopy(r.choice(pending))
+        new["id"] = f"arrival-{k}"
+        for key in ("preemptions", "last_preempted_at"):
+            new.pop(key, None)
+        new["submitted_at"] = out["now"]
+        jobs.append(new)
+    if r.random() < 0.3:  # a node goes down, drains or comes back
+        n = r.choice(out["nodes"])
+        n["state"] = r.choice(["up", "drain", "down"])
+    if r.random() < 0.15:  # a node's local disk
+        r.choice(out["nodes"])["local_write_gb_per_s"] = r.choice([2.0, 8.0])
+    if out.get("storage") and r.random() < 0.15:  # a storage target's bandwidth
+        r.choice(out["storage"])["write_gb_per_s"] = r.choice([5.0, 20.0, 80.0])
+    if r.random() < 0.15:  # the policy
+        out["policy"] = random_policy(r)
+    return out
+
+
+def _sequence(case: int, ticks: int) -> list[dict[str, Any]]:
+    r = random.Random(case)
+    doc = random_tick(r, case)
+    doc["policy"] = random_policy(r)
+    docs = [doc]
+    for k in range(ticks - 1):
+        docs.append(changed(r, docs[-1], k))
+    return docs
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
+    cache = SnapshotCache()
+    previous = None
+    reused = kept = 0
+    for doc in _sequence(case, 8):
+        fresh = load_snapshot(doc)
+        snap = cache.load(doc)
+        assert snap == fresh
+        problem = build_problem(snap, previous)
+        assert problem == build_problem(fresh)
+        if previous is not None:
+            before = {j.id: j for j in previous.snap.jobs}
+            reused += sum(j is before.get(j.id) for j in snap.jobs)
+            kept += sum(problem._statics[v] is previous._statics.get(v)
+                        for v in problem.running)
+        previous = problem
+    assert reused > 0 and kept > 0  # (not vacuous: records and derivations taken over)
+
+
+def test_a_changed_record_is_read_again_and_the_others_are_kept() -> None:
+    doc = _sequence(3, 1)[0]
+    cache = SnapshotCache()
+    first = cache.load(doc)
+    nxt = copy.deepcopy(doc)
+    job = next(j for j in nxt["jobs"] if j["state"] == "pending")
+    job["priority"] = 77
+    snap = cache.load(nxt)
+    assert (cache.reused, cache.validated) == (len(doc["jobs"]) + len(doc["nodes"])
+                                               + len(doc.get("storage", [])) - 1, 1)
+    by_id = {j.id: j for j in first.jobs}
+    for j in snap.jobs:
+        assert (j is by_id[j.id]) == (j.id != job["id"])
+    assert snap.job_map()[job["id"]].priority == 77
+
+
+def test_a_document_changed_in_place_is_read_again() -> None:
+    """The cache keeps a fingerprint of each document, not the document: a caller that
+    changes its dict and passes it again gets the change."""
+    doc = _sequence(4, 1)[0]
+    cache = SnapshotCache()
+    cache.load(doc)
+    job = next(j for j in doc["jobs"] if j["state"] == "pending")
+    job["priority"] = 12345
+    assert cache.load(doc).job_map()[job["id"]].priority == 12345
+    assert cache.validated == 1
+
+
+def test_a_bad_tick_raises_load_snapshots_errors_and_keeps_the_cache() -> None:
+    doc = _sequence(5, 1)[0]
+    cache = SnapshotCache()
+    cache.load(doc)
+    bad = copy.deepcopy(doc)
+    bad["jobs"][0]["gpus_per_node"] = -1
+    with pytest.raises(InputError) as got:
+        cache.load(bad)
+    with pytest.raises(InputError) as want:
+        load_snapshot(bad)
+    assert got.value.errors == want.value.errors
+    overlap = copy.deepcopy(doc)  # valid records, a cross-record error (R1)
+    run = [j for j in overlap["jobs"] if j["state"] == "running"]
+    run[1]["placement"] = copy.deepcopy(run[0]["placement"])
+    run[1]["gpus_per_node"], run[1]["nodes"] = run[0]["gpus_per_node"], run[0]["nodes"]
+    with pytest.raises(InputError) as got:
+        cache.load(overlap)
+    with pytest.raises(InputError) as want:
+        load_snapshot(overlap)
+    assert got.value.errors == want.value.errors and any("(R1)" in e for e in got.value.errors)
+    cache.load(doc)  # the last good tick's records are still there
+    assert cache.validated == 0
+
+
+def _overlap(doc: dict[str, Any]) -> None:  # an arrival running on a kept job's GPUs
+    run = next(j for j in doc["jobs"] if j["state"] == "running")
+    doc["jobs"].append({**copy.deepcopy(run), "id": "intruder"})
+
+
+def _back_in_time(doc: dict[str, Any]) -> None:  # now before a kept job's start
+    first = min(_time(j["started_at"]) for j in doc["jobs"] if j["state"] == "running")
+    doc["now"] = _iso(first - timedelta(seconds=1))
+
+
+def _no_such_tier(doc: dict[str, Any]) -> None:
+    doc["jobs"][-1]["tier"] = 9
+
+
+def _twice(doc: dict[str, Any]) -> None:  # a kept job's id twice
+    doc["jobs"].append(copy.deepcopy(doc["jobs"][0]))
+
+
+def _eviction_to_come(doc: dict[str, Any]) -> None:
+    doc["recent_evictions"] = [{"job": "x", "at": "2099-01-01T00:00:00Z"}]
+
+
+def _pending_placed(doc: dict[str, Any]) -> None:
+    run = next(j for j in doc["jobs"] if j["state"] == "running")
+    pend = next(j for j in doc["jobs"] if j["state"] == "pending")
+    pend["placement"] = copy.deepcopy(run["placement"])
+
+
+def _moved_onto_another(doc: dict[str, Any]) -> None:  # a kept job's GPUs taken by a changed one
+    a, b = [j for j in doc["jobs"] if j["state"] == "running"][:2]
+    b["placement"], b["nodes"], b["gpus_per_node"] = (copy.deepcopy(a["placement"]), a["nodes"],
+                                                      a["gpus_per_node"])
+
+
+@pytest.mark.parametrize("wrong", [_overlap, _back_in_time, _no_such_tier, _twice,
+                                   _eviction_to_come, _pending_placed, _moved_onto_another])
+@pytest.mark.parametrize("case", range(3))
+def test_what_the_cache_takes_over_is_checked_again_where_it_may_be_wrong(
+        wrong: Any, case: int) -> None:
+    """A tick whose records are mostly the last one's but which breaks a check that
+    spans records or depends on now: the errors of load_snapshot, whatever was
+    taken over."""
+    doc = _sequence(case + 40, 1)[0]
+    cache = SnapshotCache()
+    cache.load(doc)
+    bad = copy.deepcopy(doc)
+    wrong(bad)
+    with pytest.raises(InputError) as want:
+        load_snapshot(bad)
+    with pytest.raises(InputError) as got:
+        cache.load(bad)
+    assert got.value.errors == want.value.errors
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_a_loop_plans_each_tick_as_plan_does(case: int) -> None:
+    loop = planner.Loop()
+    for doc in _sequence(case + 20, 5):
+        got = loop.plan(doc, deterministic=True, workers=1, time_limit_s=2.0)
+        want = planner.plan(doc, deterministic=True, workers=1, time_limit_s=2.0)
+        assert got.model_dump(exclude={"solver"}) == want.model_dump(exclude={"solver"})
+        assert got.solver.status == want.solver.status
+    assert loop.ticks == 5
