@@ -1,10 +1,11 @@
 """Benchmark: steady ticks, the latency of each tick over a recorded sequence of snapshots.
 
-A scheduling loop (``slurm run``, a caller of the service, the simulator) plans one
+A scheduling loop (``slurm run``, a client of the service, the simulator) plans one
 tick after another in one process, each snapshot a little different from the last.
 This benchmark records such a sequence and plans every snapshot of it as that loop
-would: one process, the planner warmed up (``planner.warm_up()``), each snapshot
-read from its file and planned with ``--time-limit``.
+does: one process, the planner warmed up (``planner.warm_up()``), one
+``planner.Loop`` (what the last tick read and derived, and this one did not change,
+taken over), each snapshot read from its file by the loop and planned.
 
 - ``--generate NODES:PENDING`` records the sequence: a generated cluster (as in
   ``bench_scale.py``: 8-GPU nodes, 90% of GPUs held, 25% of running jobs immune,
@@ -16,18 +17,25 @@ read from its file and planned with ``--time-limit``.
   planned: ``--ticks`` ticks, written to ``OUT/tick-000001.json`` and so on.
 - ``--replay DIR`` plans the ``tick-*.json`` of DIR again (a sequence written by
   ``--generate``, or by ``simulate --dump-ticks``).
-- ``--versus-whole`` plans each tick a second time with CP-SAT's strategies
-  searching the whole tick, without taking out first what needs no search
-  (planner/core/reduce.py): the time and the admissions that reduction makes.
+- The first tick is planned with ``--time-limit``, the others (the steady ticks)
+  with ``--steady-limit`` (default: the same).
+- ``--versus-fresh`` plans each tick a second time as a single tick would be: a
+  fresh ``plan(file, time_limit_s=--time-limit)`` without the loop, in the same
+  process; each steady tick's plan is compared with it (the objective's order:
+  admitted GPUs tier by tier, the priority value, then the least eviction cost).
+- ``--versus-whole`` plans each tick once more with CP-SAT's strategies searching
+  the whole tick, without taking out first what needs no search
+  (planner/core/reduce.py).
 
-Reported per tick: reading the file, the plan wall (``solver.wall_s``), the solver
-status, admitted GPUs per tier, evictions; then the median steady tick (every tick
-after the first) against the cold one: the first snapshot planned in a fresh
-process (imports and reading included), as ``preempt-planner plan`` would.
+Reported per tick: the call (reading the file and planning it), the plan wall
+(``solver.wall_s``), the solver status, admitted GPUs per tier, evictions; then the
+median steady tick against the cold one: the first snapshot planned with
+``--time-limit`` in a fresh process (imports and reading included), as
+``preempt-planner plan`` would.
 
-    python benchmarks/bench_ticks.py --generate 4096:2000 --ticks 8 --out ticks-4096 \\
-        --versus-whole --save benchmarks/results/bench_ticks.json
-    python benchmarks/bench_ticks.py --replay ticks-4096
+    python benchmarks/bench_ticks.py --generate 4096:2000 --ticks 8 --out ticks-4096
+    python benchmarks/bench_ticks.py --replay ticks-4096 --steady-limit 0.2 \
+        --versus-fresh --versus-whole --save benchmarks/results/bench_ticks.json
 """
 
 from __future__ import annotations
@@ -108,59 +116,57 @@ def carry_out(doc: dict[str, Any], plan: dict[str, Any], *, tick_s: float,
 
 
 def record(nodes: int, pending: int, ticks: int, out: Path, *, tick_s: float, limit: float,
-           arrivals: int, completions: int, seed: int, versus: bool = False
-           ) -> list[dict[str, Any]]:
+           arrivals: int, completions: int, seed: int) -> list[dict[str, Any]]:
     """Write and plan ``ticks`` snapshots (see the module doc); one row per tick."""
+    from planner import Loop
     from planner.sim.generate import generate
 
     out.mkdir(parents=True, exist_ok=True)
     doc = generate(nodes=nodes, pending=pending, seed=0, **GEN)
     rng = np.random.default_rng(seed)
     rows = []
+    loop = Loop()
     for k in range(1, ticks + 1):
         path = out / f"tick-{k:06d}.json"
         path.write_text(json.dumps(doc))
-        row, plan = plan_file(path, limit)
+        row, plan = plan_file(path, limit, loop=loop)
         rows.append(row)
         print(_line(row), file=sys.stderr)
-        if versus:
-            row["whole"] = plan_file(path, limit, whole=True)[0]
-            print(_line(row["whole"]), file=sys.stderr)
         doc = carry_out(doc, plan, tick_s=tick_s, rng=rng, arrivals=arrivals,
                         completions=completions, seq=k)
     return rows
 
 
-def plan_file(path: Path, limit: float, *, whole: bool = False
+def plan_file(path: Path, limit: float, *, loop: Any = None, whole: bool = False
               ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Read and plan one snapshot file in this process: its row and the plan.
+    """Read and plan one snapshot file in this process, with the ``loop``'s
+    ``planner.Loop`` (None: a fresh plan() of the file): its row and the plan.
     ``whole``: CP-SAT's strategies search the whole tick, without the reduction of
     planner/core/reduce.py (for the comparison of ``--versus-whole``)."""
-    from models import load_snapshot
     from planner import plan, warm_up
     from planner.core.reduce import Reduction
     from planner.solver import cpsat
 
     warm_up()
-    t0 = time.perf_counter()
-    snap = load_snapshot(path)
-    t1 = time.perf_counter()
     reduce = cpsat.reduce_problem
     if whole:
         cpsat.reduce_problem = lambda problem: (problem, Reduction())
+    t0 = time.perf_counter()
     try:
-        p = plan(snap, time_limit_s=limit)
+        p = (loop.plan if loop is not None else plan)(path, time_limit_s=limit)
     finally:
+        t1 = time.perf_counter()
         cpsat.reduce_problem = reduce
-    t2 = time.perf_counter()
     doc = p.model_dump(mode="json")
+    obj = p.objective
     row: dict[str, Any] = {
-        "tick": path.name + (" (whole tick)" if whole else ""), "load_s": t1 - t0,
-        "plan_wall_s": p.solver.wall_s, "call_s": t2 - t1, "status": p.status,
-        "solver": p.solver.status, "admitted": dict(p.objective.admitted_gpus),
+        "tick": path.name + (" (whole tick)" if whole else "") + (
+            "" if loop is not None else " (fresh)"),
+        "time_limit_s": limit, "call_s": t1 - t0, "plan_wall_s": p.solver.wall_s,
+        "status": p.status, "solver": p.solver.status, "admitted": dict(obj.admitted_gpus),
+        "priority_value": obj.priority_value, "eviction_cost_gpu_s": obj.eviction_cost_gpu_s,
         "evictions": len(p.evictions), "placements": len(p.placements),
-        "pending": sum(1 for j in snap.jobs if j.state == "pending"),
-        "recent_evictions": len(snap.recent_evictions)}
+        "pending": len(p.placements) + len(p.deferred)}
     return row, doc
 
 
@@ -173,19 +179,23 @@ def cold(path: Path, limit: float) -> float:
     return time.perf_counter() - t0
 
 
-def _rank(row: dict[str, Any]) -> tuple[int, ...]:
-    """Admitted GPUs, tier by tier (the objective's first items)."""
-    return tuple(row["admitted"][t] for t in sorted(row["admitted"], key=int))
+def _rank(row: dict[str, Any]) -> tuple[float, ...]:
+    """The objective's order: admitted GPUs tier by tier, the priority value, then
+    the least eviction cost."""
+    return (*(row["admitted"][t] for t in sorted(row["admitted"], key=int)),
+            row["priority_value"], -row["eviction_cost_gpu_s"])
 
 
 def _line(row: dict[str, Any]) -> str:
     adm = "/".join(str(row["admitted"].get(t, 0)) for t in ("1", "2", "3"))
-    return (f"{row['tick']}: read {row['load_s']:.2f} s, plan {row['plan_wall_s']:.2f} s, "
+    return (f"{row['tick']}: call {row['call_s']:.2f} s (limit {row['time_limit_s']:g} s), "
             f"{row['status']} ({row['solver']}), admitted {adm}, {row['evictions']} "
-            f"evictions, {row['pending']} pending, {row['recent_evictions']} in the window")
+            f"evictions, {row['pending']} pending")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from planner import Loop
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--generate", metavar="NODES:PENDING")
@@ -194,51 +204,61 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ticks", type=int, default=6)
     ap.add_argument("--tick", type=float, default=60.0, help="seconds between ticks")
     ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--steady-limit", type=float, default=None,
+                    help="time limit of the ticks after the first (default: --time-limit)")
     ap.add_argument("--arrivals", type=int, default=5)
     ap.add_argument("--completions", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-cold", action="store_true", help="skip the fresh-process tick")
+    ap.add_argument("--versus-fresh", action="store_true",
+                    help="plan every tick a second time without the loop, at --time-limit")
     ap.add_argument("--versus-whole", action="store_true",
                     help="plan every tick a second time with CP-SAT searching the whole "
                          "tick (without planner/core/reduce.py), for the comparison")
     ap.add_argument("--save", help="write the rows as JSON here")
     args = ap.parse_args(argv)
+    steady_limit = args.time_limit if args.steady_limit is None else args.steady_limit
     if args.generate:
         if not args.out:
             ap.error("--generate needs --out")
         n, p = (int(x) for x in args.generate.split(":"))
         folder = Path(args.out)
-        rows = record(n, p, args.ticks, folder, tick_s=args.tick, limit=args.time_limit,
-                      arrivals=args.arrivals, completions=args.completions, seed=args.seed,
-                      versus=args.versus_whole)
+        record(n, p, args.ticks, folder, tick_s=args.tick, limit=args.time_limit,
+               arrivals=args.arrivals, completions=args.completions, seed=args.seed)
     else:
         folder = Path(args.replay)
-        rows = []
-        for path in sorted(folder.glob("tick-*.json")):
-            rows.append(plan_file(path, args.time_limit)[0])
-            print(_line(rows[-1]), file=sys.stderr)
-            if args.versus_whole:
-                rows[-1]["whole"] = plan_file(path, args.time_limit, whole=True)[0]
-                print(_line(rows[-1]["whole"]), file=sys.stderr)
-    if not rows:
+    paths = sorted(folder.glob("tick-*.json"))
+    if not paths:
         print(f"no tick-*.json in {folder}", file=sys.stderr)
         return 2
-    steady = [r["plan_wall_s"] for r in rows[1:]] or [rows[0]["plan_wall_s"]]
+    loop = Loop()
+    rows = []
+    for k, path in enumerate(paths):  # the loop's pass first, alone, as a loop runs
+        rows.append(plan_file(path, args.time_limit if k == 0 else steady_limit, loop=loop)[0])
+        print(_line(rows[-1]), file=sys.stderr)
+    del loop
+    for key, on, whole in (("fresh", args.versus_fresh, False),
+                           ("whole", args.versus_whole, True)):
+        for row, path in zip(rows, paths, strict=True) if on else ():
+            row[key] = plan_file(path, args.time_limit, whole=whole)[0]
+            print(_line(row[key]), file=sys.stderr)
+    steady = rows[1:] or rows
     summary: dict[str, Any] = {
-        "ticks": len(rows), "time_limit_s": args.time_limit,
-        "first_plan_wall_s": rows[0]["plan_wall_s"],
-        "steady_plan_wall_s_median": statistics.median(steady),
-        "steady_read_s_median": statistics.median(r["load_s"] for r in rows[1:] or rows)}
-    if args.versus_whole:
-        whole = [r["whole"]["plan_wall_s"] for r in rows[1:]] or [rows[0]["whole"]["plan_wall_s"]]
-        summary["steady_plan_wall_s_median_whole_tick"] = statistics.median(whole)
-        summary["ticks_admitting_less_than_the_whole_tick"] = sum(
-            _rank(r) < _rank(r["whole"]) for r in rows)
-        summary["ticks_proven_optimal"] = sum(r["status"] == "optimal" for r in rows)
-        summary["ticks_proven_optimal_whole_tick"] = sum(
-            r["whole"]["status"] == "optimal" for r in rows)
+        "ticks": len(rows), "time_limit_s": args.time_limit, "steady_limit_s": steady_limit,
+        "first_call_s": rows[0]["call_s"],
+        "steady_call_s_median": statistics.median(r["call_s"] for r in steady),
+        "steady_call_s_max": max(r["call_s"] for r in steady)}
+    for key in ("fresh", "whole") if args.versus_fresh or args.versus_whole else ():
+        if key in rows[0]:
+            summary[f"{key}_call_s_median"] = statistics.median(r[key]["call_s"] for r in steady)
+            summary[f"steady_ticks_ranking_below_{key}"] = sum(
+                _rank(r) < _rank(r[key]) for r in steady)
+            summary[f"steady_ticks_ranking_above_{key}"] = sum(
+                _rank(r) > _rank(r[key]) for r in steady)
+    summary["steady_ticks_proven_optimal"] = sum(r["status"] == "optimal" for r in steady)
     if not args.no_cold:
-        summary["cold_process_s"] = cold(min(folder.glob("tick-*.json")), args.time_limit)
+        summary["cold_process_s"] = cold(paths[0], args.time_limit)
+        summary["steady_over_cold"] = summary["steady_call_s_median"] / summary["cold_process_s"]
     print(json.dumps(summary, indent=2))
     if args.save:
         from benchmarks.bench_planner import machine

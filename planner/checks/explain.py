@@ -98,16 +98,30 @@ def _avail(problem: Problem, info: PendingInfo, mode: str) -> dict[int, int]:
 def _let_go(problem: Problem, mode: str) -> dict[int, dict[int, int]]:
     """Per node, per tier, the GPUs of running jobs that ``_avail``'s mode lets go
     (shared by every tier's rights)."""
-    def compute() -> dict[int, dict[int, int]]:
-        extra = {"stormy": "R11", "ending": "R17"}.get(mode)
-        out: dict[int, dict[int, int]] = {}
+    def split() -> dict[str, dict[int, dict[int, int]]]:
+        # one pass over the running jobs: the evictable ones ("") and those protected
+        # only by R11 or R17, per node and tier
+        parts: dict[str, dict[int, dict[int, int]]] = {"": {}, "R11": {}, "R17": {}}
         for v in problem.running.values():
-            if v.evictable or v.rule == extra:
+            into = parts[""] if v.evictable else parts.get(v.rule)
+            if into is not None:
                 tier = v.job.tier
                 for i, m in v.parts:
-                    by_tier = out.setdefault(i, {})
+                    by_tier = into.setdefault(i, {})
                     by_tier[tier] = by_tier.get(tier, 0) | m
-        return out
+        return parts
+
+    def compute() -> dict[int, dict[int, int]]:
+        parts = _once(problem, ("let go",), split)
+        rule = {"stormy": "R11", "ending": "R17"}.get(mode)
+        if rule is None:
+            return parts[""]
+        both = {i: dict(by_tier) for i, by_tier in parts[""].items()}
+        for i, by_tier in parts[rule].items():
+            mine = both.setdefault(i, {})
+            for tier, m in by_tier.items():
+                mine[tier] = mine.get(tier, 0) | m
+        return both
 
     return _once(problem, ("let go", mode), compute)
 
@@ -135,8 +149,11 @@ def _hosts(problem: Problem, info: PendingInfo, mode: str) -> frozenset[int]:
         avail = _avail(problem, info, mode)
         out: dict[tuple[int, int], tuple[Any, int, list[int]]] = {}
         for n in problem.nodes:
-            m = avail.get(n.idx, 0)
-            out.setdefault((id(n.layout), m), (n.layout, m, []))[2].append(n.idx)
+            k = (id(n.layout), avail.get(n.idx, 0))
+            group = out.get(k)
+            if group is None:
+                group = out[k] = (n.layout, k[1], [])
+            group[2].append(n.idx)
         return list(out.values())
 
     def compute() -> frozenset[int]:
@@ -196,19 +213,24 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     hosts = _hosts(problem, info, "rightful")
     ok = hosts.intersection(info.candidates)
     grouped = keeps_group(job)
-    groups: dict[tuple, list[int]] = {}
-    if grouped:
+
+    def by_group() -> dict[tuple, list[int]]:  # (shared by the shapes of one candidate list)
+        out: dict[tuple, list[int]] = {}
         for i in info.candidates:
-            groups.setdefault(gang_group(nodes[i].node, job), []).append(i)
-    elif info.candidates:
-        groups[()] = info.candidates
+            out.setdefault(gang_group(nodes[i].node, job), []).append(i)
+        return out
+
+    groups: dict[tuple, list[int]] = (
+        _once(problem, ("groups", id(info.candidates), job.same_block,
+                        job.same_nvlink_domain), by_group) if grouped
+        else {(): info.candidates} if info.candidates else {})
     big = [k for k, members in groups.items() if len(members) >= job.nodes] or list(groups)
     # the group with the most nodes that could host a shard, then the most GPUs there
     key = big[0] if len(big) == 1 else min(
         big, key=lambda k: (-sum(i in ok for i in groups[k]),
                             -sum(avail.get(i, 0).bit_count() for i in groups[k]), str(k)))
     members = groups.get(key, [])
-    good = sum(i in ok for i in members)
+    good = len(ok) if members is info.candidates else sum(i in ok for i in members)
     # the two nodes of the group, not among those, with the most GPUs available
     rank = _once(problem, ("rank", info.rights), lambda: sorted(
         avail, key=lambda i: (-avail[i].bit_count(), nodes[i].node.id)))

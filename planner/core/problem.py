@@ -204,6 +204,8 @@ class Problem:
                                          compare=False)
     _shapes: dict[tuple, list[int]] = field(default_factory=dict, init=False, repr=False,
                                             compare=False)
+    _lasting: dict[str, tuple[datetime, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def now(self) -> datetime:
@@ -367,10 +369,18 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
     # whatever rule (R5 for a tier that is not preemptible) protects it first
     ignored = 0
+    # VictimInfos that stay as they are while time goes on: job id -> (from when,
+    # whether it may come within spare_ending_within_s of its end, R17)
+    lasting: dict[str, tuple[datetime, bool]] = {}
+    lasted, before_info = ((previous._lasting, previous.running)
+                           if previous is not None and changed is not None else ({}, {}))
     for j in sorted(snap.running(), key=lambda j: j.id):
         st = before.get(j.id)
-        if st is None or st.job is not j or (changed and not changed.isdisjoint(st.node_ids)):
+        kept = st is not None and st.job is j and not (changed and not changed.isdisjoint(
+            st.node_ids))
+        if not kept:
             st = _static(snap, policy, j, node_map, node_index)
+        assert st is not None
         statics[j.id] = st
         for ni, m in st.parts:
             nodes[ni].held |= m
@@ -379,6 +389,13 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         if on_down:
             warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
                             f"{', '.join(on_down)}: ignored there and never evicted")
+        ignored += bool(on_down)
+        span = lasted.get(j.id) if kept else None
+        if span is not None and span[0] <= now and (
+                not span[1] or ending_soon(policy, now, j) is None):
+            running[j.id] = before_info[j.id]
+            lasting[j.id] = span
+            continue
         tp = policy.tier(j.tier)
         why, rule = "", ""
         immune = immune_for_s(policy, now, j)
@@ -400,7 +417,12 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
             cost=cost_of(now, j, st.solo_s), storage=st.storage.id if st.storage else None,
             flush_gb=j.checkpoint.size_gb if st.flushing else 0.0, flushing=st.flushing,
             storm_cap_gb=st.cap)
-        ignored += bool(on_down)
+        if st.flushing and (rule in ("R5", "down") or (rule in ("", "R11") and not tp.windows)):
+            # its cost (no progress lost: it flushes) and its verdict stay as they are
+            # while now goes on (its R6 immunity is over), unless it comes within
+            # spare_ending_within_s of its end (R17)
+            lasting[j.id] = (now, rule in ("", "R11") and policy.spare_ending_within_s > 0
+                             and j.expected_end_at is not None)
     total = 0
     for nd in nodes:
         if nd.node.state == "up":
@@ -433,7 +455,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         pending[j.id] = info
     out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
                   thrash_budget(snap, len(running) - ignored))
-    out._statics, out._shapes = statics, hosts
+    out._statics, out._shapes, out._lasting = statics, hosts, lasting
     return out
 
 
