@@ -9,6 +9,9 @@ again. Records are frozen, so a record taken over is the one validation would gi
 and the planner, seeing the same objects, takes over what it derived from them
 (``planner.core.problem.build_problem(snap, previous)``).
 
+The first file a cache reads (nothing to take over yet) is read as
+``load_snapshot`` reads it, from its text; from the next one on, record by record.
+
 The snapshot is the one :func:`models.load.load_snapshot` gives, with the same
 checks (tests/test_incremental.py); any problem (a record that does not validate, a
 document the fast way does not handle) is left to ``load_snapshot``, so errors are
@@ -72,6 +75,12 @@ class SnapshotCache:
         with gc_paused():
             if isinstance(source, Snapshot):
                 return load_snapshot(source, policy)
+            if isinstance(source, (str, Path)) and self._last is None and policy is None:
+                # nothing to take over yet: read as load_snapshot does (from the text,
+                # no Python object per value); the next tick reads every record
+                self._last = snap = load_snapshot(source)
+                self._owner = _owners(snap)
+                return snap
             if isinstance(source, (str, Path)):
                 try:
                     data: Any = read_document(source)

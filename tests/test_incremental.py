@@ -106,6 +106,21 @@ def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
     assert reused > 0 and kept > 0  # (not vacuous: records and derivations taken over)
 
 
+def test_files_read_by_the_cache_equal_load_snapshots(tmp_path: Any) -> None:
+    """The first file is read as load_snapshot reads it (nothing to take over), the
+    second record by record, the third takes over what the second read."""
+    import json
+
+    cache = SnapshotCache()
+    counts = []
+    for k, doc in enumerate(_sequence(7, 4)):
+        path = tmp_path / f"tick-{k}.json"
+        path.write_text(json.dumps(doc))
+        assert cache.load(path) == load_snapshot(path)
+        counts.append(cache.reused)
+    assert counts[:2] == [0, 0] and min(counts[2:]) > 0
+
+
 def test_a_changed_record_is_read_again_and_the_others_are_kept() -> None:
     doc = _sequence(3, 1)[0]
     cache = SnapshotCache()
