@@ -121,6 +121,34 @@ def test_files_read_by_the_cache_equal_load_snapshots(tmp_path: Any) -> None:
     assert counts[:2] == [0, 0] and min(counts[2:]) > 0
 
 
+def test_any_file_reads_as_load_snapshot_reads_it(tmp_path: Any) -> None:
+    """Files after the first are parsed by pydantic-core's JSON parser: a lone
+    surrogate (which it refuses), a document nested too deep, a YAML file and a
+    malformed one read as load_snapshot reads them, or fail with its errors."""
+    import json
+
+    doc = _sequence(8, 1)[0]
+    texts = {"surrogate.json": json.dumps(dict(doc, comment="\ud800 here")),
+             "deep.json": json.dumps(doc)[:-1] + ', "_x": ' + "[" * 70 + "]" * 70 + "}",
+             "tick.yaml": json.dumps(doc),  # (JSON is YAML)
+             "broken.json": json.dumps(doc)[:-1]}
+    for name, text in texts.items():
+        cache = SnapshotCache()
+        first = tmp_path / "first.json"
+        first.write_text(json.dumps(doc))
+        cache.load(first)  # (the first file is read the usual way)
+        path = tmp_path / name
+        path.write_text(text)
+        try:
+            want = load_snapshot(path)
+        except InputError as exc:
+            with pytest.raises(InputError) as got:
+                cache.load(path)
+            assert got.value.errors == exc.errors, name
+        else:
+            assert cache.load(path) == want, name
+
+
 def test_a_changed_record_is_read_again_and_the_others_are_kept() -> None:
     doc = _sequence(3, 1)[0]
     cache = SnapshotCache()
