@@ -337,13 +337,49 @@ def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[str] | None:
     return {nd.node.id for nd in previous.nodes if node_map[nd.node.id] is not nd.node}
 
 
+def _victim(policy: Policy, now: datetime, j: Job, st: _Static
+            ) -> tuple[VictimInfo, tuple[datetime, bool] | None]:
+    """A running job's VictimInfo at ``now``: what protects it (R5, a down node, R6,
+    R8, R17, R11, in that order) and its eviction cost. With it, when time going on
+    cannot change it, (now, whether R17 must be asked again); else None."""
+    tp = policy.tier(j.tier)
+    why, rule = "", ""
+    immune = immune_for_s(policy, now, j)
+    if not tp.preemptible:
+        why, rule = f"tier {j.tier} is not preemptible", "R5"
+    elif st.on_down:
+        why, rule = f"it has GPUs on down node {st.on_down[0]}", "down"
+    elif immune > 0:
+        why, rule = f"immune for another {_dur(immune)}", "R6"
+    elif not tp.preemptible_at(now):
+        why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
+    elif (ending := ending_soon(policy, now, j)) is not None:
+        why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
+                     f"{_iso(j.expected_end_at)})"), "R17"
+    elif st.r11:
+        why, rule = st.r11, "R11"
+    info = VictimInfo(
+        job=j, parts=list(st.parts), evictable=not why, why_not=why, rule=rule,
+        cost=cost_of(now, j, st.solo_s), storage=st.storage.id if st.storage else None,
+        flush_gb=j.checkpoint.size_gb if st.flushing else 0.0, flushing=st.flushing,
+        storm_cap_gb=st.cap)
+    # it lasts when its cost does not grow (no progress lost: it flushes) and its
+    # verdict does not change as now goes on (its R6 immunity over, no windows), unless
+    # it comes within spare_ending_within_s of its end (R17)
+    if st.flushing and (rule in ("R5", "down") or (rule in ("", "R11") and not tp.windows)):
+        return info, (now, rule in ("", "R11") and policy.spare_ending_within_s > 0
+                      and j.expected_end_at is not None)
+    return info, None
+
+
 def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     """The problem of a snapshot. ``previous``, the problem of an earlier snapshot of
     the same cluster (a scheduling loop's last tick), lends what did not change: the
-    storage, flush and storm cap of each running job whose record, nodes, storage
-    targets and policy are the same objects, and the candidate nodes of each pending
-    job's shape when every node and the policy are. The problem is the one built
-    without it (tests/test_incremental.py)."""
+    GPUs, storage, flush and storm cap of each running job whose record, nodes,
+    storage targets and policy are the same objects, its whole VictimInfo while time
+    cannot change it (_victim), and the candidate nodes of each pending job's shape
+    when every node and the policy are. The problem is the one built without it
+    (tests/test_incremental.py)."""
     policy = snap.policy
     now = snap.now
     nodes: list[NodeInfo] = []
@@ -393,36 +429,11 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         span = lasted.get(j.id) if kept else None
         if span is not None and span[0] <= now and (
                 not span[1] or ending_soon(policy, now, j) is None):
-            running[j.id] = before_info[j.id]
-            lasting[j.id] = span
+            running[j.id], lasting[j.id] = before_info[j.id], span
             continue
-        tp = policy.tier(j.tier)
-        why, rule = "", ""
-        immune = immune_for_s(policy, now, j)
-        if not tp.preemptible:
-            why, rule = f"tier {j.tier} is not preemptible", "R5"
-        elif on_down:
-            why, rule = f"it has GPUs on down node {on_down[0]}", "down"
-        elif immune > 0:
-            why, rule = f"immune for another {_dur(immune)}", "R6"
-        elif not tp.preemptible_at(now):
-            why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
-        elif (ending := ending_soon(policy, now, j)) is not None:
-            why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
-                         f"{_iso(j.expected_end_at)})"), "R17"
-        elif st.r11:
-            why, rule = st.r11, "R11"
-        running[j.id] = VictimInfo(
-            job=j, parts=list(st.parts), evictable=not why, why_not=why, rule=rule,
-            cost=cost_of(now, j, st.solo_s), storage=st.storage.id if st.storage else None,
-            flush_gb=j.checkpoint.size_gb if st.flushing else 0.0, flushing=st.flushing,
-            storm_cap_gb=st.cap)
-        if st.flushing and (rule in ("R5", "down") or (rule in ("", "R11") and not tp.windows)):
-            # its cost (no progress lost: it flushes) and its verdict stay as they are
-            # while now goes on (its R6 immunity is over), unless it comes within
-            # spare_ending_within_s of its end (R17)
-            lasting[j.id] = (now, rule in ("", "R11") and policy.spare_ending_within_s > 0
-                             and j.expected_end_at is not None)
+        running[j.id], span = _victim(policy, now, j, st)
+        if span is not None:
+            lasting[j.id] = span
     total = 0
     for nd in nodes:
         if nd.node.state == "up":
