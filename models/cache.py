@@ -45,6 +45,7 @@ from models.load import (
 from models.policy import Policy
 from models.snapshot import Job, Node, Snapshot, Storage
 
+_DEFAULT: dict[str, Any] = {}  # the policy of a snapshot that gives none (Policy())
 # the lists of records taken over one by one, and their models
 _LISTS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("storage", Storage), ("nodes", Node), ("jobs", Job))
@@ -135,12 +136,13 @@ class SnapshotCache:
                 out.append(obj)
             values[key], tables[key] = out, table
         pol = None
-        if isinstance(data.get("policy"), dict):
-            fp = fingerprint(data["policy"])
+        doc = data.get("policy", _DEFAULT)  # (a snapshot without one has the default)
+        if isinstance(doc, dict):
+            fp = b"" if doc is _DEFAULT else fingerprint(doc)
             if self._policy is not None and self._policy[0] == fp:
                 pol = self._policy
             else:
-                pol = (fp, Policy.model_validate(data["policy"]))
+                pol = (fp, Policy() if doc is _DEFAULT else Policy.model_validate(doc))
             values["policy"] = pol[1]
         try:
             snap = Snapshot.model_validate(values)

@@ -22,6 +22,7 @@ from models.load import gc_paused
 from models.rules import priority_scale, priority_value, scaled_priority
 
 if TYPE_CHECKING:
+    from planner.core.decision import Decision
     from planner.core.problem import Problem
 
 PLANNERS = ("cpsat", "greedy", "k8s", "slurm")
@@ -99,10 +100,12 @@ class Loop:
     (``models.cache.SnapshotCache``); a running job's storage, flush, storm cap and
     GPUs, and each pending shape's candidate nodes, are not worked out again while
     the records they come from are the same objects
-    (``planner.core.problem.build_problem(snap, previous)``). The plan is the one
-    :func:`plan` makes of the same snapshot with the same options
-    (tests/test_incremental.py): nothing of the last tick's plan is carried over,
-    so a loop never changes a decision, only the time a tick takes.
+    (``planner.core.problem.build_problem(snap, previous)``). The last tick's plan,
+    where nothing it rests on changed (the plan was not carried out: a dry run, a
+    client asking again), is a candidate (``planner.core.decision.carried``). The
+    plan is the one :func:`plan` makes of the same snapshot with the same options,
+    or at least as good where the last plan was carried
+    (tests/test_incremental.py).
 
     It holds the last tick's snapshot and problem (about 220 MB at 12,500 nodes).
     Calls are serialised (a lock), so threads may share one loop.
@@ -111,6 +114,7 @@ class Loop:
     def __init__(self) -> None:
         self.loader = SnapshotCache()
         self.problem: Problem | None = None  # the last tick's, lent to the next
+        self.decision: Decision | None = None  # its plan's (a hint where still valid)
         self.ticks = 0
         self._lock = threading.Lock()
 
@@ -121,6 +125,10 @@ class Loop:
         with self._lock:
             out = plan(snapshot, policy, loop=self, **options)
             self.ticks += 1
+            if self.problem is not None:
+                from planner.core.decision import decision_of
+
+                self.decision = decision_of(self.problem, out)
             return out
 
     def load(self, snapshot: Snapshot | dict[str, Any] | str | Path,
@@ -154,6 +162,10 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
             load_snapshot(snapshot, policy=policy)
     scale = priority_scale(j.priority for j in snap.jobs)
+    # a loop's last tick: its problem, lent to this one, and its plan, a candidate
+    # where nothing it rests on changed (planner/core/decision.py, carried)
+    last = (loop.problem, loop.decision) if loop is not None and loop.problem is not None \
+        and loop.decision is not None else None
     problem = build_problem(snap if scale == 1 else _scaled(snap, scale),
                             loop.problem if loop is not None else None)
     if loop is not None:
@@ -199,7 +211,7 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         left = time_limit_s if deterministic else max(LEAST_S * speed,
                                                       time_limit_s - (time.perf_counter() - t0))
         result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
-                             workers=workers, seed=seed)
+                             workers=workers, seed=seed, last=last)
         candidate = result  # (with thrash.exempt_free_first applied: planner/solver/cpsat.py)
     else:
         from planner.heuristics.baselines import get_baseline

@@ -233,3 +233,47 @@ def decision_of(problem: Problem, plan: Plan) -> Decision:
         placements[p.job] = [(problem.node_index[part.node],
                               sum(1 << g for g in part.gpus)) for part in p.placement]
     return Decision({e.job for e in plan.evictions}, placements)
+
+
+def carried(previous: Problem, d: Decision, problem: Problem) -> Decision | None:
+    """The last tick's decision ``d`` (of ``previous``) as a decision of this tick's
+    ``problem``, when nothing it rests on changed; else None. It rests on: the policy
+    and every node (the same objects), time going forward (R9, R10 and R16 only let
+    go as it does), each placed job still pending (the same record), not held (R9)
+    and on its candidate nodes (this problem's, reduced or not), each victim still
+    running (the same record) and evictable now (R5, R6, R8, R11, R17), and each
+    placed shard on GPUs free now or held by the decision's victims, of tiers the
+    job may preempt (R1, R7). R15's window may have filled: ``clean`` makes it
+    hold. What else a decision is checked for (R2-R4, R11-R13) is the same as when
+    it was made. A scheduler that did not carry out the last plan (a dry run, a
+    client asking again) then gets at least as good a plan (a loop's hint)."""
+    if (not d.placements or problem.policy is not previous.policy
+            or problem.now < previous.now or len(problem.nodes) != len(previous.nodes)
+            or any(a.node is not b.node for a, b in zip(problem.nodes, previous.nodes,
+                                                          strict=True))):
+        return None
+    held: dict[int, list[tuple[int, int]]] = {}  # node -> (tier, GPUs) of the victims
+    for v in d.victims:
+        now_v, was = problem.running.get(v), previous.running.get(v)
+        if now_v is None or was is None or now_v.job is not was.job or not now_v.evictable:
+            return None
+        for ni, m in now_v.parts:
+            held.setdefault(ni, []).append((now_v.job.tier, m))
+    taken: dict[int, int] = {}
+    for j, parts in d.placements.items():
+        info, was_p = problem.pending.get(j), previous.pending.get(j)
+        if (info is None or was_p is None or info.job is not was_p.job
+                or info.held_until is not None):
+            return None
+        hosts = problem.candidate_set(info)
+        for ni, m in parts:
+            room = problem.nodes[ni].free
+            for tier, vm in held.get(ni, ()):
+                if vm & m:
+                    if tier not in info.rights:
+                        return None
+                    room |= vm
+            if ni not in hosts or m & ~room or m & taken.get(ni, 0):
+                return None
+            taken[ni] = taken.get(ni, 0) | m
+    return clean(problem, Decision(set(d.victims), dict(d.placements)))

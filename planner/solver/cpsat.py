@@ -22,6 +22,7 @@ from planner.checks.assemble import assemble
 from planner.core.budget import CUT_NOTE, Budget
 from planner.core.decision import (
     Decision,
+    carried,
     clean,
     exempt_free_first,
     moved_note,
@@ -43,6 +44,7 @@ from planner.solver.portfolio import (
     SQUEAKY_SHARE,
     STORM_PRICE,
     Baseline,
+    Carried,
     Cheaper,
     Eject,
     FloorLane,
@@ -120,6 +122,8 @@ def _plan_name(s: Strategy | None) -> str:
         return "the plain greedy plan (the greedy baseline's)"
     if isinstance(s, Baseline):
         return f"the {BASELINE_NAMES[s.name]} baseline's plan"
+    if isinstance(s, Carried):
+        return "the last tick's plan (nothing it rests on changed)"
     if isinstance(s, Greedy | Squeaky):
         return "a greedy variant's plan"
     return f"the plan of {s.name}" if s is not None and s.name else "another candidate plan"
@@ -132,19 +136,22 @@ def _reserve(problem: Problem, time_limit_s: float, deterministic: bool) -> floa
 
 def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: bool = False,
                 workers: int = 2, seed: int = 0, log: bool = False, prune: bool = True,
-                reduce: bool = True) -> Plan:
+                reduce: bool = True, last: tuple[Problem, Decision] | None = None) -> Plan:
     """Plan with CP-SAT and the heuristics around it, within ``time_limit_s`` (in
     deterministic mode a deterministic budget: no step looks at the clock, R14).
     ``prune=False`` keeps every candidate node however big the cluster (for
     reference solves with long budgets; the default prunes above EXACT_PAIRS job x
     node pairs, and the plan is then at most ``feasible``). The strategies search
     the tick without the jobs that cannot start (planner/core/reduce.py; not with
-    ``reduce=False``); the plan is assembled and explained on the whole tick."""
+    ``reduce=False``); the plan is assembled and explained on the whole tick.
+    ``last``: a loop's last tick (its problem and the decision of its plan), whose
+    plan is a candidate where nothing it rests on changed (decision.carried)."""
     factor(deterministic)  # this machine's speed, measured before the budget starts (once)
     budget = Budget(time_limit_s, wall=not deterministic)  # (the reduction counts in it)
     work, reduction = reduce_problem(problem) if reduce else (problem, Reduction())
     run = _Run(work, budget, workers=workers, seed=seed, log=log, prune=prune,
-               whole=problem, reduction=reduction)
+               whole=problem, reduction=reduction,
+               carried=carried(last[0], last[1], work) if last is not None else None)
     for strategy, budget in run.schedule():
         run.keep(strategy, strategy.run(work, budget))
     return run.plan()
@@ -155,12 +162,14 @@ class _Run:
 
     def __init__(self, problem: Problem, budget: Budget, *, workers: int, seed: int,
                  log: bool, prune: bool, whole: Problem | None = None,
-                 reduction: Reduction | None = None):
+                 reduction: Reduction | None = None, carried: Decision | None = None):
         # problem: what the strategies search (the tick reduced); whole: the tick, for
         # the plan's assembly and explanations
         self.problem, self.budget = problem, budget
         self.whole = whole if whole is not None else problem
         self.reduction = reduction or Reduction()
+        self.carried = carried  # the last tick's plan, still valid (a loop's)
+        self.carried_note = ""  # said when it ranked above the greedy plan
         self.det = not budget.wall
         self.workers, self.seed, self.log, self.prune = workers, seed, log, prune
         self.reserve = _reserve(self.whole, budget.seconds, self.det)  # (assembled whole)
@@ -225,6 +234,9 @@ class _Run:
             if s.keeps == "better":
                 self.second = s.second
             self.settled = self.everything_free(d)
+            if isinstance(s, Carried):
+                self.carried_note = ("the last tick's plan, still valid, ranked above the "
+                                     "greedy plan: the search went on from it")
 
     def everything_free(self, d: Decision) -> bool:
         """Does ``d`` place every pending job that may start (not held by R9, with a
@@ -386,6 +398,8 @@ class _Run:
                                               - len(spare.free_only))
         if isinstance(floor, FloorLane):
             floor.wait_s = self.pace.greedy_s
+        if self.carried is not None:  # (kept where it is better: the passes start from it)
+            yield Carried(self.carried), work
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
                                 or len(neighbourhoods(self.problem)) > 1)
         variants: list[Greedy] = [Greedy({})] if self.det else []
@@ -570,9 +584,9 @@ class _Run:
                 "those deferred are OUTRANKED (see 'Choosing time_limit_s' in the README)"))
                 if x)})
         note = self.reduction.note()  # (first: it is what happened first)
-        if note:
+        if note or self.carried_note:
             info = info.model_copy(update={"detail": "; ".join(
-                x for x in (note, info.detail) if x)})
+                x for x in (note, self.carried_note, info.detail) if x)})
         return assemble(self.whole, best, status, info, unreached=unreached,
                         free_only=free_only)
 

@@ -301,6 +301,19 @@ class FloorLane(Strategy):
         return d
 
 
+class Carried(Strategy):
+    """The last tick's plan, where nothing it rests on changed (a loop's hint:
+    planner/core/decision.py, ``carried``)."""
+
+    name = "the last tick's plan"
+
+    def __init__(self, d: Decision):
+        self.d = d
+
+    def run(self, problem: Problem, budget: Budget) -> Decision:
+        return self.d
+
+
 class Baseline(Strategy):
     """A baseline's plan (planner/heuristics/baselines.py) by its name."""
 
