@@ -317,6 +317,9 @@ def test_the_last_plan_is_carried_while_nothing_it_rests_on_changed() -> None:
     ending = _later(TICK, 60)  # sweep now expected to end in 5 min (R17: spared)
     ending["jobs"][0]["expected_end_at"] = _iso(_time(ending["now"]) + timedelta(minutes=5))
     assert _carried(TICK, ending) is None
+    slower = _later(TICK, 60)  # the storage target changed (R11/R12 may bind)
+    slower["storage"] = [{"id": "nfs", "write_gb_per_s": 0.5}]
+    assert _carried(TICK, slower) is None
     held = _later(TICK, 60)  # train preempted a moment ago: held (R9 cooldown)
     held["jobs"][1].update(preemptions=5, last_preempted_at=held["now"])
     assert _carried(TICK, held) is None

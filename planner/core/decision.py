@@ -237,8 +237,9 @@ def decision_of(problem: Problem, plan: Plan) -> Decision:
 
 def carried(previous: Problem, d: Decision, problem: Problem) -> Decision | None:
     """The last tick's decision ``d`` (of ``previous``) as a decision of this tick's
-    ``problem``, when nothing it rests on changed; else None. It rests on: the policy
-    and every node (the same objects), time going forward (R9, R10 and R16 only let
+    ``problem``, when nothing it rests on changed; else None. It rests on: the policy,
+    every node and storage target (the same objects: R11/R12 as before), time going
+    forward (R9, R10 and R16 only let
     go as it does), each placed job still pending (the same record), not held (R9)
     and on its candidate nodes (this problem's, reduced or not), each victim still
     running (the same record) and evictable now (R5, R6, R8, R11, R17), and each
@@ -247,10 +248,13 @@ def carried(previous: Problem, d: Decision, problem: Problem) -> Decision | None
     hold. What else a decision is checked for (R2-R4, R11-R13) is the same as when
     it was made. A scheduler that did not carry out the last plan (a dry run, a
     client asking again) then gets at least as good a plan (a loop's hint)."""
+    before, now = previous.snap.storage, problem.snap.storage
     if (not d.placements or problem.policy is not previous.policy
             or problem.now < previous.now or len(problem.nodes) != len(previous.nodes)
             or any(a.node is not b.node for a, b in zip(problem.nodes, previous.nodes,
-                                                          strict=True))):
+                                                          strict=True))
+            or len(now) != len(before)
+            or any(a is not b for a, b in zip(now, before, strict=True))):
         return None
     held: dict[int, list[tuple[int, int]]] = {}  # node -> (tier, GPUs) of the victims
     for v in d.victims:
