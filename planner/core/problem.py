@@ -22,7 +22,6 @@ from models.rules import (
     immune_for_s,
     local_flush_s,
     solo_flush_s,
-    victim_storage,
 )
 from planner.core import topology as topo
 
@@ -281,18 +280,16 @@ def _storm_cap(policy: Policy, job: Job, storage: Storage | None, local_s: float
     return slack * storage.write_gb_per_s
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Static:
     """What a running job's VictimInfo takes from the snapshot apart from ``now``: its
     GPUs, storage, flush and storm cap (R11/R12). Valid for a later snapshot while the
     job and the policy are the same objects and the nodes and storage targets it is
     on are too (records are frozen: a loader that takes over unchanged records,
-    models.cache.SnapshotCache, and the simulator give them)."""
+    models.cache.SnapshotCache, and the simulator give them). Read only."""
 
     job: Job
-    node_ids: frozenset[str]
-    parts: list[tuple[int, int]]  # (node idx, GPU mask) (read only)
-    owned: dict[tuple[int, int], str]  # (node idx, GPU) -> the job (read only)
+    parts: list[tuple[int, int]]  # (node idx, GPU mask), in its placement's order
     on_down: list[str]  # its down nodes
     storage: Storage | None
     flushing: bool
@@ -302,27 +299,28 @@ class _Static:
 
 
 def _static(snap: Snapshot, policy: Policy, j: Job, node_map: dict[str, Node],
-            node_index: dict[str, int]) -> _Static:
-    stor = victim_storage(snap, j, node_map)
+            node_index: dict[str, int], nodes: list[NodeInfo]) -> _Static:
+    parts, on_down = [], []
+    for p in j.placement or ():
+        parts.append((node_index[p.node], _mask(p.gpus)))
+        if node_map[p.node].state == "down":
+            on_down.append(p.node)
+    # (models.rules.victim_storage: its first node's, which NodeInfo holds)
+    stor = nodes[parts[0][0]].storage if parts else None
     local = local_flush_s(node_map, j)
     flushing = flushes(j)
     cap = _storm_cap(policy, j, stor, local) if flushing else float("inf")
-    solo = solo_flush_s(snap, j, node_map, (stor, local))
+    solo = solo_flush_s(snap, j, node_map, (stor, local)) if flushing else 0.0
     r11 = ""
     if cap < 0 or (flushing and j.checkpoint.size_gb > cap + 1e-9):
         need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
         r11 = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
                f"{policy.grace.max_s:.0f} s")
-    places = j.placement or []
-    parts = [(node_index[p.node], _mask(p.gpus)) for p in places]
-    owned = {(ni, g): j.id for (ni, _m), p in zip(parts, places, strict=True) for g in p.gpus}
-    on_down = [p.node for p in places if node_map[p.node].state == "down"]
-    return _Static(j, frozenset(p.node for p in places), parts, owned, on_down, stor,
-                   flushing, cap, solo, r11)
+    return _Static(j, parts, on_down, stor, flushing, cap, solo, r11)
 
 
-def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[str] | None:
-    """The ids of the nodes that are not the previous problem's objects, when the
+def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[int] | None:
+    """The indices of the nodes that are not the previous problem's objects, when the
     node ids, the storage targets and the policy are the same (else None: nothing
     of ``previous`` holds)."""
     if (previous is None or previous.policy is not snap.policy
@@ -334,14 +332,12 @@ def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[str] | None:
             a != b.node.id for a, b in zip(ids, previous.nodes, strict=True)):
         return None
     node_map = snap.node_map()
-    return {nd.node.id for nd in previous.nodes if node_map[nd.node.id] is not nd.node}
+    return {nd.idx for nd in previous.nodes if node_map[nd.node.id] is not nd.node}
 
 
-def _victim(policy: Policy, now: datetime, j: Job, st: _Static
-            ) -> tuple[VictimInfo, tuple[datetime, bool] | None]:
+def _victim(policy: Policy, now: datetime, j: Job, st: _Static) -> VictimInfo:
     """A running job's VictimInfo at ``now``: what protects it (R5, a down node, R6,
-    R8, R17, R11, in that order) and its eviction cost. With it, when time going on
-    cannot change it, (now, whether R17 must be asked again); else None."""
+    R8, R17, R11, in that order) and its eviction cost."""
     tp = policy.tier(j.tier)
     why, rule = "", ""
     immune = immune_for_s(policy, now, j)
@@ -358,18 +354,11 @@ def _victim(policy: Policy, now: datetime, j: Job, st: _Static
                      f"{_iso(j.expected_end_at)})"), "R17"
     elif st.r11:
         why, rule = st.r11, "R11"
-    info = VictimInfo(
-        job=j, parts=list(st.parts), evictable=not why, why_not=why, rule=rule,
+    return VictimInfo(
+        job=j, parts=st.parts, evictable=not why, why_not=why, rule=rule,
         cost=cost_of(now, j, st.solo_s), storage=st.storage.id if st.storage else None,
         flush_gb=j.checkpoint.size_gb if st.flushing else 0.0, flushing=st.flushing,
         storm_cap_gb=st.cap)
-    # it lasts when its cost does not grow (no progress lost: it flushes) and its
-    # verdict does not change as now goes on (its R6 immunity over, no windows), unless
-    # it comes within spare_ending_within_s of its end (R17)
-    if st.flushing and (rule in ("R5", "down") or (rule in ("", "R11") and not tp.windows)):
-        return info, (now, rule in ("", "R11") and policy.spare_ending_within_s > 0
-                      and j.expected_end_at is not None)
-    return info, None
 
 
 def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
@@ -408,19 +397,22 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     # VictimInfos that stay as they are while time goes on: job id -> (from when,
     # whether it may come within spare_ending_within_s of its end, R17)
     lasting: dict[str, tuple[datetime, bool]] = {}
+    spare_ending = policy.spare_ending_within_s > 0
+    windowless = {t for t, tp in policy.tiers.items() if not tp.windows}
     lasted, before_info = ((previous._lasting, previous.running)
                            if previous is not None and changed is not None else ({}, {}))
     for j in sorted(snap.running(), key=lambda j: j.id):
         st = before.get(j.id)
-        kept = st is not None and st.job is j and not (changed and not changed.isdisjoint(
-            st.node_ids))
+        kept = st is not None and st.job is j and not (
+            changed and any(ni in changed for ni, _m in st.parts))
         if not kept:
-            st = _static(snap, policy, j, node_map, node_index)
+            st = _static(snap, policy, j, node_map, node_index, nodes)
         assert st is not None
         statics[j.id] = st
-        for ni, m in st.parts:
+        for (ni, m), p in zip(st.parts, j.placement or ()):
             nodes[ni].held |= m
-        owner.update(st.owned)
+            for gpu in p.gpus:
+                owner[(ni, gpu)] = j.id
         on_down = st.on_down
         if on_down:
             warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
@@ -431,9 +423,14 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                 not span[1] or ending_soon(policy, now, j) is None):
             running[j.id], lasting[j.id] = before_info[j.id], span
             continue
-        running[j.id], span = _victim(policy, now, j, st)
-        if span is not None:
-            lasting[j.id] = span
+        vi = running[j.id] = _victim(policy, now, j, st)
+        # it lasts when its cost does not grow (no progress lost: it flushes) and its
+        # verdict does not change as now goes on (R5, a down node; or its R6 immunity
+        # over, no windows), unless it comes within spare_ending_within_s of its end
+        if st.flushing and (vi.rule in ("R5", "down") or (
+                vi.rule in ("", "R11") and j.tier in windowless)):
+            lasting[j.id] = (now, vi.rule in ("", "R11") and spare_ending
+                             and j.expected_end_at is not None)
     total = 0
     for nd in nodes:
         if nd.node.state == "up":
