@@ -49,10 +49,10 @@ def warm_up(deterministic: bool = False) -> float:
     return factor(deterministic)
 
 
-def plan(snapshot: Snapshot | dict[str, Any] | str | Path, policy: Policy | dict[str, Any] | None = None, *,
-         time_limit_s: float = 1.0, deterministic: bool = False, workers: int = 2,
-         planner: str = "cpsat", seed: int = 0, bound_s: float = 0.0,
-         loop: Loop | None = None) -> Plan:
+def plan(snapshot: Snapshot | dict[str, Any] | str | Path,
+         policy: Policy | dict[str, Any] | None = None, *, time_limit_s: float = 1.0,
+         deterministic: bool = False, workers: int = 2, planner: str = "cpsat",
+         seed: int = 0, bound_s: float = 0.0, loop: Loop | None = None) -> Plan:
     """Plan one scheduling tick, within ``time_limit_s`` from this call (loading a
     dict snapshot included, and on the first call of a process :func:`warm_up`).
 
@@ -68,9 +68,10 @@ def plan(snapshot: Snapshot | dict[str, Any] | str | Path, policy: Policy | dict
     (planner/solver/bound.py): ``solver.gap`` and ``solver.bound`` then come from it
     where the plan had none, and a plan it proves optimal gets status ``optimal``.
 
-    ``loop`` (a :class:`Loop`, or call its ``plan``): the tick
-    is one of a sequence of the same cluster; what the last tick read and derived
-    and this one did not change is taken over. The plan is the same.
+    ``loop`` (a :class:`Loop`, or call its ``plan``): the tick is one of a sequence
+    of the same cluster; what the last tick read and derived and this one did not
+    change is taken over. The plan is the same, or at least as good where the last
+    tick's plan was not carried out and still holds.
     """
     started = time.perf_counter()  # the time limit counts from here
     if planner not in PLANNERS:
@@ -168,8 +169,8 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         and loop.decision is not None else None
     problem = build_problem(snap if scale == 1 else _scaled(snap, scale),
                             loop.problem if loop is not None else None)
-    if loop is not None:
-        loop.problem = problem
+    if loop is not None:  # (the decision of this problem's plan: Loop.plan, after it)
+        loop.problem, loop.decision = problem, None
     t_pre = time.perf_counter()  # the preprocessing ends, planning starts
 
     def exact(p: Plan) -> Plan:

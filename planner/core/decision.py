@@ -237,17 +237,17 @@ def decision_of(problem: Problem, plan: Plan) -> Decision:
 
 def carried(previous: Problem, d: Decision, problem: Problem) -> Decision | None:
     """The last tick's decision ``d`` (of ``previous``) as a decision of this tick's
-    ``problem``, when nothing it rests on changed; else None. It rests on: the policy,
-    every node and storage target (the same objects: R11/R12 as before), time going
-    forward (R9, R10 and R16 only let
-    go as it does), each placed job still pending (the same record), not held (R9)
-    and on its candidate nodes (this problem's, reduced or not), each victim still
-    running (the same record) and evictable now (R5, R6, R8, R11, R17), and each
-    placed shard on GPUs free now or held by the decision's victims, of tiers the
-    job may preempt (R1, R7). R15's window may have filled: ``clean`` makes it
-    hold. What else a decision is checked for (R2-R4, R11-R13) is the same as when
-    it was made. A scheduler that did not carry out the last plan (a dry run, a
-    client asking again) then gets at least as good a plan (a loop's hint)."""
+    ``problem``, when nothing it rests on changed; else None. It rests on: the
+    policy, every node and storage target (the same objects: R11/R12 as before),
+    time going forward (R9, R10 and R16 only let go as it does), each placed job
+    still pending (the same record), not held (R9) and on its candidate nodes (this
+    problem's, reduced or not), each victim still running (the same record) and
+    evictable now (R5, R6, R8, R11, R17), and each placed shard on GPUs free now or
+    held by the decision's victims, of tiers the job may preempt (R1, R7). R15's
+    window may have filled: ``clean`` makes it hold. What else a decision is checked
+    for (R2-R4, R11-R13) is the same as when it was made. A scheduler that did not
+    carry out the last plan (a dry run, a client asking again) then gets at least as
+    good a plan (a loop's hint)."""
     before, now = previous.snap.storage, problem.snap.storage
     if (not d.placements or problem.policy is not previous.policy
             or problem.now < previous.now or len(problem.nodes) != len(previous.nodes)

@@ -146,9 +146,9 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
          require_mapping: bool = False, seen_warnings: set[str] | None = None,
          loop: Loop | None = None) -> TickResult:
     """One tick: snapshot, plan, apply (``loop``: the loop's planner.Loop, which
-    takes over from the last tick what did not change). Raises SlurmError / InputError on failure
-    (TierMappingError when `require_mapping` and squeue lists GPU jobs of which the
-    config maps none).
+    takes over from the last tick what did not change). Raises SlurmError /
+    InputError on failure (TierMappingError when `require_mapping` and squeue lists
+    GPU jobs of which the config maps none).
 
     The snapshot's warnings (GPUs held by jobs it cannot see, unknown GPU models,
     ...) are logged, and the plan carries them (the snapshot's ``warnings``, which
