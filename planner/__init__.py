@@ -70,8 +70,8 @@ def plan(snapshot: Snapshot | dict[str, Any] | str | Path,
 
     ``loop`` (a :class:`Loop`, or call its ``plan``): the tick is one of a sequence
     of the same cluster; what the last tick read and derived and this one did not
-    change is taken over. The plan is the same, or at least as good where the last
-    tick's plan was not carried out and still holds.
+    change is taken over. The plan is the same, except where the last tick's plan
+    was not carried out and still holds: the search then goes on from it.
     """
     started = time.perf_counter()  # the time limit counts from here
     if planner not in PLANNERS:
@@ -105,8 +105,8 @@ class Loop:
     where nothing it rests on changed (the plan was not carried out: a dry run, a
     client asking again), is a candidate (``planner.core.decision.carried``). The
     plan is the one :func:`plan` makes of the same snapshot with the same options,
-    or at least as good where the last plan was carried
-    (tests/test_incremental.py).
+    or, where the last plan was carried, a plan at least as good as that one
+    (tests/test_incremental.py: never worse than plan()'s there either).
 
     It holds the last tick's snapshot and problem (about 220 MB at 12,500 nodes).
     Calls are serialised (a lock), so threads may share one loop.

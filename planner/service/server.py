@@ -676,8 +676,8 @@ def openapi_document() -> dict[str, Any]:
         opt("cluster", "query", {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"},
             "a key the client chooses for the cluster whose ticks it sends: what the last "
             "tick with this key read and derived, and this one did not change, is taken "
-            "over; the plan is the one made without it, or at least as good where the "
-            "last tick's plan was not carried out and still holds"),
+            "over; the plan is the one made without it, except where the last tick's "
+            "plan was not carried out and still holds: the search then goes on from it"),
         opt("X-Time-Limit-S", "header", {"type": "number", "exclusiveMinimum": 0},
             "same as time_limit_s (the query wins)"),
         opt("X-Bound-S", "header", {"type": "number", "minimum": 0}, "same as bound_s"),
