@@ -319,6 +319,29 @@ def _static(snap: Snapshot, policy: Policy, j: Job, node_map: dict[str, Node],
     return _Static(j, parts, on_down, stor, flushing, cap, solo, r11)
 
 
+def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | None
+                 ) -> tuple[dict[tuple[int, int], str], list[int]]:
+    """The owner map ((node idx, GPU) -> running job) and GPUs held per node of the
+    running jobs that build_problem keeps from ``previous`` (same record, no changed
+    node): previous's, less every other job's; empty without a previous problem."""
+    if previous is None or changed is None:
+        return {}, [0] * len(snap.nodes)
+    owner = dict(previous.owner)
+    held = [nd.held for nd in previous.nodes]
+    jobs = snap.job_map()
+    for jid, st in previous._statics.items():
+        j = jobs.get(jid)
+        if j is st.job and j.state == "running" and not (
+                changed and any(ni in changed for ni, _m in st.parts)):
+            continue
+        for (ni, m), p in zip(st.parts, st.job.placement or ()):
+            held[ni] &= ~m
+            for gpu in p.gpus:
+                if owner.get((ni, gpu)) == jid:
+                    del owner[(ni, gpu)]
+    return owner, held
+
+
 def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[int] | None:
     """The indices of the nodes that are not the previous problem's objects, when the
     node ids, the storage targets and the policy are the same (else None: nothing
@@ -385,11 +408,13 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         full = (1 << n.gpus) - 1
         nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n), layout))
         node_index[n.id] = i
-    owner: dict[tuple[int, int], str] = {}
     running: dict[str, VictimInfo] = {}
     statics: dict[str, _Static] = {}
     changed = _changed_nodes(snap, previous)
     before = previous._statics if previous is not None and changed is not None else {}
+    # the GPUs held per node and who holds each: the previous problem's, less those of
+    # its running jobs that this tick does not keep (then each job not kept adds its)
+    owner, held_by = _held_before(snap, previous, changed)
     warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
     # R15 counts the running jobs that are not ignored: none with GPUs on a down node,
     # whatever rule (R5 for a tier that is not preemptible) protects it first
@@ -409,10 +434,11 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
             st = _static(snap, policy, j, node_map, node_index, nodes)
         assert st is not None
         statics[j.id] = st
-        for (ni, m), p in zip(st.parts, j.placement or ()):
-            nodes[ni].held |= m
-            for gpu in p.gpus:
-                owner[(ni, gpu)] = j.id
+        if not kept:
+            for (ni, m), p in zip(st.parts, j.placement or ()):
+                held_by[ni] |= m
+                for gpu in p.gpus:
+                    owner[(ni, gpu)] = j.id
         on_down = st.on_down
         if on_down:
             warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
@@ -433,6 +459,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                              and j.expected_end_at is not None)
     total = 0
     for nd in nodes:
+        nd.held = held_by[nd.idx]
         if nd.node.state == "up":
             nd.free = nd.full & ~nd.held
         if nd.node.state in ("up", "drain"):
