@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from models.kinds import wrong_document
 from models.load import (
@@ -122,18 +122,26 @@ class SnapshotCache:
             docs = data.get(key, [])
             if not isinstance(docs, list):
                 raise TypeError(key)
-            last, table, out = self._records[key], {}, []
+            last, table = self._records[key], {}
+            out: list[Any] = []
+            missed: list[int] = []  # positions of the documents validated again
+            prints = []
             for doc in docs:
                 if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
                     raise TypeError(key)
                 fp = fingerprint(doc)
+                prints.append(fp)
                 hit = last.get(doc["id"])
                 if hit is not None and hit[0] == fp:
-                    obj, reused = hit[1], reused + 1
+                    out.append(hit[1])
                 else:
-                    obj, validated = model.model_validate(doc), validated + 1
+                    missed.append(len(out))
+                    out.append(None)
+            for k, obj in zip(missed, _validated(model, [docs[k] for k in missed]), strict=True):
+                out[k] = obj
+            for doc, fp, obj in zip(docs, prints, out, strict=True):
                 table[doc["id"]] = (fp, obj)
-                out.append(obj)
+            reused, validated = reused + len(docs) - len(missed), validated + len(missed)
             values[key], tables[key] = out, table
         pol = None
         doc = data.get("policy", _DEFAULT)  # (a snapshot without one has the default)
@@ -235,3 +243,21 @@ def _read(source: str | Path) -> Any:
         return parse_document(text, name)
     check_json_depth(doc, text, name)
     return doc
+
+
+_BATCH: dict[type[BaseModel], TypeAdapter[list[Any]]] = {}
+
+
+def _validated(model: type[BaseModel], docs: list[Any]) -> list[Any]:
+    """The records of ``docs``, validated as a list in one call (as the snapshot's
+    validation does), or one by one (``model.model_validate``: a record's own
+    comments dropped) when that fails."""
+    if not docs:
+        return []
+    batch = _BATCH.get(model)
+    if batch is None:
+        batch = _BATCH[model] = TypeAdapter(list[model])  # type: ignore[valid-type]
+    try:
+        return batch.validate_python(docs)
+    except ValidationError:
+        return [model.model_validate(doc) for doc in docs]
