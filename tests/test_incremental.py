@@ -149,6 +149,20 @@ def test_any_file_reads_as_load_snapshot_reads_it(tmp_path: Any) -> None:
             assert cache.load(path) == want, name
 
 
+def test_records_with_comments_read_as_load_snapshot_reads_them() -> None:
+    """Comments (keys starting with _) in a record and inside it are dropped as the
+    usual reading drops them, on the first tick and on one that changes the record."""
+    doc = copy.deepcopy(_sequence(9, 1)[0])
+    for j in doc["jobs"][:3]:
+        j["_comment"] = "from the scheduler"
+        j.setdefault("checkpoint", {})["_note"] = "nested"
+    cache = SnapshotCache()
+    assert cache.load(doc) == load_snapshot(doc)
+    nxt = copy.deepcopy(doc)
+    nxt["jobs"][0]["priority"] = 5
+    assert cache.load(nxt) == load_snapshot(nxt) and cache.validated == 1
+
+
 def test_a_changed_record_is_read_again_and_the_others_are_kept() -> None:
     doc = _sequence(3, 1)[0]
     cache = SnapshotCache()
