@@ -41,6 +41,7 @@ from models.load import (
     priority_errors,
     read_text,
     recent_errors,
+    time_errors,
 )
 from models.policy import Policy
 from models.snapshot import Job, Node, Snapshot, Storage
@@ -67,8 +68,11 @@ class SnapshotCache:
     def __init__(self) -> None:
         self._records: dict[str, dict[str, tuple[bytes, Any]]] = {k: {} for k, _ in _LISTS}
         self._policy: tuple[bytes, Policy] | None = None
-        self._last: Snapshot | None = None  # the last snapshot read (it passed the checks)
-        self._owner: dict[str, dict[int, str]] = {}  # its node -> GPU -> running job
+        self._read = False  # whether a snapshot was read (the first one from its text)
+        # the last snapshot read record by record (it passed the checks) and its
+        # node -> GPU -> running job
+        self._last: Snapshot | None = None
+        self._owner: dict[str, dict[int, str]] = {}
         self.reused = 0  # records taken over by the last load
         self.validated = 0  # records validated by the last load
 
@@ -79,11 +83,11 @@ class SnapshotCache:
         with gc_paused():
             if isinstance(source, Snapshot):
                 return load_snapshot(source, policy)
-            if isinstance(source, (str, Path)) and self._last is None and policy is None:
+            if isinstance(source, (str, Path)) and not self._read and policy is None:
                 # nothing to take over yet: read as load_snapshot does (from the text,
                 # no Python object per value); the next tick reads every record
-                self._last = snap = load_snapshot(source)
-                self._owner = _owners(snap)
+                snap = load_snapshot(source)
+                self._read = True
                 return snap
             if isinstance(source, (str, Path)):
                 try:
@@ -100,12 +104,13 @@ class SnapshotCache:
                 return load_snapshot(data)  # raises, naming the field (or reads it the usual way)
             owner = self._checked(snap)
             if owner is None:
-                errors = check_snapshot(snap)
+                owner = {}
+                errors = check_snapshot(snap, owner)
                 if errors:
                     raise InputError(errors,
                                      str(source) if isinstance(source, (str, Path)) else None)
-                owner = _owners(snap)
             self._records, self._policy, self._last, self._owner = table, pol, snap, owner
+            self._read = True
             return snap
 
     def _taken_over(self, data: Any) -> tuple[Snapshot, dict[str, dict[str, tuple[bytes, Any]]],
@@ -197,7 +202,7 @@ class SnapshotCache:
         now = snap.now
         fresh = []
         for j in snap.jobs:
-            if _late(j, now):
+            if time_errors("", j, now):
                 return None
             if kept.get(j.id) is not j:
                 fresh.append(j)
@@ -211,23 +216,6 @@ class SnapshotCache:
                 if placement_errors("", j, nodes, owner):
                     return None
         return owner
-
-
-def _late(j: Job, now: Any) -> bool:
-    """A time of ``j`` after ``now`` (check_snapshot's checks that depend on now)."""
-    return ((j.last_preempted_at is not None and j.last_preempted_at > now)
-            or (j.checkpoint.last_at is not None and j.checkpoint.last_at > now)
-            or (j.state == "running" and j.started_at is not None and j.started_at > now))
-
-
-def _owners(snap: Snapshot) -> dict[str, dict[int, str]]:
-    """Node -> GPU -> the running job holding it (a snapshot that passed the checks)."""
-    owner: dict[str, dict[int, str]] = {}
-    for j in snap.jobs:
-        if j.state == "running":
-            for part in j.placement or []:
-                owner.setdefault(part.node, {}).update(dict.fromkeys(part.gpus, j.id))
-    return owner
 
 
 def _read(source: str | Path) -> Any:

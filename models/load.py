@@ -580,8 +580,10 @@ def placement_errors(p: str, j: Job, nodes: dict[str, Node],
     return errors
 
 
-def check_snapshot(snap: Snapshot) -> list[str]:
-    """Cross-record checks of sections 2, 7 and 8 (field checks are pydantic's)."""
+def check_snapshot(snap: Snapshot, owner: dict[str, dict[int, str]] | None = None
+                   ) -> list[str]:
+    """Cross-record checks of sections 2, 7 and 8 (field checks are pydantic's).
+    ``owner``, when given, gets node -> GPU -> the running job using it."""
     errors: list[str] = []
     errors += _dupes("storage", [s.id for s in snap.storage])
     errors += _dupes("nodes", [n.id for n in snap.nodes])
@@ -598,7 +600,8 @@ def check_snapshot(snap: Snapshot) -> list[str]:
         errors += _nvlink_errors(f"nodes[{i}].nvlink", n.nvlink, n.gpus)
     errors += recent_errors(snap)
     errors += priority_errors(snap)
-    owner: dict[str, dict[int, str]] = {}  # node -> GPU -> the running job using it
+    if owner is None:  # node -> GPU -> the running job using it
+        owner = {}
     for i, j in enumerate(snap.jobs):
         p = f"jobs[{i}]"
         errors += job_errors(p, j, snap)
@@ -613,10 +616,23 @@ def recent_errors(snap: Snapshot) -> list[str]:
             for i, e in enumerate(snap.recent_evictions) if e.at > snap.now]
 
 
+def time_errors(p: str, j: Job, now: datetime) -> list[str]:
+    """The checks of one job record (at ``p``) that depend on ``now``: its times."""
+    errors = []
+    if j.last_preempted_at is not None and j.last_preempted_at > now:
+        errors.append(f"{p}.last_preempted_at: {j.last_preempted_at.isoformat()} is after now")
+    if j.checkpoint.last_at is not None and j.checkpoint.last_at > now:
+        errors.append(f"{p}.checkpoint.last_at: {j.checkpoint.last_at.isoformat()} is after now")
+    if j.state == "running" and j.started_at is not None and j.started_at > now:
+        errors.append(f"{p}.started_at: {j.started_at.isoformat()} is after now "
+                      f"({now.isoformat()})")
+    return errors
+
+
 def job_errors(p: str, j: Job, snap: Snapshot) -> list[str]:
     """The checks of one job record (at ``p``) but its GPUs against other jobs'."""
     errors = []
-    now, tiers = snap.now, snap.policy.tiers
+    tiers = snap.policy.tiers
     if j.tier not in tiers:
         errors.append(f"{p}.tier: tier {j.tier} of job {j.id!r} is not in the policy "
                       f"(tiers: {', '.join(str(t) for t in sorted(tiers))})")
@@ -624,19 +640,13 @@ def job_errors(p: str, j: Job, snap: Snapshot) -> list[str]:
     if ck.signal is not None and ck.signal not in _SIGNALS:
         errors.append(f"{p}.checkpoint.signal: unknown signal {ck.signal!r} (e.g. 'SIGTERM', "
                       "'SIGUSR1', or null for a job that cannot checkpoint on demand)")
-    if j.last_preempted_at is not None and j.last_preempted_at > now:
-        errors.append(f"{p}.last_preempted_at: {j.last_preempted_at.isoformat()} is after now")
-    if ck.last_at is not None and ck.last_at > now:
-        errors.append(f"{p}.checkpoint.last_at: {ck.last_at.isoformat()} is after now")
+    errors += time_errors(p, j, snap.now)
     if j.state == "pending":
         if j.placement is not None:
             errors.append(f"{p}.placement: pending job {j.id!r} must not have a placement")
         return errors
     if j.started_at is None:
         errors.append(f"{p}.started_at: required for running job {j.id!r}")
-    elif j.started_at > now:
-        errors.append(f"{p}.started_at: {j.started_at.isoformat()} is after now "
-                      f"({now.isoformat()})")
     if j.placement is None:
         errors.append(f"{p}.placement: required for running job {j.id!r}")
     elif len(j.placement) != j.nodes:

@@ -132,14 +132,6 @@ class Loop:
                 self.decision = decision_of(self.problem, out)
             return out
 
-    def load(self, snapshot: Snapshot | dict[str, Any] | str | Path,
-             policy: Policy | dict[str, Any] | None) -> Snapshot:
-        """The tick's snapshot (``load_snapshot``'s, checked): a Snapshot without a
-        policy to put in is taken as it is."""
-        if isinstance(snapshot, Snapshot) and policy is None:
-            return snapshot
-        return self.loader.load(snapshot, policy)
-
 
 def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
           policy: Policy | dict[str, Any] | None, *,
@@ -157,11 +149,8 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         # mode), once per process: inside the time limit (warm_up() does it before)
         speed = warm_up(deterministic)
     t_warm = time.perf_counter()
-    if loop is not None:
-        snap = loop.load(snapshot, policy)
-    else:
-        snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
-            load_snapshot(snapshot, policy=policy)
+    snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
+        (loop.loader.load if loop is not None else load_snapshot)(snapshot, policy)
     scale = priority_scale(j.priority for j in snap.jobs)
     # a loop's last tick: its problem, lent to this one, and its plan, a candidate
     # where nothing it rests on changed (planner/core/decision.py, carried)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from models import Objective, Plan
 from models.rules import priority_value
-from planner.core.problem import Problem
+from planner.core.problem import Problem, changed_nodes
 
 
 @dataclass
@@ -248,13 +248,8 @@ def carried(previous: Problem, d: Decision, problem: Problem) -> Decision | None
     for (R2-R4, R11-R13) is the same as when it was made. A scheduler that did not
     carry out the last plan (a dry run, a client asking again) then gets at least as
     good a plan (a loop's hint)."""
-    before, now = previous.snap.storage, problem.snap.storage
-    if (not d.placements or problem.policy is not previous.policy
-            or problem.now < previous.now or len(problem.nodes) != len(previous.nodes)
-            or any(a.node is not b.node for a, b in zip(problem.nodes, previous.nodes,
-                                                          strict=True))
-            or len(now) != len(before)
-            or any(a is not b for a, b in zip(now, before, strict=True))):
+    if (not d.placements or problem.now < previous.now
+            or changed_nodes(problem.snap, previous) != set()):
         return None
     held: dict[int, list[tuple[int, int]]] = {}  # node -> (tier, GPUs) of the victims
     for v in d.victims:

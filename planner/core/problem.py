@@ -331,8 +331,7 @@ def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | N
     jobs = snap.job_map()
     for jid, st in previous._statics.items():
         j = jobs.get(jid)
-        if j is st.job and j.state == "running" and not (
-                changed and any(ni in changed for ni, _m in st.parts)):
+        if j is not None and j.state == "running" and _kept(st, j, changed):
             continue
         for (ni, m), p in zip(st.parts, st.job.placement or ()):
             held[ni] &= ~m
@@ -342,7 +341,13 @@ def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | N
     return owner, held
 
 
-def _changed_nodes(snap: Snapshot, previous: Problem | None) -> set[int] | None:
+def _kept(st: _Static, j: Job, changed: set[int]) -> bool:
+    """May the running job ``j`` keep ``st``, the last tick's (its record, and none of
+    its nodes ``changed``)?"""
+    return st.job is j and not (changed and any(ni in changed for ni, _m in st.parts))
+
+
+def changed_nodes(snap: Snapshot, previous: Problem | None) -> set[int] | None:
     """The indices of the nodes that are not the previous problem's objects, when the
     node ids, the storage targets and the policy are the same (else None: nothing
     of ``previous`` holds)."""
@@ -410,8 +415,11 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         node_index[n.id] = i
     running: dict[str, VictimInfo] = {}
     statics: dict[str, _Static] = {}
-    changed = _changed_nodes(snap, previous)
-    before = previous._statics if previous is not None and changed is not None else {}
+    changed = changed_nodes(snap, previous)
+    # what the previous problem lends (nothing where its cluster is another)
+    before, lasted, before_info = ((previous._statics, previous._lasting, previous.running)
+                                   if previous is not None and changed is not None
+                                   else ({}, {}, {}))
     # the GPUs held per node and who holds each: the previous problem's, less those of
     # its running jobs that this tick does not keep (then each job not kept adds its)
     owner, held_by = _held_before(snap, previous, changed)
@@ -424,12 +432,9 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     lasting: dict[str, tuple[datetime, bool]] = {}
     spare_ending = policy.spare_ending_within_s > 0
     windowless = {t for t, tp in policy.tiers.items() if not tp.windows}
-    lasted, before_info = ((previous._lasting, previous.running)
-                           if previous is not None and changed is not None else ({}, {}))
     for j in sorted(snap.running(), key=lambda j: j.id):
         st = before.get(j.id)
-        kept = st is not None and st.job is j and not (
-            changed and any(ni in changed for ni, _m in st.parts))
+        kept = st is not None and changed is not None and _kept(st, j, changed)
         if not kept:
             st = _static(snap, policy, j, node_map, node_index, nodes)
         assert st is not None

@@ -177,7 +177,7 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
         seen_warnings.clear()
         seen_warnings.update(parsed.warnings)
     snap = load_snapshot(parsed.snapshot) if loop is None else \
-        loop.load(parsed.snapshot, None)
+        loop.loader.load(parsed.snapshot)
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
                   planner=cfg.planner.planner, loop=loop)
