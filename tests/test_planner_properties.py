@@ -863,3 +863,44 @@ def test_fallback_takes_the_baselines_plan_when_an_eviction_budget_binds(
     assert sorted(e.job for e in p.evictions) == ["b2", "b3"]
     assert p.objective.admitted_gpus["1"] == 16
     assert p.objective.eviction_cost_gpu_s == pytest.approx(1600.0)
+
+
+def test_explanations_of_a_plan_equal_those_worked_out_from_scratch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deferred job's explanation next to the plan takes each node the plan neither
+    places on nor evicts from from the answers "as if nothing else happened"
+    (planner/checks/explain.py): on random ticks (small ones and generated clusters
+    of 48-96 nodes with long queues) the deferrals equal those worked out node by
+    node for the plan itself."""
+    from models import SolverInfo
+    from planner.checks import explain
+    from planner.checks.assemble import assemble
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+
+    snaps = [random_snapshot(seed, n_nodes=(4, 8), n_pending=(4, 10)) for seed in range(40)]
+    snaps += [generate(nodes=n, pending=p, seed=s, occupancy=0.95)
+              for n, p, s in ((48, 60, 1), (64, 120, 2), (96, 200, 3))]
+    compared = with_victims = 0
+    for data in snaps:
+        problem = build_problem(load_snapshot(data))
+        d = GreedyPlanner(problem).solve()
+        info = SolverInfo(engine="greedy", status="HEURISTIC")
+        fast = assemble(problem, d, "feasible", info).deferred
+        with monkeypatch.context() as m:  # every node worked out for the plan itself
+            m.setattr(explain, "DERIVED", False)
+            slow = assemble(problem, d, "feasible", info).deferred
+        assert fast == slow
+        def same(answer: tuple) -> tuple:  # (a node left without victims: no entry)
+            used, by_node, already = answer
+            return (used, {i: vs for i, vs in by_node.items() if vs},
+                    {i: sorted(ts) for i, ts in already.items()})
+
+        derived = same(explain._victims_by_node(problem, d))  # (kept in the memo by the first)
+        explain.forget(problem)
+        with monkeypatch.context() as m:
+            m.setattr(explain, "DERIVED", False)
+            assert derived == same(explain._victims_by_node(problem, d))
+        compared += len(fast)
+        with_victims += bool(d.victims)
+    assert compared > 300 and with_victims > 10

@@ -453,6 +453,9 @@ def _ending_soon(problem: Problem, info: PendingInfo) -> Deferred:
 
 
 _NOTHING = Decision()  # "as if nothing else happened this tick"
+# answers next to a plan start from those "as if nothing else happened", worked out
+# again only on the nodes the plan places on or evicts from (False: on every node)
+DERIVED = True
 
 
 def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tuple[int, list]]:
@@ -466,16 +469,24 @@ def _node_options(problem: Problem, info: PendingInfo, d: Decision) -> list[tupl
 def _node_options_uncached(problem: Problem, info: PendingInfo,
                            d: Decision) -> list[tuple[int, list]]:
     # per node, shared by the candidate lists of one size, rights and decision
-    per_node = _once(problem, ("options by node", d is _NOTHING, info.rights,
-                               info.job.gpus_per_node, info.need_nvlink), dict)
+    rights, gpn, nvlink = info.rights, info.job.gpus_per_node, info.need_nvlink
+    per_node = _once(problem, ("options by node", d is _NOTHING, rights, gpn, nvlink), dict)
+    # a node the decision neither places on nor evicts from has the answer it has
+    # "as if nothing else happened": taken from there, and given there
+    alone: dict | None = None
+    touched: frozenset[int] = frozenset()
+    if d is not _NOTHING and DERIVED:
+        alone = _once(problem, ("options by node", True, rights, gpn, nvlink), dict)
+        touched = _touched(problem, d)
     used, by_node, already = _victims_by_node(problem, d)
-    rights = info.rights
     out = []
-    gpn, nvlink, nodes = info.job.gpus_per_node, info.need_nvlink, problem.nodes
+    nodes = problem.nodes
     fits = topo.layout_fits
     for i in info.candidates:
         if i in per_node:
             chosen = per_node[i]
+        elif alone is not None and i not in touched and i in alone:
+            chosen = per_node[i] = alone[i]
         else:
             layout = nodes[i].layout
             taken = used.get(i, 0)
@@ -495,6 +506,8 @@ def _node_options_uncached(problem: Problem, info: PendingInfo,
             if not fits(layout, avail, gpn, nvlink):
                 chosen = None
             per_node[i] = chosen
+            if alone is not None and i not in touched:
+                alone[i] = chosen
         if chosen is not None:
             out.append((i, chosen))
     return out
@@ -506,6 +519,26 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
     evictable running jobs it does not evict, as (victim, GPUs there), largest
     first, then cheapest, then by id; and per node the (tier, GPUs) its victims
     free. Shared by every shape (it scans every running job)."""
+    def derived() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
+        # from the answer for no decision: only the nodes of d's victims differ there
+        _u, alone, _a = _victims_by_node(problem, _NOTHING)
+        used: dict[int, int] = {}
+        for parts in d.placements.values():
+            for i, m in parts:
+                used[i] = used.get(i, 0) | m
+        by_node = dict(alone)
+        already: dict[int, list[tuple[int, int]]] = {}
+        victims = d.victims
+        for vid in sorted(victims):
+            v = problem.running.get(vid)
+            if v is None or not v.evictable:
+                continue
+            for i, m in v.parts:
+                already.setdefault(i, []).append((v.job.tier, m))
+                if i in by_node:
+                    by_node[i] = [vm for vm in by_node[i] if vm[0].job.id not in victims]
+        return used, by_node, already
+
     def compute() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
         used: dict[int, int] = {}
         for parts in d.placements.values():
@@ -525,7 +558,21 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
             vms.sort(key=lambda vm: (-vm[1].bit_count(), vm[0].cost, vm[0].job.id))
         return used, by_node, already
 
-    return _once(problem, ("victims by node", d is _NOTHING), compute)
+    return _once(problem, ("victims by node", d is _NOTHING),
+                 compute if d is _NOTHING or not DERIVED else derived)
+
+
+def _touched(problem: Problem, d: Decision) -> frozenset[int]:
+    """The nodes decision ``d`` places jobs on or evicts jobs from."""
+    def compute() -> frozenset[int]:
+        out = {i for parts in d.placements.values() for i, _m in parts}
+        for vid in d.victims:
+            v = problem.running.get(vid)
+            if v is not None:
+                out.update(i for i, _m in v.parts)
+        return frozenset(out)
+
+    return _once(problem, ("touched",), compute)
 
 
 def _why_not_taken(problem: Problem, info: PendingInfo, d: Decision,
