@@ -27,9 +27,9 @@ taken over), each snapshot read from its file by the loop and planned.
   the whole tick, without taking out first what needs no search
   (planner/core/reduce.py).
 
-``--rounds R`` replays the sequence R times, each time with a new loop and followed
+``--repeat R`` replays the sequence R times, each time with a new loop and followed
 by a cold process (so that both meet the same machine): the calls and the cold
-process are each the median of the R rounds (the plans are the first round's).
+process are each the median of the R repeats (the plans are the first repeat's).
 
 Reported per tick: the call (reading the file and planning it), the plan wall
 (``solver.wall_s``), the solver status, admitted GPUs per tier, evictions; then the
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--completions", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-cold", action="store_true", help="skip the fresh-process tick")
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--repeat", type=int, default=1,
                     help="replay the sequence this many times, each with a new loop and "
                          "followed by a cold process: per tick and for the cold process "
                          "the median (default 1)")
@@ -241,22 +241,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     colds: list[float] = []
-    for r in range(max(1, args.rounds)):
+    for r in range(max(1, args.repeat)):
         loop = Loop()
         for k, path in enumerate(paths):  # the loop's pass first, alone, as a loop runs
             row = plan_file(path, args.time_limit if k == 0 else steady_limit, loop=loop)[0]
             print(_line(row), file=sys.stderr)
             if r == 0:
-                row["call_s_rounds"] = [row["call_s"]]
+                row["call_s_repeats"] = [row["call_s"]]
                 rows.append(row)
             else:
-                rows[k]["call_s_rounds"].append(row["call_s"])
+                rows[k]["call_s_repeats"].append(row["call_s"])
         del loop
         if not args.no_cold:  # (taken in turn with the loop's passes: the same machine)
             colds.append(cold(paths[0], args.time_limit))
             print(f"cold process: {colds[-1]:.2f} s", file=sys.stderr)
-    for row in rows:  # (the plans of the first round; the calls' median of all)
-        row["call_s"] = statistics.median(row["call_s_rounds"])
+    for row in rows:  # (the plans of the first repeat; the calls' median of all)
+        row["call_s"] = statistics.median(row["call_s_repeats"])
     for key, on, whole in (("fresh", args.versus_fresh, False),
                            ("whole", args.versus_whole, True)):
         for row, path in zip(rows, paths, strict=True) if on else ():
@@ -277,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
                 _rank(r) > _rank(r[key]) for r in steady)
     summary["steady_ticks_proven_optimal"] = sum(r["status"] == "optimal" for r in steady)
     if colds:
-        summary["rounds"] = len(colds)
+        summary["repeats"] = len(colds)
         summary["cold_process_s"] = statistics.median(colds)
-        summary["cold_process_s_rounds"] = colds
+        summary["cold_process_s_repeats"] = colds
         summary["steady_over_cold"] = summary["steady_call_s_median"] / summary["cold_process_s"]
     print(json.dumps(summary, indent=2))
     if args.save:
