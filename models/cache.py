@@ -80,7 +80,7 @@ class SnapshotCache:
              policy: dict[str, Any] | Policy | str | Path | None = None) -> Snapshot:
         """The snapshot of ``source`` (a document, a file, or a Snapshot), checked;
         ``policy`` replaces its own as in ``load_snapshot``. Raises InputError."""
-        with gc_paused():
+        with gc_paused(acyclic=True):
             if isinstance(source, Snapshot):
                 return load_snapshot(source, policy)
             if isinstance(source, (str, Path)) and not self._read and policy is None:

@@ -159,3 +159,47 @@ def test_json_nesting_is_measured_on_the_text(text: str, within: bool, refused: 
             parse_document(text, "x")
     else:
         assert parse_document(text, "x") == json.loads(text)
+
+
+def test_reading_a_snapshot_makes_no_cyclic_garbage(tmp_path: Path) -> None:
+    """load_snapshot and a loop's SnapshotCache read with the collector paused and
+    then put what they made in the oldest generation (models.load.gc_paused,
+    ``acyclic``): that is only right while reading leaves no reference cycles behind.
+    Afterwards the collector runs as before, and a process's own frozen objects stay
+    frozen."""
+    import gc
+
+    from models.cache import SnapshotCache
+    from planner.sim.generate import generate
+
+    doc = generate(nodes=24, pending=30, seed=3)
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(doc))
+    moved = {**doc, "now": "2026-11-29T08:01:00Z"}
+    gc.collect()
+    was = gc.isenabled()
+    try:
+        gc.disable()  # (a collection of its own would hide what reading leaves)
+        for snap in (load_snapshot(doc), load_snapshot(path)):
+            del snap
+        cache = SnapshotCache()
+        for source in (path, doc, moved, path):
+            snap = cache.load(source)
+            del snap
+        assert gc.collect() == 0  # no unreachable objects: nothing cyclic was left
+        gc.enable()
+        frozen = gc.get_freeze_count()
+        load_snapshot(path)
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        keep = [[] for _ in range(10)]
+        gc.freeze()  # a process that keeps frozen objects: they stay frozen
+        n = gc.get_freeze_count()
+        load_snapshot(path)
+        assert gc.get_freeze_count() == n and gc.isenabled()
+        del keep
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()
+        else:
+            gc.disable()
