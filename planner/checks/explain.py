@@ -522,10 +522,6 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
     def derived() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
         # from the answer for no decision: only the nodes of d's victims differ there
         _u, alone, _a = _victims_by_node(problem, _NOTHING)
-        used: dict[int, int] = {}
-        for parts in d.placements.values():
-            for i, m in parts:
-                used[i] = used.get(i, 0) | m
         by_node = dict(alone)
         already: dict[int, list[tuple[int, int]]] = {}
         victims = d.victims
@@ -537,13 +533,9 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
                 already.setdefault(i, []).append((v.job.tier, m))
                 if i in by_node:
                     by_node[i] = [vm for vm in by_node[i] if vm[0].job.id not in victims]
-        return used, by_node, already
+        return _used(d), by_node, already
 
     def compute() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
-        used: dict[int, int] = {}
-        for parts in d.placements.values():
-            for i, m in parts:
-                used[i] = used.get(i, 0) | m
         by_node: dict[int, list] = {}
         already: dict[int, list[tuple[int, int]]] = {}
         victims = d.victims
@@ -556,10 +548,19 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
                         by_node.setdefault(i, []).append((v, m))
         for vms in by_node.values():
             vms.sort(key=lambda vm: (-vm[1].bit_count(), vm[0].cost, vm[0].job.id))
-        return used, by_node, already
+        return _used(d), by_node, already
 
     return _once(problem, ("victims by node", d is _NOTHING),
                  compute if d is _NOTHING or not DERIVED else derived)
+
+
+def _used(d: Decision) -> dict[int, int]:
+    """The GPUs decision ``d``'s placements take, per node."""
+    used: dict[int, int] = {}
+    for parts in d.placements.values():
+        for i, m in parts:
+            used[i] = used.get(i, 0) | m
+    return used
 
 
 def _touched(problem: Problem, d: Decision) -> frozenset[int]:
