@@ -376,3 +376,24 @@ def test_mask_helpers():
     assert mask_to_list(0b10110) == [1, 2, 4]
     assert list_to_mask([4, 1, 2, 2]) == 0b10110
     assert list_to_mask(mask_to_list(1 << 1023 | 5)) == 1 << 1023 | 5
+
+
+def test_layout_connected_subsets_is_connected_subsets_on_a_parsed_layout() -> None:
+    """The planner's fast path (a node's layout parsed once) gives the sets the
+    checked function gives: on a hybrid cube-mesh, a ring and islands, every mask
+    of 8 GPUs and sizes 2-4, with and without a limit."""
+    from planner.core.topology import layout, layout_connected_subsets
+
+    cube = {"edges": [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3], [4, 5], [4, 6], [4, 7],
+                      [5, 6], [5, 7], [6, 7], [0, 4], [1, 5], [2, 6], [3, 7]]}
+    ring = {"edges": [[i, (i + 1) % 8] for i in range(8)]}
+    for raw in (cube, ring, [[0, 1, 2, 3], [4, 5, 6, 7]]):
+        t = layout(raw, 8)
+        for mask in range(256):
+            for size in (2, 3, 4):
+                assert layout_connected_subsets(t, mask, size) == \
+                    connected_subsets(raw, 8, mask, size)
+                assert layout_connected_subsets(t, mask, size, limit=3) == \
+                    connected_subsets(raw, 8, mask, size, limit=3)
+    # the cube-mesh's 4-GPU connected sets on all GPUs: more than its two islands
+    assert len(layout_connected_subsets(layout(cube, 8), 0xFF, 4)) > 2

@@ -495,6 +495,12 @@ def layout_fits(t: Layout, available_mask: int, size: int, need_nvlink: bool) ->
     return _max_connected(t, available_mask) >= size
 
 
+def layout_connected_subsets(t: Layout, available_mask: int, size: int,
+                             limit: int | None = None) -> tuple[int, ...]:
+    """``connected_subsets`` on a parsed layout (masks and sizes are trusted)."""
+    return _connected_subsets(t, available_mask, size, limit)
+
+
 def layout_best_fit(t: Layout, available_mask: int, size: int, need_nvlink: bool) -> int | None:
     """``best_fit`` on a parsed layout (masks are trusted)."""
     return _best_fit(t, available_mask, size, bool(need_nvlink))

@@ -416,8 +416,8 @@ class CpsatModel:
             if c.gpn == 1:
                 pats = tuple(1 << g for g in range(info.node.gpus) if avail >> g & 1)
             else:
-                pats = topo.connected_subsets(info.node.nvlink_raw(), info.node.gpus, avail,
-                                              c.gpn, limit=MAX_PATTERNS + 1)
+                pats = topo.layout_connected_subsets(info.layout, avail, c.gpn,
+                                                     limit=MAX_PATTERNS + 1)
                 if len(pats) > MAX_PATTERNS:
                     pats = pats[:MAX_PATTERNS]
                     self.approximate = True
