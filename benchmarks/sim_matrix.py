@@ -54,6 +54,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
                    config={"planner": job["planner"], "tick_s": 60.0, "days": job["days"],
                            "start": parse_time(job["week"]), "seed": job["seed"],
                            "time_limit_s": job["time_limit"], "workers": job["workers"],
+                           "deterministic": job.get("deterministic", False),
                            "label": job["planner"]})
     t0 = time.perf_counter()
     res = prepare(spec).run()
@@ -108,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--planners", default=",".join(PLANNERS))
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--deterministic", action="store_true",
+                    help="the planners in deterministic mode (simulate --deterministic): "
+                         "each tick's plan the same in every run, its time limit counted "
+                         "in CP-SAT's deterministic time")
     ap.add_argument("--workers", type=int, default=1,
                     help="cores per planner call (default 1: --jobs runs share the machine)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
@@ -145,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                         todo.append({"week": week, "load": load, "seed": seed,
                                      "planner": planner, "days": args.days,
                                      "time_limit": args.time_limit, "workers": args.workers,
+                                     "deterministic": args.deterministic,
                                      "sets": sets, "tier_rule": args.tier_rule, "name": name})
     print(f"{len(todo)} run(s) to do in {args.jobs} process(es)", file=sys.stderr, flush=True)
     t0 = time.time()
