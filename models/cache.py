@@ -24,22 +24,19 @@ import marshal
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from models.kinds import wrong_document
 from models.load import (
     InputError,
-    check_json_depth,
     check_snapshot,
     gc_paused,
     job_errors,
     load_policy,
     load_snapshot,
-    parse_document,
     placement_errors,
     priority_errors,
-    read_text,
+    read_document,
     recent_errors,
     time_errors,
 )
@@ -91,7 +88,7 @@ class SnapshotCache:
                 return snap
             if isinstance(source, (str, Path)):
                 try:
-                    data: Any = _read(source)
+                    data: Any = read_document(source)
                 except InputError:
                     return load_snapshot(source, policy)  # (its error, naming the file)
             else:
@@ -216,21 +213,6 @@ class SnapshotCache:
                 if placement_errors("", j, nodes, owner):
                     return None
         return owner
-
-
-def _read(source: str | Path) -> Any:
-    """``read_document(source)``, a JSON text parsed by pydantic-core's parser (which
-    reads every JSON value as json.loads does, and in half the time); a text it
-    refuses (a lone surrogate, ...) and YAML are read the usual way."""
-    text, name, yaml_first = read_text(source)
-    if yaml_first:
-        return parse_document(text, name, yaml_first=True)
-    try:
-        doc = pydantic_core.from_json(text)
-    except ValueError:
-        return parse_document(text, name)
-    check_json_depth(doc, text, name)
-    return doc
 
 
 _BATCH: dict[type[BaseModel], TypeAdapter[list[Any]]] = {}

@@ -203,3 +203,17 @@ def test_reading_a_snapshot_makes_no_cyclic_garbage(tmp_path: Path) -> None:
             gc.enable()
         else:
             gc.disable()
+
+
+def test_json_documents_read_as_json_loads_reads_them() -> None:
+    """parse_document (read_document, every JSON file read) parses JSON with
+    pydantic-core's parser and hands what it refuses to json.loads: the values are
+    json.loads's, the refusals and their messages its own."""
+    texts = ['{"a": NaN, "b": -Infinity, "c": 1e400, "d": 123456789012345678901234567890}',
+             '{"a": 1, "a": 2}', '{"a": "\\ud800"}', '[0.1, 2.5e-7, 1E+2, -0.0]',
+             '{"a": {"b": [true, false, null]}}']
+    for text in texts:
+        got, want = parse_document(text), json.loads(text)
+        assert json.dumps(got) == json.dumps(want) and type(got) is type(want)
+    with pytest.raises(InputError, match="malformed JSON at line 1 column 9"):
+        parse_document('{"a": 1,}')
