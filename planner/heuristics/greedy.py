@@ -71,6 +71,28 @@ class ShapeHeap:
     reliefs: int = 0
 
 
+@dataclass
+class GroupIndex:
+    """The options of one gang shape that keeps a block or an NVLink domain (R2),
+    by group, kept from one gang of the shape to the next in one state. A node
+    enters with a lower bound on its option (:meth:`GreedyPlanner._bound`; again
+    when the state's log says it changed) and is scored only when its group's
+    bound makes the group a candidate; a scored option met the limits of its time,
+    which may have tightened since, so it too is a lower bound until checked."""
+
+    st: GreedyState
+    pos: int  # the state's log up to here is in opts
+    reliefs: int  # the planner's count of falling loads then (a change rebuilds it)
+    members: frozenset[int]
+    group_of: dict[int, tuple]  # candidate node -> its group key
+    groups: dict[tuple, list[int]]  # group key -> candidate nodes
+    # node -> (cost, victims count, leftover, node id, node idx, victims): an option,
+    # or a bound (victims None); None: the node cannot host the shape
+    opts: dict[int, tuple | None]
+    ranked: dict[tuple, list[tuple]] = field(default_factory=dict)  # group -> options, best first
+    dirty: set[tuple] = field(default_factory=set)  # groups whose ranking is out of date
+
+
 def job_order(problem: Problem, order: str = "size") -> list[PendingInfo]:
     """Pending jobs (not in backoff) by tier, then larger jobs first (``"size"``, the
     objective's order) or more important jobs first (``"priority"``, the queue order
@@ -94,6 +116,21 @@ def squeaky_wheel(problem: Problem, d: Decision, budget: Budget | None = None,
     ``budget`` (GreedyPlanner.solve)."""
     deferred = frozenset(j for j in problem.pending if j not in d.placements)
     return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve(budget))
+
+
+def cover_bounds(ws: list[tuple[float, int]]) -> tuple[float, ...]:
+    """For victims (weight, GPUs they free on a node): per number of GPUs k (0 up to
+    all of theirs), a lower bound on the weight of any of them that free at least k:
+    the fractional cover, cheapest per GPU first. An option on a node that misses k
+    GPUs evicts victims that free at least k, so its cost is at least the k-th
+    (lowered by a billionth, so that rounding never puts it above the cost: a bound
+    sorts before the option it bounds)."""
+    out = [0.0]
+    acc = 0.0
+    for w, g in sorted(ws, key=lambda e: e[0] / e[1]):
+        out += [(acc + w * j / g) * (1 - 1e-9) for j in range(1, g + 1)]
+        acc += w
+    return tuple(out)
 
 
 GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
@@ -227,8 +264,9 @@ class GreedyPlanner:
         self._limits_memo: dict[tuple, tuple] = {}  # see _limits
         self._node_storages: dict[int, tuple] = {}
         self._heaps: dict[tuple, ShapeHeap] = {}
+        self._group_index: dict[tuple, GroupIndex] = {}  # see _group_options
         # the snapshot's state, shared by every job shape (see _first_bounds)
-        self._least_weight: dict[tuple, dict[int, float]] = {}
+        self._least_weight: dict[tuple, dict[int, tuple[float, ...]]] = {}
 
     # -- availability ---------------------------------------------------------------
     def available(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
@@ -500,7 +538,8 @@ class GreedyPlanner:
         return self._grouped.setdefault(key, {})
 
     def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int,
-                        memo: dict[int, tuple] | None = None) -> tuple | None:
+                        memo: dict[int, tuple] | None = None, check: bool = True
+                        ) -> tuple | None:
         """:meth:`node_option` for gangs that keep one block or NVLink domain, which
         score every candidate node: kept per job shape and node until the node changes
         (in solve() storm loads and budgets only grow, so a node that could not host
@@ -508,7 +547,9 @@ class GreedyPlanner:
         Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
         only in :meth:`release`; an entry lasts until those its node's victims flush
         to (or any, with an eviction budget) fall. ``memo``: :meth:`_grouped_memo`,
-        when the caller scores many nodes in one state."""
+        when the caller scores many nodes in one state. ``check=False``: a kept option
+        with victims is returned without checking it against the limits again (a
+        lower bound on the node's option now, see :class:`GroupIndex`)."""
         if memo is None:
             memo = self._grouped_memo(st, info)
         version = st.version.get(ni, 0)
@@ -516,7 +557,7 @@ class GreedyPlanner:
         hit = memo.get(ni)
         if hit is not None and hit[0] == ver:
             opt = hit[1]
-            if opt is None or not opt[5] or self.within_limits(st, opt[5]):
+            if opt is None or not opt[5] or not check or self.within_limits(st, opt[5]):
                 return opt
         opt = self.node_option(st, info, ni)
         memo[ni] = (ver, opt)
@@ -572,15 +613,18 @@ class GreedyPlanner:
             return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
         if not info.rights:
             return None
-        # every option evicts at least one allowed victim: the least weight of one is a
-        # bound (the least cost, plus the variants' penalties when they count)
+        # every option evicts allowed victims that free the GPUs missing: the least
+        # weight of such victims, fractional, is a bound (see cover_bounds)
         contested = self.contested.get(info.job.tier, frozenset())
         past = self.past(st, info)
-        ws = [self._weight(v, contested, past) for v in self.by_node.get(ni, ())
+        ws = [(self._weight(v, contested, past), self.vmask[(v, ni)].bit_count())
+              for v in self.by_node.get(ni, ())
               if v not in st.victims and self.p.running[v].job.tier in info.rights]
-        if not ws:
+        need = info.job.gpus_per_node - base.bit_count()
+        bounds = cover_bounds(ws)
+        if not ws or need >= len(bounds):
             return None
-        return (min(ws), 1, (), node_id, ni, st.version.get(ni, 0), None)
+        return (bounds[max(need, 1)], 1, (), node_id, ni, st.version.get(ni, 0), None)
 
     def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
         """``_bound`` for every candidate node of a job shape: nodes nothing has
@@ -595,11 +639,12 @@ class GreedyPlanner:
         least = self._least_weight.get(wkey)
         if least is None:
             least = self._least_weight[wkey] = {}
+            vmask = self.vmask
             for ni, vids in self.by_node.items():
-                ws = [self._weight(v, contested, past) for v in vids
-                      if self.p.running[v].job.tier in info.rights]
+                ws = [(self._weight(v, contested, past), vmask[(v, ni)].bit_count())
+                      for v in vids if self.p.running[v].job.tier in info.rights]
                 if ws:
-                    least[ni] = min(ws)
+                    least[ni] = cover_bounds(ws)
         out = []
         version, nodes = st.version, self.p.nodes
         for ni in info.candidates:
@@ -611,7 +656,9 @@ class GreedyPlanner:
             if fits[ni]:
                 out.append((w_free, 0, -1, nodes[ni].node.id, ni, 0, None))
             elif info.rights and ni in least:
-                out.append((least[ni], 1, (), nodes[ni].node.id, ni, 0, None))
+                bounds, miss = least[ni], gpn - nodes[ni].free.bit_count()
+                if miss < len(bounds):
+                    out.append((bounds[max(miss, 1)], 1, (), nodes[ni].node.id, ni, 0, None))
         return out
 
     def _best_nodes(self, st: GreedyState, info: PendingInfo, m: int) -> list[tuple]:
@@ -687,36 +734,7 @@ class GreedyPlanner:
                 if chosen is None:
                     return None
         else:
-            options: list[tuple[float, int, int, list[str]]] = []  # cost, leftover, node, victims
-            memo = self._grouped_memo(st, info)  # (scoring changes nothing in st)
-            for ni in info.candidates:
-                opt = self._grouped_option(st, info, ni, memo)
-                if opt is not None:
-                    options.append((opt[0], opt[2], ni, opt[5]))
-            options.sort(key=lambda o: (o[0], len(o[3]), o[1], self.p.nodes[o[2]].node.id))
-            groups: dict[tuple, list] = {}
-            for o in options:
-                groups.setdefault(self.group_key(info, o[2]), []).append(o)
-            # per group (block or NVLink domain) its cheapest nodes whose victims
-            # together stay within the storm limit and the budgets; the cheapest
-            # group, ties by key. A group's cheapest nodes regardless of the limits
-            # bound its cost from below, and are its choice when they stay within them
-            bounds = []
-            for key, grp in groups.items():
-                if len(grp) >= job.nodes:
-                    bounds.append((sum(o[0] for o in grp[: job.nodes]), str(key), key))
-            best = None
-            for pick in (self._together, self._rescued):  # the rescue only if none fits
-                for bound, name, key in sorted(bounds):
-                    if best is not None and bound > best[0]:
-                        break
-                    found = pick(st, groups[key], job.nodes)
-                    if found is not None:
-                        cand = (sum(o[0] for o in found), name, found)
-                        if best is None or cand[:2] < best[:2]:
-                            best = cand
-                if best is not None:
-                    break
+            best = self._best_group(st, info)
             if best is None:
                 return None
             chosen = best[2]
@@ -727,6 +745,93 @@ class GreedyPlanner:
                     new.append(v)
         self.evict(st, new)
         return [(o[2], self.take_gpus(st, info, o[2])) for o in chosen]
+
+    def _group_options(self, st: GreedyState, info: PendingInfo
+                       ) -> tuple[GroupIndex, dict[int, tuple]]:
+        """The :class:`GroupIndex` of a gang's shape in this state, brought up to date
+        with the nodes changed since it was last used; and the memo it reads."""
+        job = info.job
+        key = (job.tier, info.rights, job.gpus_per_node, info.need_nvlink,
+               self.room(st, info), id(info.candidates), job.same_block,
+               job.same_nvlink_domain)
+        memo = self._grouped_memo(st, info)
+        gi = self._group_index.get(key)
+        if gi is None or gi.st is not st or gi.reliefs != self._reliefs:
+            group_of = {ni: self.group_key(info, ni) for ni in info.candidates}
+            groups: dict[tuple, list[int]] = {}
+            for ni, g in group_of.items():
+                groups.setdefault(g, []).append(ni)
+            opts: dict[int, tuple | None] = dict.fromkeys(info.candidates)
+            for b in self._first_bounds(st, info):
+                opts[b[4]] = (*b[:5], None)
+            gi = GroupIndex(st=st, pos=len(st.log), reliefs=self._reliefs,
+                            members=frozenset(info.candidates), group_of=group_of,
+                            groups=groups, opts=opts, dirty=set(groups))
+            self._group_index[key] = gi
+        elif gi.pos < len(st.log):
+            for ni in set(st.log[gi.pos:]) & gi.members:
+                nb = self._bound(st, info, ni)
+                gi.opts[ni] = None if nb is None else (*nb[:5], None)
+                gi.dirty.add(gi.group_of[ni])
+            gi.pos = len(st.log)
+        for g in gi.dirty:
+            self._rank_group(gi, g)
+        gi.dirty.clear()
+        return gi, memo
+
+    @staticmethod
+    def _rank_group(gi: GroupIndex, g: tuple) -> None:
+        """Group g's options in the order a gang takes them: cost, victims count,
+        leftover GPUs (objective item 6 for victims), node id."""
+        gi.ranked[g] = sorted((o for ni in gi.groups[g] if (o := gi.opts[ni]) is not None),
+                              key=lambda e: e[:4])
+
+    def _checked_group(self, st: GreedyState, info: PendingInfo, gi: GroupIndex,
+                       g: tuple, memo: dict[int, tuple]) -> list:
+        """Group g's options now, best first, as (cost, leftover, node idx, victims):
+        its nodes known by a bound only, and those whose victims the limits no longer
+        allow, scored."""
+        changed = False
+        for e in gi.ranked[g]:
+            if e[5] is None or (e[5] and not self.within_limits(st, e[5])):
+                gi.opts[e[4]] = self._grouped_option(st, info, e[4], memo)
+                changed = True
+        if changed:
+            self._rank_group(gi, g)
+        return [(e[0], e[2], e[4], e[5]) for e in gi.ranked[g]]
+
+    def _best_group(self, st: GreedyState, info: PendingInfo) -> tuple | None:
+        """For a gang that keeps one block or NVLink domain: per group (block or
+        NVLink domain) its cheapest nodes whose victims together stay within the storm
+        limit and the budgets; the cheapest group, ties by key, as (cost, key name,
+        options); None if none.
+
+        A group's cheapest n options regardless of the limits bound its cost from
+        below, and are its choice when they stay within them. Groups are taken by
+        the bound of their kept options (:class:`GroupIndex`: lower still) and checked
+        against the limits only while that bound can beat the best found, which is
+        therefore the cheapest over every group."""
+        n = info.job.nodes
+        gi, memo = self._group_options(st, info)
+        bounds = sorted((sum(e[0] for e in ranked[:n]), str(g), g)
+                        for g, ranked in gi.ranked.items() if len(ranked) >= n)
+        best = None
+        for pick in (self._together, self._rescued):  # the rescue only if none fits
+            for bound, name, g in bounds:
+                if best is not None and bound > best[0]:
+                    break
+                grp = self._checked_group(st, info, gi, g, memo)
+                if len(grp) < n or (best is not None
+                                    and sum(o[0] for o in grp[:n]) > best[0]):
+                    continue
+                found = pick(st, grp, n)
+                if found is not None:
+                    cand = (sum(o[0] for o in found), name, found)
+                    if best is None or cand[:2] < best[:2]:
+                        best = cand
+            if best is not None:
+                break
+        return best
 
     def _together(self, st: GreedyState, options: list, n: int) -> list | None:
         """The first ``n`` of a gang's node options (best first) whose victims
