@@ -236,8 +236,8 @@ def test_greedy_first_bounds_equal_the_per_node_bounds() -> None:
             # compare in the state the greedy is in when it meets the job (some nodes
             # changed already), then place the job as the greedy would
             for later in order[k:]:
-                want = [b for ni in later.candidates
-                        if (b := g._bound(st, later, ni)) is not None]
+                want = sorted(b for ni in later.candidates
+                              if (b := g._bound(st, later, ni)) is not None)
                 assert g._first_bounds(st, later) == want, (k, later.job.id)
                 shapes += bool(want)
             g.place(st, info)

@@ -167,3 +167,39 @@ def test_the_time_limit_counts_from_the_call_warm_up_included(
     assert "over the time limit of 0.2 s: 0.3" in p.solver.detail
     assert "s importing the solver and measuring this machine's speed" in p.solver.detail
     assert not verify(load_snapshot(_snap()), p)
+
+
+def test_free_first_places_each_tier_on_free_gpus_before_searching_for_victims() -> None:
+    # free_first (the first greedy run at a short limit on a big cluster): each tier's
+    # jobs on free GPUs alone, then those not placed that may evict, searched for
+    # victims: the work is a (free), a (victims); b, c (free), b, c (victims); d (free:
+    # tier 3 may evict nobody). A job its free pass placed is not looked at again
+    s = load_snapshot(_snap())
+    problem = build_problem(s)
+    whole = GreedyPlanner(problem).solve()
+    g = GreedyPlanner(problem)
+    assert g.solve(free_first=True).placements == whole.placements  # the same whole run
+    # clock looks: 1 before the loop, a (free: n0), b (free: none), c (free: none),
+    # then none left at b's search for victims: c's free pass ran, d's did not
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(4), free_first=True)
+    assert sorted(cut.placements) == ["a"] and cut.victims == set()
+    assert g.free_only == ["b", "c"] and g.unreached == ["d"]
+    p = assemble(problem, cut, "feasible", SolverInfo(engine="test", status="TEST"),
+                 unreached=g.unreached, free_only=g.free_only)
+    assert verify(s, p) == []
+    # no look left in the loop: no free pass ran, every job is not considered
+    g = GreedyPlanner(problem)
+    assert g.solve(After(1), free_first=True).placements == {}
+    assert g.unreached == ["a", "b", "c", "d"] and g.free_only == []
+    # one look more than above: b evicts r and takes 6 GPUs of n1; c's search is cut
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(5), free_first=True)
+    assert sorted(cut.placements) == ["a", "b"] and cut.victims == {"r"}
+    assert g.free_only == ["c"] and g.unreached == ["d"]
+    # with quick searches and no time left, a tier's search for victims is skipped
+    # (its jobs took free GPUs in their free pass) and the next tier starts afresh
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(10, left=1e-6), quick=1e-4, free_first=True)
+    assert sorted(cut.placements) == ["a"] and cut.victims == set()
+    assert g.free_only == ["b", "c"] and g.unreached == []

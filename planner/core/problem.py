@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
+import numpy as np
+
 from models import Job, Node, Policy, Snapshot, Storage
 from models.policy import exempt_by
 from models.rules import (
@@ -197,6 +199,9 @@ class Problem:
     # (GPUs per shard, needs NVLink) -> per node, does a shard fit its free GPUs (free_fits)
     _free_fits: dict[tuple[int, bool], list[bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # node_arrays: (rank of each node's id, free GPUs per node, most GPUs of a node)
+    _arrays: tuple[np.ndarray, np.ndarray, int] | None = field(
+        default=None, init=False, repr=False, compare=False)
     # what build_problem(snap, previous=this) may lend the next tick's problem: each
     # running job's snapshot-only parts, each pending shape's candidate nodes
     _statics: dict[str, _Static] = field(default_factory=dict, init=False, repr=False,
@@ -254,11 +259,26 @@ class Problem:
             self._free_fits[(gpn, need_nvlink)] = flags
         return flags
 
+    def node_arrays(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Per node (by index) the rank of its id among the nodes' ids, and its GPUs
+        free in the snapshot and usable; and the most GPUs a node has. Made once per
+        problem (read only): the greedy planner's tables of bounds use them."""
+        if self._arrays is None:
+            ids = [nd.node.id for nd in self.nodes]
+            rank = np.empty(len(ids), dtype=np.int64)
+            rank[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+            free = np.fromiter((nd.free.bit_count() for nd in self.nodes), dtype=np.int64,
+                               count=len(self.nodes))
+            self._arrays = (rank, free, max((nd.node.gpus for nd in self.nodes), default=0))
+        return self._arrays
+
     def with_pending(self, pending: dict[str, PendingInfo]) -> Problem:
         """This problem with other pending jobs; what depends only on the nodes and
-        the running jobs (victims_by_node, free_fits) is shared, not made again."""
+        the running jobs (victims_by_node, free_fits, node_arrays) is shared, not
+        made again."""
         out = replace(self, pending=pending)
         out._victims, out._free_fits = self._victims, self._free_fits
+        out._arrays = self._arrays
         return out
 
     def exempt(self, tier: int) -> bool:

@@ -24,7 +24,10 @@ import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from typing import Any
+
+import numpy as np
 
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
@@ -63,6 +66,11 @@ class ShapeHeap:
     heap: list = field(default_factory=list)
     pos: int = 0
     members: frozenset[int] = frozenset()
+    # the bounds of the snapshot's state (version 0), sorted (_first_order): they
+    # enter the heap one at a time, the next when the one in it (front) leaves it
+    first: tuple[list, list, list] = ([], [], [])
+    k: int = 0
+    front: tuple | None = None
     # nodes scored "cannot host" because a limit refused their options: they come
     # back when the node changes (the log), or when the limits they face are looser
     # than then (after release): their _relief_storages -> their _limits then ->
@@ -266,7 +274,9 @@ class GreedyPlanner:
         self._heaps: dict[tuple, ShapeHeap] = {}
         self._group_index: dict[tuple, GroupIndex] = {}  # see _group_options
         # the snapshot's state, shared by every job shape (see _first_bounds)
-        self._least_weight: dict[tuple, dict[int, tuple[float, ...]]] = {}
+        self._least_weight: dict[tuple, np.ndarray] = {}  # see _least_table
+        self._fits_arrays: dict[tuple[int, bool], np.ndarray] = {}
+        self._cand_arrays: dict[int, tuple[list[int], np.ndarray]] = {}
 
     # -- availability ---------------------------------------------------------------
     def available(self, st: GreedyState, info: PendingInfo, ni: int) -> int:
@@ -626,40 +636,83 @@ class GreedyPlanner:
             return None
         return (bounds[max(need, 1)], 1, (), node_id, ni, st.version.get(ni, 0), None)
 
-    def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
-        """``_bound`` for every candidate node of a job shape: nodes nothing has
-        changed yet (version 0) are answered from tables of the snapshot's state
-        shared by every shape, the others one by one."""
-        gpn, need = info.job.gpus_per_node, info.need_nvlink
-        w_free = self.free_penalty.get(info.job.tier, 0.0) * gpn
-        contested = self.contested.get(info.job.tier, frozenset())
-        fits = self.p.free_fits(gpn, need)
-        past = self.past(st, info)
+    def _least_table(self, info: PendingInfo, contested: frozenset[int],
+                     past: bool) -> np.ndarray:
+        """Per node and number k of GPUs missing, the bound (cover_bounds) on an option
+        that evicts allowed victims of the snapshot's state to free k (inf: none can);
+        one table per rights, contested tiers and past (shared by every job shape)."""
         wkey = (info.rights, contested, past)
-        least = self._least_weight.get(wkey)
-        if least is None:
-            least = self._least_weight[wkey] = {}
-            vmask = self.vmask
+        tab = self._least_weight.get(wkey)
+        if tab is None:
+            _rank, _free, most = self.p.node_arrays()
+            tab = np.full((len(self.p.nodes), most + 1), np.inf)
+            vmask, running = self.vmask, self.p.running
             for ni, vids in self.by_node.items():
                 ws = [(self._weight(v, contested, past), vmask[(v, ni)].bit_count())
-                      for v in vids if self.p.running[v].job.tier in info.rights]
+                      for v in vids if running[v].job.tier in info.rights]
                 if ws:
-                    least[ni] = cover_bounds(ws)
-        out = []
-        version, nodes = st.version, self.p.nodes
-        for ni in info.candidates:
-            if version.get(ni, 0):
-                b = self._bound(st, info, ni)
-                if b is not None:
-                    out.append(b)
-                continue
-            if fits[ni]:
-                out.append((w_free, 0, -1, nodes[ni].node.id, ni, 0, None))
-            elif info.rights and ni in least:
-                bounds, miss = least[ni], gpn - nodes[ni].free.bit_count()
-                if miss < len(bounds):
-                    out.append((bounds[max(miss, 1)], 1, (), nodes[ni].node.id, ni, 0, None))
-        return out
+                    bounds = cover_bounds(ws)
+                    tab[ni, :len(bounds)] = bounds
+            self._least_weight[wkey] = tab
+        return tab
+
+    def _first_order(self, info: PendingInfo, past: bool) -> tuple[list, list, list]:
+        """``_bound`` of every candidate node in the snapshot's state (nothing changed
+        yet; ``past``: as :meth:`past` says in the state it is asked in), sorted as heap entries sort (cost, then free before victims, then node
+        id): costs, victims counts (0 or 1), node indices. From tables shared by
+        every shape (free_fits, _least_table), in numpy."""
+        gpn = info.job.gpus_per_node
+        hit = self._cand_arrays.get(id(info.candidates))
+        if hit is None or hit[0] is not info.candidates:
+            hit = self._cand_arrays[id(info.candidates)] = (
+                info.candidates, np.asarray(info.candidates, dtype=np.int64))
+        cand = hit[1]
+        fkey = (gpn, info.need_nvlink)
+        fits_all = self._fits_arrays.get(fkey)
+        if fits_all is None:
+            fits_all = self._fits_arrays[fkey] = np.asarray(
+                self.p.free_fits(gpn, info.need_nvlink), dtype=bool)
+        fits = fits_all[cand]
+        rank, free, most = self.p.node_arrays()
+        cost = np.full(len(cand), np.inf)
+        if info.rights:
+            tab = self._least_table(info, self.contested.get(info.job.tier, frozenset()),
+                                    past)
+            miss = np.maximum(gpn - free[cand], 1)
+            ok = miss <= most
+            cost[ok] = tab[cand[ok], miss[ok]]
+        cost[fits] = self.free_penalty.get(info.job.tier, 0.0) * gpn
+        keep = np.nonzero(np.isfinite(cost))[0]
+        cost, count, nis = cost[keep], (~fits[keep]).astype(np.int64), cand[keep]
+        order = np.lexsort((rank[nis], count, cost))
+        return cost[order].tolist(), count[order].tolist(), nis[order].tolist()
+
+    def _first_entry(self, ch: ShapeHeap, k: int) -> tuple:
+        """The heap entry of the k-th bound of ``ch.first``."""
+        cost, count, ni = ch.first[0][k], ch.first[1][k], ch.first[2][k]
+        return (cost, count, () if count else -1, self.p.nodes[ni].node.id, ni, 0, None)
+
+    def _advance(self, ch: ShapeHeap) -> None:
+        """Put the next bound of ``ch.first`` in the heap (front): every bound after
+        it sorts after it, so the heap's top is the least of all."""
+        if ch.k < len(ch.first[0]):
+            ch.front = self._first_entry(ch, ch.k)
+            heapq.heappush(ch.heap, ch.front)
+            ch.k += 1
+        else:
+            ch.front = None
+
+    def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
+        """``_bound`` for every candidate node of a job shape, sorted: nodes nothing
+        has changed yet (version 0) from :meth:`_first_order`, the others one by one."""
+        ch = ShapeHeap(first=self._first_order(info, self.past(st, info)))
+        version = st.version
+        out = [e for k in range(len(ch.first[0]))
+               if not version.get((e := self._first_entry(ch, k))[4], 0)]
+        members = self.p.candidate_set(info)
+        out += [b for ni in sorted(ni for ni, v in version.items() if v and ni in members)
+                if (b := self._bound(st, info, ni)) is not None]
+        return sorted(out)
 
     def _best_nodes(self, st: GreedyState, info: PendingInfo, m: int) -> list[tuple]:
         """The m best node options for a job (distinct nodes), via the class heap.
@@ -672,8 +725,14 @@ class GreedyPlanner:
                id(info.candidates), self.room(st, info))
         ch = self._heaps.get(key)
         if ch is None:
-            ch = ShapeHeap(members=frozenset(info.candidates), heap=self._first_bounds(st, info))
+            members = self.p.candidate_set(info)
+            changed = [b for ni in sorted(ni for ni, v in st.version.items()
+                                          if v and ni in members)
+                       if (b := self._bound(st, info, ni)) is not None]
+            ch = ShapeHeap(members=members, heap=changed,
+                           first=self._first_order(info, self.past(st, info)))
             heapq.heapify(ch.heap)
+            self._advance(ch)
             ch.pos = len(st.log)
             ch.reliefs = self._reliefs
             self._heaps[key] = ch
@@ -694,6 +753,8 @@ class GreedyPlanner:
         seen: set[int] = set()
         while ch.heap and len(chosen) < m:
             e = heapq.heappop(ch.heap)
+            if e is ch.front:
+                self._advance(ch)
             ni = e[4]
             if ni in seen or e[5] != st.version.get(ni, 0):
                 continue  # stale: the node changed and was re-scored
@@ -891,41 +952,74 @@ class GreedyPlanner:
         return order
 
     def solve(self, budget: Budget | None = None, quick: float = 0.0,
-              least: float = 0.0, later: tuple[Budget, float, float] | None = None
-              ) -> Decision:
+              least: float = 0.0, later: tuple[Budget, float, float] | None = None,
+              free_first: bool = False) -> Decision:
         """The greedy plan: every job of :meth:`queue` placed in turn where
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
-        the jobs left on free GPUs alone, and the jobs after take only free GPUs
-        (``free_only`` lists those that may evict). ``later`` = (whole, a, b): the run
+        the jobs of the tier left on free GPUs alone, and the tier's jobs after take
+        only free GPUs (``free_only`` lists those that may evict); each tier starts
+        searching again if time allows (objective order: a higher tier's victims
+        before any lower tier's job). ``later`` = (whole, a, b): the run
         may also go on until a + b x (the share of the jobs searched for victims)
         seconds before ``whole`` ends, when that is later (a plan that holds less
         takes less time to assemble and check). The loop gets ``least`` seconds at
         least, however little ``budget`` has left. The plan so far is valid either
-        way, with the jobs first in the order (higher tiers first) placed."""
+        way, with the jobs first in the order (higher tiers first) placed.
+
+        ``free_first``: each tier's jobs are placed on free GPUs alone first, then
+        those of them not placed are searched for victims, in the same order, as
+        time allows: a plan cut short within a tier holds at least what free GPUs
+        give the tier (for a short time limit on a big cluster)."""
         st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
         self.unreached, self.free_only = [], []
         order = [i for i in self.queue() if i.candidates]
         if budget is not None and budget.wall and budget.left() < least:
             budget = Budget(least)  # (counted from here: the set-up above took its time)
+        # (job, its free pass?): with free_first, each tier's jobs on free GPUs alone,
+        # then those of them not placed that may evict, searched for victims
+        work: list[tuple[PendingInfo, bool]] = []
+        if free_first:
+            for _tier, jobs in groupby(order, key=lambda i: i.job.tier):
+                tier_jobs = list(jobs)
+                work += [(i, True) for i in tier_jobs] + [(i, False) for i in tier_jobs
+                                                          if i.rights]
+        else:
+            work = [(i, False) for i in order]
         late = False
-        n = searched = len(order)
-        for k, info in enumerate(order):
+        n, searched = len(work), 0
+        ends = {}  # tier -> where its jobs end in the work
+        for k, (info, _free) in enumerate(work):
+            ends[info.job.tier] = k + 1
+        for k, (info, free) in enumerate(work):
+            if k and info.job.tier != work[k - 1][0].job.tier:
+                late = False  # a new tier: its own jobs decide
+            if free_first and not free and info.job.id in d.placements:
+                continue  # placed by its free pass
             if budget is not None and budget.wall:
                 left = budget.left()
                 if later is not None:
                     whole, fixed, per = later
-                    left = max(left, whole.left() - fixed - per * min(k, searched) / n)
+                    left = max(left, whole.left() - fixed - per * searched / n)
                 if left <= 0:
-                    self.unreached = [i.job.id for i in order[k:]]
+                    rest = work[k:]
+                    self.unreached = [i.job.id for i, f in rest if f or not free_first]
+                    not_reached = set(self.unreached)  # (and those whose free pass ran:)
+                    self.free_only += [i.job.id for i, f in rest if free_first and not f
+                                       and i.job.id not in d.placements
+                                       and i.job.id not in not_reached]
                     break
-                if not late and quick and left <= quick * (n - k):
-                    late, searched = True, k
-            if late and info.rights:
+                if not late and not free and quick and left <= quick * (ends[info.job.tier] - k):
+                    late = True
+            searched += not (late or free)
+            if info.rights and (free or late):
                 info = replace(info, rights=frozenset())
-                self.free_only.append(info.job.id)
+                if not free:
+                    self.free_only.append(info.job.id)
+                    if free_first:
+                        continue  # (its free pass found no place)
             self.placing(info)
             parts = self.place(st, info)
             if parts is not None:

@@ -98,6 +98,9 @@ FREE_NODE_S = 5e-9
 # 4,623/2,490/1,200 GPUs in 1.94-2.0 s, against 1,616 tier-1 GPUs in 1.05 s)
 KEEP_CUT = 0.3
 KEEP_PER = 1.4
+# a greedy search for a job that may evict takes up to this many times one on free
+# GPUs alone (FREE_JOB_S: a sixth to a seventh)
+SEARCH_TIMES = 7
 
 
 def lns_min_s() -> float:
@@ -382,10 +385,23 @@ class _Run:
         # FIRST_LEAST_S (the biggest clusters at short limits), it may go on until
         # KEEP_CUT of the reserve, plus KEEP_PER of it per share of the jobs searched
         # for victims, is left: a plan that holds less takes less to assemble and check
-        first = (Greedy({"spare_lower": True}) if self.det else Greedy(
-            {"spare_lower": True}, quick=free_quick_s(self.usable), least=first_least_s(),
-            later=(self.budget, KEEP_CUT * self.reserve, KEEP_PER * self.reserve)
-            if work.left() < first_least_s() else None))
+        # Where even that would not hold a whole run (SEARCH_TIMES x a free search per
+        # job), each tier's jobs take free GPUs first and are searched for victims
+        # after, as time allows (GreedyPlanner.solve, free_first): a run cut within a
+        # tier still holds what free GPUs give it
+        if self.det:  # (nothing looks at the clock, nor measures the machine)
+            first = Greedy({"spare_lower": True})
+        else:
+            tight = work.left() < first_least_s()
+            quick = free_quick_s(self.usable)
+            jobs = sum(1 for i in self.problem.pending.values()
+                       if i.candidates and i.held_until is None)
+            first = Greedy(
+                {"spare_lower": True}, quick=quick, least=first_least_s(),
+                later=(self.budget, KEEP_CUT * self.reserve, KEEP_PER * self.reserve)
+                if tight else None,
+                free_first=tight and SEARCH_TIMES * quick * jobs > max(
+                    first_least_s(), self.budget.left() - KEEP_CUT * self.reserve))
         soft = work if self.det else self.budget.until(
             work.end + min(self.reserve / 2, 2 * first_least_s()))
         yield first, soft

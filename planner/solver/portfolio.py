@@ -239,11 +239,13 @@ class Greedy(Strategy):
 
     def __init__(self, settings: dict[str, Any], runs: float | None = None,
                  quick: float = 0.0, least: float = 0.0,
-                 later: tuple[Budget, float, float] | None = None):
+                 later: tuple[Budget, float, float] | None = None,
+                 free_first: bool = False):
         self.settings = settings
         self.name = f"greedy {settings}"
         self.runs = runs  # its cost in greedy runs (None: VARIANT_RUN)
-        self.quick, self.least, self.later = quick, least, later  # GreedyPlanner.solve's
+        # GreedyPlanner.solve's
+        self.quick, self.least, self.later, self.free_first = quick, least, later, free_first
         self.planner: GreedyPlanner | None = None
 
     def estimate_s(self, pace: Pace) -> float:
@@ -251,7 +253,8 @@ class Greedy(Strategy):
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         self.planner = GreedyPlanner(problem, **self.settings)
-        d = clean(problem, self.planner.solve(budget, self.quick, self.least, self.later))
+        d = clean(problem, self.planner.solve(budget, self.quick, self.least, self.later,
+                                              self.free_first))
         self.unreached = frozenset(self.planner.unreached)
         self.free_only = frozenset(self.planner.free_only)
         return d
