@@ -989,7 +989,7 @@ class GreedyPlanner:
         else:
             work = [(i, False) for i in order]
         late = False
-        n, searched = len(work), 0
+        n, searched = len(order), 0  # (the share searched: of the jobs)
         ends = {}  # tier -> where its jobs end in the work
         for k, (info, _free) in enumerate(work):
             ends[info.job.tier] = k + 1
