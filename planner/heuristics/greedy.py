@@ -958,20 +958,21 @@ class GreedyPlanner:
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
-        the jobs of the tier left on free GPUs alone, and the tier's jobs after take
-        only free GPUs (``free_only`` lists those that may evict); each tier starts
-        searching again if time allows (objective order: a higher tier's victims
-        before any lower tier's job). ``later`` = (whole, a, b): the run
+        the jobs left on free GPUs alone, and the jobs after take only free GPUs
+        (``free_only`` lists those that may evict). ``later`` = (whole, a, b): the run
         may also go on until a + b x (the share of the jobs searched for victims)
         seconds before ``whole`` ends, when that is later (a plan that holds less
         takes less time to assemble and check). The loop gets ``least`` seconds at
         least, however little ``budget`` has left. The plan so far is valid either
         way, with the jobs first in the order (higher tiers first) placed.
 
-        ``free_first``: each tier's jobs are placed on free GPUs alone first, then
-        those of them not placed are searched for victims, in the same order, as
-        time allows: a plan cut short within a tier holds at least what free GPUs
-        give the tier (for a short time limit on a big cluster)."""
+        ``free_first`` (for a short time limit on a big cluster): each tier's jobs are
+        placed on free GPUs alone first, then those of them not placed are searched
+        for victims, in the same order, as time allows: a plan cut short within a
+        tier holds at least what free GPUs give the tier. ``quick`` then counts the
+        tier's jobs left, and each tier searches again if the time left holds its
+        jobs (objective order: a higher tier's victims before any lower tier's
+        job)."""
         st = GreedyState(free={n.idx: n.free for n in self.p.nodes if n.free})
         d = Decision()
         self.unreached, self.free_only = [], []
@@ -990,12 +991,15 @@ class GreedyPlanner:
             work = [(i, False) for i in order]
         late = False
         n, searched = len(order), 0  # (the share searched: of the jobs)
-        ends = {}  # tier -> where its jobs end in the work
-        for k, (info, _free) in enumerate(work):
-            ends[info.job.tier] = k + 1
+        # where the jobs the quick rule counts end: with free_first each tier's own
+        # (a new tier searches again if the time allows), else all
+        ends = dict.fromkeys((i.job.tier for i in order), len(work))
+        if free_first:
+            for k, (info, _free) in enumerate(work):
+                ends[info.job.tier] = k + 1
         for k, (info, free) in enumerate(work):
-            if k and info.job.tier != work[k - 1][0].job.tier:
-                late = False  # a new tier: its own jobs decide
+            if free_first and k and info.job.tier != work[k - 1][0].job.tier:
+                late = False
             if free_first and not free and info.job.id in d.placements:
                 continue  # placed by its free pass
             if budget is not None and budget.wall:
