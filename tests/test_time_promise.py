@@ -203,3 +203,30 @@ def test_free_first_places_each_tier_on_free_gpus_before_searching_for_victims()
     cut = g.solve(After(10, left=1e-6), quick=1e-4, free_first=True)
     assert sorted(cut.placements) == ["a"] and cut.victims == set()
     assert g.free_only == ["b", "c"] and g.unreached == []
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_free_first_runs_cut_anywhere_give_valid_plans(seed: int) -> None:
+    # Generated clusters (gangs, NVLink, storm limits, the default R15 window), the
+    # free_first run cut after every few clock looks: each plan is valid, holds at
+    # least the free passes it reached, and a run never cut is as valid as a whole one
+    from planner.core.decision import clean
+    from planner.sim.generate import generate
+
+    data = generate(nodes=24, pending=40, seed=seed, multinode_share=0.3)
+    s = load_snapshot(data)
+    problem = build_problem(s)
+    whole = clean(problem, GreedyPlanner(problem).solve(free_first=True))
+    assert verify(s, assemble(problem, whole, "feasible",
+                              SolverInfo(engine="test", status="TEST"))) == []
+    looks = 0
+    for n in range(1, 200, 7):
+        g = GreedyPlanner(problem)
+        cut = clean(problem, g.solve(After(n), free_first=True))
+        assert not set(g.unreached) & set(g.free_only)
+        assert not set(cut.placements) & (set(g.unreached) | set(g.free_only))
+        p = assemble(problem, cut, "feasible", SolverInfo(engine="test", status="TEST"),
+                     unreached=g.unreached, free_only=g.free_only)
+        assert verify(s, p) == [], n
+        looks += bool(g.unreached or g.free_only)
+    assert looks >= 3  # cuts fell inside the run, not only after it
