@@ -244,12 +244,7 @@ class _Checker:
         self.jobs = snap.job_map()
         self.storages = snap.storage_map()
         self.out: list[Violation] = []
-        self.owner: dict[GPU, str] = {}  # GPU -> running job holding it in the snapshot
         running = snap.running()
-        for j in running:
-            for part in j.placement or []:
-                for g in part.gpus:
-                    self.owner[(part.node, g)] = j.id
         down = {n.id for n in snap.nodes if n.state == "down"}
         self.on_down = sorted(
             j.id for j in (running if down else [])
@@ -261,6 +256,15 @@ class _Checker:
         self.users: dict[GPU, list[str]] = defaultdict(list)
         for jid, p in self.placed.items():
             self._use(jid, p)
+        # GPU -> running job holding it in the snapshot, on the nodes placed jobs use
+        # (only those GPUs are looked up)
+        self.owner: dict[GPU, str] = {}
+        used_nodes = {n for n, _g in self.users}
+        for j in running:
+            for part in j.placement or []:
+                if part.node in used_nodes:
+                    for g in part.gpus:
+                        self.owner[(part.node, g)] = j.id
         # placed jobs that use GPUs held by victims (not only free ones)
         self.take_freed = {jid for jid, used in self.uses.items()
                            if any(self.owner.get(gpu) in self.victims for gpu in used)}
