@@ -550,8 +550,9 @@ class GreedyPlanner:
     def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int,
                         memo: dict[int, tuple] | None = None, check: bool = True
                         ) -> tuple | None:
-        """:meth:`node_option` for gangs that keep one block or NVLink domain, which
-        score every candidate node: kept per job shape and node until the node changes
+        """:meth:`node_option` for gangs that keep one block or NVLink domain (the
+        nodes their group search scores, :meth:`_best_group`): kept per job shape and
+        node until the node changes
         (in solve() storm loads and budgets only grow, so a node that could not host
         the shape still cannot; an option with victims is checked against them again).
         Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
@@ -658,9 +659,10 @@ class GreedyPlanner:
 
     def _first_order(self, info: PendingInfo, past: bool) -> tuple[list, list, list]:
         """``_bound`` of every candidate node in the snapshot's state (nothing changed
-        yet; ``past``: as :meth:`past` says in the state it is asked in), sorted as heap entries sort (cost, then free before victims, then node
-        id): costs, victims counts (0 or 1), node indices. From tables shared by
-        every shape (free_fits, _least_table), in numpy."""
+        yet; ``past``: as :meth:`past` says in the state it is asked in), sorted as
+        heap entries sort (cost, then free before victims, then node id): costs,
+        victims counts (0 or 1), node indices. From tables shared by every shape
+        (free_fits, _least_table), in numpy."""
         gpn = info.job.gpus_per_node
         hit = self._cand_arrays.get(id(info.candidates))
         if hit is None or hit[0] is not info.candidates:
