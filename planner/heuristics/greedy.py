@@ -68,7 +68,7 @@ class ShapeHeap:
     members: frozenset[int] = frozenset()
     # the bounds of the snapshot's state (version 0), sorted (_first_order): they
     # enter the heap one at a time, the next when the one in it (front) leaves it
-    first: tuple[list, list, list] = ([], [], [])
+    first: tuple[list, list, list, list] = ([], [], [], [])
     k: int = 0
     front: tuple | None = None
     # nodes scored "cannot host" because a limit refused their options: they come
@@ -613,15 +613,17 @@ class GreedyPlanner:
                        for i in range(3, len(now), 2)))
 
     def _bound(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
-        """A cheap lower bound on a node's option, as a heap entry that sorts before
-        any exact option with the same cost (leftover -1, or () where victims are
-        needed; victims None); None when the node cannot host the job even by evicting
-        every allowed victim."""
+        """A node's heap entry: where the job fits the GPUs available to it, its exact
+        option there (victims ``[]``, as :meth:`node_option` gives it); else a cheap
+        lower bound on its option that sorts before any exact option with the same
+        cost (``()`` where leftover GPUs go; victims None); None when the node cannot
+        host the job even by evicting every allowed victim."""
         base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self.fits(ni, base, info):
             w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
-            return (w, 0, -1, node_id, ni, st.version.get(ni, 0), None)
+            return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni,
+                    st.version.get(ni, 0), [])
         if not info.rights:
             return None
         # every option evicts allowed victims that free the GPUs missing: the least
@@ -657,12 +659,12 @@ class GreedyPlanner:
             self._least_weight[wkey] = tab
         return tab
 
-    def _first_order(self, info: PendingInfo, past: bool) -> tuple[list, list, list]:
+    def _first_order(self, info: PendingInfo, past: bool) -> tuple[list, list, list, list]:
         """``_bound`` of every candidate node in the snapshot's state (nothing changed
         yet; ``past``: as :meth:`past` says in the state it is asked in), sorted as
-        heap entries sort (cost, then free before victims, then node id): costs,
-        victims counts (0 or 1), node indices. From tables shared by every shape
-        (free_fits, _least_table), in numpy."""
+        heap entries sort (cost, then free before victims, leftover GPUs, node id):
+        costs, victims counts (0 or 1), node indices, free options' leftover GPUs.
+        From tables shared by every shape (free_fits, _least_table), in numpy."""
         gpn = info.job.gpus_per_node
         hit = self._cand_arrays.get(id(info.candidates))
         if hit is None or hit[0] is not info.candidates:
@@ -686,13 +688,18 @@ class GreedyPlanner:
         cost[fits] = self.free_penalty.get(info.job.tier, 0.0) * gpn
         keep = np.nonzero(np.isfinite(cost))[0]
         cost, count, nis = cost[keep], (~fits[keep]).astype(np.int64), cand[keep]
-        order = np.lexsort((rank[nis], count, cost))
-        return cost[order].tolist(), count[order].tolist(), nis[order].tolist()
+        left = np.where(count == 0, free[nis] - gpn, 0)  # a free option's leftover GPUs
+        order = np.lexsort((rank[nis], left, count, cost))
+        return (cost[order].tolist(), count[order].tolist(), nis[order].tolist(),
+                left[order].tolist())
 
     def _first_entry(self, ch: ShapeHeap, k: int) -> tuple:
-        """The heap entry of the k-th bound of ``ch.first``."""
+        """The heap entry of the k-th node of ``ch.first`` (as :meth:`_bound` gives
+        it: an exact free option, or a bound)."""
         cost, count, ni = ch.first[0][k], ch.first[1][k], ch.first[2][k]
-        return (cost, count, () if count else -1, self.p.nodes[ni].node.id, ni, 0, None)
+        if count:
+            return (cost, 1, (), self.p.nodes[ni].node.id, ni, 0, None)
+        return (cost, 0, ch.first[3][k], self.p.nodes[ni].node.id, ni, 0, [])
 
     def _advance(self, ch: ShapeHeap) -> None:
         """Put the next bound of ``ch.first`` in the heap (front): every bound after
@@ -826,7 +833,7 @@ class GreedyPlanner:
                 groups.setdefault(g, []).append(ni)
             opts: dict[int, tuple | None] = dict.fromkeys(info.candidates)
             for b in self._first_bounds(st, info):
-                opts[b[4]] = (*b[:5], None)
+                opts[b[4]] = (*b[:5], b[6])
             gi = GroupIndex(st=st, pos=len(st.log), reliefs=self._reliefs,
                             members=frozenset(info.candidates), group_of=group_of,
                             groups=groups, opts=opts, dirty=set(groups))
@@ -834,7 +841,7 @@ class GreedyPlanner:
         elif gi.pos < len(st.log):
             for ni in set(st.log[gi.pos:]) & gi.members:
                 nb = self._bound(st, info, ni)
-                gi.opts[ni] = None if nb is None else (*nb[:5], None)
+                gi.opts[ni] = None if nb is None else (*nb[:5], nb[6])
                 gi.dirty.add(gi.group_of[ni])
             gi.pos = len(st.log)
         for g in gi.dirty:
