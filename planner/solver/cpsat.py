@@ -392,19 +392,15 @@ class _Run:
         if self.det:  # (nothing looks at the clock, nor measures the machine)
             first = Greedy({"spare_lower": True})
         else:
+            tight = work.left() < first_least_s()
             quick = free_quick_s(self.usable)
             jobs = sum(1 for i in self.problem.pending.values()
                        if i.candidates and i.held_until is None)
-            # cut: the reserve leaves the run less than FIRST_LEAST_S, or less than
-            # every job on free GPUs alone would take (its search for victims would
-            # stop at once): either way the run is cut short, and the reserve, sized
-            # for a whole plan's checks, is more than a cut plan needs
-            cut = work.left() < max(first_least_s(), quick * jobs)
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
                 later=(self.budget, KEEP_CUT * self.reserve, KEEP_PER * self.reserve)
-                if cut else None,
-                free_first=cut and SEARCH_TIMES * quick * jobs > max(
+                if tight else None,
+                free_first=tight and SEARCH_TIMES * quick * jobs > max(
                     first_least_s(), self.budget.left() - KEEP_CUT * self.reserve))
         soft = work if self.det else self.budget.until(
             work.end + min(self.reserve / 2, 2 * first_least_s()))
