@@ -181,7 +181,7 @@ class ThrashBudget:
 class Problem:
     snap: Snapshot
     policy: Policy
-    nodes: list[NodeInfo]
+    nodes: list[NodeInfo]  # by id (a node's idx is its place here)
     node_index: dict[str, int]
     running: dict[str, VictimInfo]
     pending: dict[str, PendingInfo]
@@ -199,8 +199,8 @@ class Problem:
     # (GPUs per shard, needs NVLink) -> per node, does a shard fit its free GPUs (free_fits)
     _free_fits: dict[tuple[int, bool], list[bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    # node_arrays: (rank of each node's id, free GPUs per node, most GPUs of a node)
-    _arrays: tuple[np.ndarray, np.ndarray, int] | None = field(
+    # node_arrays: (free GPUs per node, most GPUs of a node)
+    _arrays: tuple[np.ndarray, int] | None = field(
         default=None, init=False, repr=False, compare=False)
     # what build_problem(snap, previous=this) may lend the next tick's problem: each
     # running job's snapshot-only parts, each pending shape's candidate nodes
@@ -259,17 +259,14 @@ class Problem:
             self._free_fits[(gpn, need_nvlink)] = flags
         return flags
 
-    def node_arrays(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Per node (by index) the rank of its id among the nodes' ids, and its GPUs
-        free in the snapshot and usable; and the most GPUs a node has. Made once per
-        problem (read only): the greedy planner's tables of bounds use them."""
+    def node_arrays(self) -> tuple[np.ndarray, int]:
+        """Per node (by index) its GPUs free in the snapshot and usable, and the most
+        GPUs a node has. Made once per problem (read only): the greedy planner's
+        tables of bounds use them."""
         if self._arrays is None:
-            ids = [nd.node.id for nd in self.nodes]
-            rank = np.empty(len(ids), dtype=np.int64)
-            rank[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(len(ids))
             free = np.fromiter((nd.free.bit_count() for nd in self.nodes), dtype=np.int64,
                                count=len(self.nodes))
-            self._arrays = (rank, free, max((nd.node.gpus for nd in self.nodes), default=0))
+            self._arrays = (free, max((nd.node.gpus for nd in self.nodes), default=0))
         return self._arrays
 
     def with_pending(self, pending: dict[str, PendingInfo]) -> Problem:

@@ -548,8 +548,7 @@ class GreedyPlanner:
         return self._grouped.setdefault(key, {})
 
     def _grouped_option(self, st: GreedyState, info: PendingInfo, ni: int,
-                        memo: dict[int, tuple] | None = None, check: bool = True
-                        ) -> tuple | None:
+                        memo: dict[int, tuple] | None = None) -> tuple | None:
         """:meth:`node_option` for gangs that keep one block or NVLink domain (the
         nodes their group search scores, :meth:`_best_group`): kept per job shape and
         node until the node changes
@@ -558,9 +557,7 @@ class GreedyPlanner:
         Same options, 2x faster greedy plans for such gangs at 4,096 nodes. Loads fall
         only in :meth:`release`; an entry lasts until those its node's victims flush
         to (or any, with an eviction budget) fall. ``memo``: :meth:`_grouped_memo`,
-        when the caller scores many nodes in one state. ``check=False``: a kept option
-        with victims is returned without checking it against the limits again (a
-        lower bound on the node's option now, see :class:`GroupIndex`)."""
+        when the caller scores many nodes in one state."""
         if memo is None:
             memo = self._grouped_memo(st, info)
         version = st.version.get(ni, 0)
@@ -568,7 +565,7 @@ class GreedyPlanner:
         hit = memo.get(ni)
         if hit is not None and hit[0] == ver:
             opt = hit[1]
-            if opt is None or not opt[5] or not check or self.within_limits(st, opt[5]):
+            if opt is None or not opt[5] or self.within_limits(st, opt[5]):
                 return opt
         opt = self.node_option(st, info, ni)
         memo[ni] = (ver, opt)
@@ -647,7 +644,7 @@ class GreedyPlanner:
         wkey = (info.rights, contested, past)
         tab = self._least_weight.get(wkey)
         if tab is None:
-            _rank, _free, most = self.p.node_arrays()
+            _free, most = self.p.node_arrays()
             tab = np.full((len(self.p.nodes), most + 1), np.inf)
             vmask, running = self.vmask, self.p.running
             for ni, vids in self.by_node.items():
@@ -677,7 +674,7 @@ class GreedyPlanner:
             fits_all = self._fits_arrays[fkey] = np.asarray(
                 self.p.free_fits(gpn, info.need_nvlink), dtype=bool)
         fits = fits_all[cand]
-        rank, free, most = self.p.node_arrays()
+        free, most = self.p.node_arrays()
         cost = np.full(len(cand), np.inf)
         if info.rights:
             tab = self._least_table(info, self.contested.get(info.job.tier, frozenset()),
@@ -689,39 +686,42 @@ class GreedyPlanner:
         keep = np.nonzero(np.isfinite(cost))[0]
         cost, count, nis = cost[keep], (~fits[keep]).astype(np.int64), cand[keep]
         left = np.where(count == 0, free[nis] - gpn, 0)  # a free option's leftover GPUs
-        order = np.lexsort((rank[nis], left, count, cost))
+        order = np.lexsort((nis, left, count, cost))  # (node indices are in id order)
         return (cost[order].tolist(), count[order].tolist(), nis[order].tolist(),
                 left[order].tolist())
 
-    def _first_entry(self, ch: ShapeHeap, k: int) -> tuple:
-        """The heap entry of the k-th node of ``ch.first`` (as :meth:`_bound` gives
-        it: an exact free option, or a bound)."""
-        cost, count, ni = ch.first[0][k], ch.first[1][k], ch.first[2][k]
+    def _first_entry(self, first: tuple[list, list, list, list], k: int) -> tuple:
+        """The heap entry of the k-th node of ``first`` (:meth:`_first_order`), as
+        :meth:`_bound` gives it: an exact free option, or a bound."""
+        cost, count, ni = first[0][k], first[1][k], first[2][k]
         if count:
             return (cost, 1, (), self.p.nodes[ni].node.id, ni, 0, None)
-        return (cost, 0, ch.first[3][k], self.p.nodes[ni].node.id, ni, 0, [])
+        return (cost, 0, first[3][k], self.p.nodes[ni].node.id, ni, 0, [])
 
     def _advance(self, ch: ShapeHeap) -> None:
         """Put the next bound of ``ch.first`` in the heap (front): every bound after
         it sorts after it, so the heap's top is the least of all."""
         if ch.k < len(ch.first[0]):
-            ch.front = self._first_entry(ch, ch.k)
+            ch.front = self._first_entry(ch.first, ch.k)
             heapq.heappush(ch.heap, ch.front)
             ch.k += 1
         else:
             ch.front = None
 
+    def _changed_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
+        """``_bound`` for the job's candidate nodes that changed (version > 0)."""
+        members = self.p.candidate_set(info)
+        return [b for ni in sorted(ni for ni, v in st.version.items() if v and ni in members)
+                if (b := self._bound(st, info, ni)) is not None]
+
     def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
         """``_bound`` for every candidate node of a job shape, sorted: nodes nothing
         has changed yet (version 0) from :meth:`_first_order`, the others one by one."""
-        ch = ShapeHeap(first=self._first_order(info, self.past(st, info)))
+        first = self._first_order(info, self.past(st, info))
         version = st.version
-        out = [e for k in range(len(ch.first[0]))
-               if not version.get((e := self._first_entry(ch, k))[4], 0)]
-        members = self.p.candidate_set(info)
-        out += [b for ni in sorted(ni for ni, v in version.items() if v and ni in members)
-                if (b := self._bound(st, info, ni)) is not None]
-        return sorted(out)
+        out = [e for k in range(len(first[0]))
+               if not version.get((e := self._first_entry(first, k))[4], 0)]
+        return sorted(out + self._changed_bounds(st, info))
 
     def _best_nodes(self, st: GreedyState, info: PendingInfo, m: int) -> list[tuple]:
         """The m best node options for a job (distinct nodes), via the class heap.
@@ -734,11 +734,8 @@ class GreedyPlanner:
                id(info.candidates), self.room(st, info))
         ch = self._heaps.get(key)
         if ch is None:
-            members = self.p.candidate_set(info)
-            changed = [b for ni in sorted(ni for ni, v in st.version.items()
-                                          if v and ni in members)
-                       if (b := self._bound(st, info, ni)) is not None]
-            ch = ShapeHeap(members=members, heap=changed,
+            ch = ShapeHeap(members=self.p.candidate_set(info),
+                           heap=self._changed_bounds(st, info),
                            first=self._first_order(info, self.past(st, info)))
             heapq.heapify(ch.heap)
             self._advance(ch)
@@ -835,7 +832,7 @@ class GreedyPlanner:
             for b in self._first_bounds(st, info):
                 opts[b[4]] = (*b[:5], b[6])
             gi = GroupIndex(st=st, pos=len(st.log), reliefs=self._reliefs,
-                            members=frozenset(info.candidates), group_of=group_of,
+                            members=self.p.candidate_set(info), group_of=group_of,
                             groups=groups, opts=opts, dirty=set(groups))
             self._group_index[key] = gi
         elif gi.pos < len(st.log):
