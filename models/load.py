@@ -479,9 +479,12 @@ def _checked(snap: Snapshot, name: str | None) -> Snapshot:
 
 class _SnapshotText(Snapshot):
     """A snapshot that keeps the fields it does not know at its top level (in
-    ``model_extra``) instead of refusing them: the comments of a JSON text."""
+    ``model_extra``) instead of refusing them: the comments of a JSON text.
+    ``cache_strings=False``: each string value a new str object rather than one
+    looked up in pydantic-core's cache (5-10% of the validation time at 12,500
+    nodes; equal strings, not shared ones)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", cache_strings=False)
 
 
 def _snapshot_of_json(text: str) -> Snapshot | None:
@@ -512,6 +515,8 @@ def _snapshot_of_json(text: str) -> Snapshot | None:
 
 
 def _dupes(kind: str, ids: list[str]) -> list[str]:
+    if len(set(ids)) == len(ids):
+        return []
     first: dict[str, int] = {}
     out = []
     for i, x in enumerate(ids):
@@ -523,8 +528,11 @@ def _dupes(kind: str, ids: list[str]) -> list[str]:
 
 
 def _nvlink_errors(path: str, nvlink: Any, gpus: int) -> list[str]:
-    errors = []
+    errors: list[str] = []
     if isinstance(nvlink, list):
+        flat = [g for island in nvlink for g in island]
+        if len(set(flat)) == len(flat) and (not flat or (0 <= min(flat) and max(flat) < gpus)):
+            return errors
         seen: dict[int, int] = {}
         for k, island in enumerate(nvlink):
             for g in island:
@@ -550,6 +558,8 @@ def priority_errors(snap: Snapshot) -> list[str]:
     (models.rules.priority_scale): the scaled ones must stay within the limit."""
     from models.rules import priority_scale, scaled_priority
 
+    if set(map(type, [j.priority for j in snap.jobs])) <= {int}:  # (scale 1, at C speed)
+        return []
     scale = priority_scale(j.priority for j in snap.jobs)
     if scale == 1:
         return []
@@ -615,23 +625,67 @@ def check_snapshot(snap: Snapshot, owner: dict[str, dict[int, str]] | None = Non
     errors += _policy_errors(snap.policy)
     storages = snap.storage_map()
     nodes = snap.node_map()
+    several = len(snap.storage) > 1
     for i, n in enumerate(snap.nodes):
         if n.storage is not None and n.storage not in storages:
             errors.append(f"nodes[{i}].storage: unknown storage target {n.storage!r}")
-        elif n.storage is None and len(snap.storage) > 1:
+        elif n.storage is None and several:
             errors.append(f"nodes[{i}].storage: required when there are several storage targets "
                           f"({', '.join(sorted(storages))})")
-        errors += _nvlink_errors(f"nodes[{i}].nvlink", n.nvlink, n.gpus)
+        if not isinstance(n.nvlink, str):  # (a name has nothing to check)
+            errors += _nvlink_errors(f"nodes[{i}].nvlink", n.nvlink, n.gpus)
     errors += recent_errors(snap)
     errors += priority_errors(snap)
-    if owner is None:  # node -> GPU -> the running job using it
-        owner = {}
+    if owner is None:
+        if _jobs_fine(snap):
+            return errors
+        owner = {}  # node -> GPU -> the running job using it
     for i, j in enumerate(snap.jobs):
         p = f"jobs[{i}]"
         errors += job_errors(p, j, snap)
         if j.state == "running" and j.placement is not None:
             errors += placement_errors(p, j, nodes, owner)
     return errors
+
+
+def _jobs_fine(snap: Snapshot) -> bool:
+    """Whether job_errors and placement_errors have nothing to report on any job of
+    ``snap`` (False: maybe they do). The same checks at under half the cost: no message
+    made, and the GPUs of each node gathered in one list, checked once for being in
+    range and distinct (none used twice, by one job or two)."""
+    tiers, now, nodes = snap.policy.tiers, snap.now, snap.node_map()
+    held: dict[str, list[list[int]]] = {}  # node -> the GPU lists placed on it
+    for j in snap.jobs:
+        ck, placement = j.checkpoint, j.placement
+        if not (j.tier in tiers and (ck.signal is None or ck.signal in _SIGNALS)
+                and (j.last_preempted_at is None or j.last_preempted_at <= now)
+                and (ck.last_at is None or ck.last_at <= now)):
+            return False
+        if j.state == "pending":
+            if placement is not None:
+                return False
+            continue
+        if (j.started_at is None or j.started_at > now or placement is None
+                or len(placement) != j.nodes):
+            return False
+        if len(placement) > 1 and len({part.node for part in placement}) != len(placement):
+            return False
+        for part in placement:
+            if len(part.gpus) != j.gpus_per_node:
+                return False
+            lists = held.get(part.node)
+            if lists is None:
+                held[part.node] = [part.gpus]
+            else:
+                lists.append(part.gpus)
+    for name, lists in held.items():
+        node = nodes.get(name)
+        if node is None:
+            return False
+        flat = lists[0] if len(lists) == 1 else [g for gpus in lists for g in gpus]
+        if flat and (len(set(flat)) != len(flat) or min(flat) < 0 or max(flat) >= node.gpus):
+            return False
+    return True
 
 
 def recent_errors(snap: Snapshot) -> list[str]:
