@@ -286,6 +286,28 @@ def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
     assert events[-1] == ("greedy",)
 
 
+@pytest.mark.parametrize("policy", [{}, {"max_evicted_gpu_fraction": 0.25}])
+def test_a_run_too_short_for_a_whole_greedy_plan_forks_no_lane_before_it(
+        monkeypatch: pytest.MonkeyPatch, policy: dict[str, Any]) -> None:
+    # The two tests above, where the time left holds less than the first greedy
+    # run's least (FIRST_LEAST_S 10 s) and its jobs on free GPUs alone would take
+    # longer than the whole limit (10 s per job): neither the floor lane nor the early
+    # lane with the per-node baselines starts before the first greedy plan (they
+    # would not end in time, and a fork slows the run): the first greedy run goes
+    # first, and the plain greedy plan is made in this process
+    events = _spy_lanes(monkeypatch)
+    monkeypatch.setattr(cpsat, "FIRST_LEAST_S", 10.0)
+    monkeypatch.setattr(cpsat, "FREE_JOB_S", 10.0)
+    plan(_budget_snap(policy), time_limit_s=0.5)
+    assert events[0] == ("greedy",) and ("floor",) not in events
+    # and with the jobs on free GPUs alone within the limit, the lanes start first
+    events.clear()
+    monkeypatch.setattr(cpsat, "FREE_JOB_S", 1e-9)
+    plan(_budget_snap(policy), time_limit_s=0.5)
+    assert events[0] == (("lane", ["k8s", "slurm", cpsat.PRIORITY_FIRST]) if policy
+                         else ("floor",))
+
+
 def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
     # In-process (no fork), the cluster of the next test, with a budget already
     # past: the early lane has no pace yet (first_s None), so the Kubernetes-style

@@ -359,12 +359,24 @@ class _Run:
         time allows (docs/planner.md, section 2); the second lane started where the
         whole model will be skipped (section 2c)."""
         work = self.work
-        if self.early_lane():
+        # (deterministic mode looks at no clock and measures no machine)
+        tight = not self.det and work.left() < first_least_s()
+        quick = 0.0 if self.det else free_quick_s(self.usable)
+        jobs = sum(1 for i in self.problem.pending.values()
+                   if i.candidates and i.held_until is None)
+        # where the time left holds less than the first greedy run's least, and the
+        # jobs on free GPUs alone would take longer than the whole limit (a whole run
+        # takes about twice that: the biggest clusters at short limits), no lane: its
+        # run would not end in time, and its fork slows this process's run (pages
+        # copied on write; at 12,500 nodes and 1.2 s, 3,400-4,600 tier-1 GPUs and no
+        # tier-2 GPU with the floor lane, 4,600-5,000 and 240-2,500 without)
+        alone = tight and quick * jobs > self.budget.seconds
+        if not alone and self.early_lane():
             lane = SecondLane(list(EARLY_LANE), None)
             if lane.start(self.problem, work):
                 self.lane, self.in_lane = lane, EARLY_LANE
         floor: Greedy | FloorLane = Greedy({})  # the plain greedy plan (below)
-        if (self.lane is None and not self.det
+        if (self.lane is None and not self.det and not alone
                 and self.usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
                 and lanes_available(self.workers)):
             # on a big cluster the floor is made on the other core meanwhile
@@ -392,10 +404,6 @@ class _Run:
         if self.det:  # (nothing looks at the clock, nor measures the machine)
             first = Greedy({"spare_lower": True})
         else:
-            tight = work.left() < first_least_s()
-            quick = free_quick_s(self.usable)
-            jobs = sum(1 for i in self.problem.pending.values()
-                       if i.candidates and i.held_until is None)
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
                 later=(self.budget, KEEP_CUT * self.reserve, KEEP_PER * self.reserve)
