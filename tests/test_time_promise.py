@@ -19,7 +19,7 @@ from planner.checks.verify import verify
 from planner.core.budget import Budget
 from planner.core.decision import objective_of
 from planner.core.problem import build_problem
-from planner.heuristics.greedy import GreedyPlanner
+from planner.heuristics.greedy import CutKeep, GreedyPlanner
 from planner.solver import cpsat
 
 NOW = "2026-11-30T08:00:00Z"
@@ -93,13 +93,14 @@ def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> N
     reasons = {d.job: (d.reason, d.detail) for d in p.deferred}
     assert reasons["b"][0] == reasons["c"][0] == "OUTRANKED"
     assert "time limit ended before evictions for it were considered" in reasons["b"][1]
-    # ``later``: the run may go on until 59 s + 2 s x (the share of the 4 jobs searched)
-    # before a 60 s budget ends: a and b (0.5 s left at b) are placed, c (0 s) is not
+    # ``later``: the run may go on until what the plan holds needs of a 60 s budget is
+    # left: 59 s, plus 0.4 s per placed job and per victim: 1 s left at a, 0.6 s at b
+    # (a placed), -0.2 s at c (a and b placed, r evicted)
     g = GreedyPlanner(problem)
-    cut = g.solve(After(0), later=(Budget(60.0), 59.0, 2.0))
+    cut = g.solve(After(0), later=CutKeep(Budget(60.0), 59.0, 0.4, 0.0))
     assert sorted(cut.placements) == ["a", "b"] and cut.victims == {"r"}
     assert g.unreached == ["c", "d"] and g.free_only == []
-    assert GreedyPlanner(problem).solve(After(0), later=(Budget(60.0), 0.0, 0.0)
+    assert GreedyPlanner(problem).solve(After(0), later=CutKeep(Budget(60.0), 0.0, 0.0, 0.0)
                                         ).placements == whole.placements
     none = GreedyPlanner(problem)
     assert none.solve(Budget(0.0)).placements == {} and none.unreached == ["a", "b", "c", "d"]
@@ -107,6 +108,26 @@ def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> N
     det = GreedyPlanner(problem)  # a deterministic budget never ends a run
     assert det.solve(Budget(0.0, wall=False)).placements == whole.placements
     assert det.unreached == [] and det.free_only == []
+
+
+def test_a_cut_run_keeps_time_for_each_job_it_searched_and_deferred() -> None:
+    # r started a minute ago: tier 3's 30 minutes of immunity (R6) protect it, so
+    # only a (n0) can start. Order a, a2, b, c, d. Kept of a 60 s budget: 58 s plus
+    # 1 s per job searched and deferred (explained in full): 2 s left at a (placed),
+    # 2 s at a2 (deferred: nothing free, r protected), 1 s at b (deferred), 0 s at c
+    snap = _snap()
+    snap["jobs"].insert(1, {"id": "a2", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                            "priority": 5, "topology": "any"})
+    snap["jobs"][-1]["started_at"] = "2026-11-30T07:59:00Z"
+    problem = build_problem(load_snapshot(snap))
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(0), later=CutKeep(Budget(60.0), 58.0, 0.0, 1.0))
+    assert sorted(cut.placements) == ["a"] and cut.victims == set()
+    assert g.unreached == ["c", "d"]
+    # at 0.4 s per deferred job the run reaches every job (c and d deferred too)
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(0), later=CutKeep(Budget(60.0), 58.0, 0.0, 0.4))
+    assert sorted(cut.placements) == ["a"] and g.unreached == []
 
 
 def test_with_no_time_left_solve_cpsat_returns_a_valid_plan_saying_what_it_did_not_consider(

@@ -36,6 +36,23 @@ from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
 from planner.core.problem import PendingInfo, Problem
 
 
+@dataclass(frozen=True)
+class CutKeep:
+    """What a greedy run cut short keeps of ``whole`` for its plan's assembly and
+    checks, from what the plan holds so far: ``fixed`` seconds, plus ``per_placed``
+    per placed job and per victim, plus ``per_deferred`` per job searched and not
+    placed (explained in full; a job not reached, or tried on free GPUs only, is
+    explained in a line)."""
+
+    whole: Budget
+    fixed: float
+    per_placed: float
+    per_deferred: float
+
+    def keep_s(self, placed: int, deferred: int) -> float:
+        return self.fixed + self.per_placed * placed + self.per_deferred * deferred
+
+
 @dataclass
 class GreedyState:
     """A plan being built or changed, as the greedy search sees it: which GPUs are
@@ -958,17 +975,17 @@ class GreedyPlanner:
         return order
 
     def solve(self, budget: Budget | None = None, quick: float = 0.0,
-              least: float = 0.0, later: tuple[Budget, float, float] | None = None,
+              least: float = 0.0, later: CutKeep | None = None,
               free_first: bool = False) -> Decision:
         """The greedy plan: every job of :meth:`queue` placed in turn where
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
         the jobs left on free GPUs alone, and the jobs after take only free GPUs
-        (``free_only`` lists those that may evict). ``later`` = (whole, a, b): the run
-        may also go on until a + b x (the share of the jobs searched for victims)
-        seconds before ``whole`` ends, when that is later (a plan that holds less
-        takes less time to assemble and check). The loop gets ``least`` seconds at
+        (``free_only`` lists those that may evict). ``later``: the run may also go on
+        until what the plan holds so far needs of ``later.whole`` (CutKeep) is left,
+        when that is later (a plan that holds less takes less time to assemble and
+        check). The loop gets ``least`` seconds at
         least, however little ``budget`` has left. The plan so far is valid either
         way, with the jobs first in the order (higher tiers first) placed.
 
@@ -996,7 +1013,7 @@ class GreedyPlanner:
         else:
             work = [(i, False) for i in order]
         late = False
-        n, searched = len(order), 0  # (the share searched: of the jobs)
+        deferred = 0  # jobs searched and not placed (explained in full: CutKeep)
         # where the jobs the quick rule counts end: with free_first each tier's own
         # (a new tier searches again if the time allows), else all
         ends = dict.fromkeys((i.job.tier for i in order), len(work))
@@ -1011,8 +1028,8 @@ class GreedyPlanner:
             if budget is not None and budget.wall:
                 left = budget.left()
                 if later is not None:
-                    whole, fixed, per = later
-                    left = max(left, whole.left() - fixed - per * searched / n)
+                    left = max(left, later.whole.left() - later.keep_s(
+                        len(d.placements) + len(st.victims), deferred))
                 if left <= 0:
                     rest = work[k:]
                     self.unreached = [i.job.id for i, f in rest if f or not free_first]
@@ -1023,7 +1040,9 @@ class GreedyPlanner:
                     break
                 if not late and not free and quick and left <= quick * (ends[info.job.tier] - k):
                     late = True
-            searched += not (late or free)
+            # its last search: not a free pass before a search for victims, nor a free
+            # pass for want of time (free_only)
+            last = not late and not (free and info.rights)
             if info.rights and (free or late):
                 info = replace(info, rights=frozenset())
                 if not free:
@@ -1034,6 +1053,8 @@ class GreedyPlanner:
             parts = self.place(st, info)
             if parts is not None:
                 d.placements[info.job.id] = parts
+            elif last:
+                deferred += 1
         d.victims = set(st.victims)
         return d
 

@@ -30,7 +30,7 @@ from planner.core.decision import (
 )
 from planner.core.problem import Problem
 from planner.core.reduce import Reduction, reduce_problem
-from planner.heuristics.greedy import GreedyPlanner
+from planner.heuristics.greedy import CutKeep, GreedyPlanner
 from planner.solver.lanes import available as lanes_available
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import NEIGHBOURHOOD_NODES, neighbourhoods
@@ -58,6 +58,7 @@ from planner.solver.portfolio import (
     WholeModel,
     also,
     eject_deadline,
+    reserve_margin_s,
 )
 from planner.solver.speed import factor, scaled
 
@@ -91,13 +92,20 @@ FIRST_LEAST_S = 0.1
 # GreedyPlanner.solve)
 FREE_JOB_S = 1.2e-4
 FREE_NODE_S = 5e-9
-# the share of the reserve for assembly and checks that a plan whose first greedy run
-# searched no job for victims needs, and how much of the reserve more per share of
-# the jobs searched (the whole reserve at half of them), where the reserve leaves
-# that run less than FIRST_LEAST_S (measured at 12,500 nodes: at 2 s a plan of
-# 4,623/2,490/1,200 GPUs in 1.94-2.0 s, against 1,616 tier-1 GPUs in 1.05 s)
-KEEP_CUT = 0.3
-KEEP_PER = 1.4
+# what a first greedy run cut short keeps for its plan's assembly and checks
+# (greedy.CutKeep), on the benchmark machine: CUT_NODE_S per usable node, CUT_PLACED_S
+# per placed job and per victim, CUT_DEFERRED_S plus CUT_DEFERRED_NODE_S per usable
+# node for each job searched and deferred (explained in full; a job not reached is
+# explained in a line), times CUT_SAFETY. Measured on cut greedy plans (their
+# exempt_free_first, assembly and verifier, collector off): 0.02-0.09 s at 1,024
+# nodes, 0.06-0.27 s at 4,096 and 0.15-1.2 s at 12,500, about 6 us per node plus
+# 0.1 ms per placement and 0.1-0.25 ms per job explained in full (more on bigger
+# clusters), where the reserve of a whole plan is 0.1, 0.3 and 1.2 s
+CUT_NODE_S = 6e-6
+CUT_PLACED_S = 1e-4
+CUT_DEFERRED_S = 8e-5
+CUT_DEFERRED_NODE_S = 1.4e-8
+CUT_SAFETY = 1.3
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
 SEARCH_TIMES = 7
@@ -112,6 +120,15 @@ def free_quick_s(usable: int) -> float:
     """A greedy search for a job on free GPUs alone, on ``usable`` nodes, on this
     machine (FREE_JOB_S, FREE_NODE_S)."""
     return scaled(FREE_JOB_S + FREE_NODE_S * usable)
+
+
+def cut_keep(whole: Budget, usable: int) -> CutKeep:
+    """What a first greedy run cut short keeps of ``whole``, on this machine, for a
+    cluster of ``usable`` nodes (CUT_NODE_S and the others), with the reserve's
+    margin."""
+    return CutKeep(whole, scaled(CUT_SAFETY * CUT_NODE_S * usable) + reserve_margin_s(),
+                   scaled(CUT_SAFETY * CUT_PLACED_S),
+                   scaled(CUT_SAFETY * (CUT_DEFERRED_S + CUT_DEFERRED_NODE_S * usable)))
 
 
 def first_least_s() -> float:
@@ -395,8 +412,8 @@ class _Run:
         # the plan places the jobs it reaches, higher tiers first, and says which it did
         # not consider. Where the reserve (a whole plan's) leaves it less than
         # FIRST_LEAST_S (the biggest clusters at short limits), it may go on until
-        # KEEP_CUT of the reserve, plus KEEP_PER of it per share of the jobs searched
-        # for victims, is left: a plan that holds less takes less to assemble and check
+        # what the plan it holds takes to assemble and check is left (cut_keep()): a
+        # plan that holds less takes less.
         # Where even that would not hold a whole run (SEARCH_TIMES x a free search per
         # job), each tier's jobs take free GPUs first and are searched for victims
         # after, as time allows (GreedyPlanner.solve, free_first): a run cut within a
@@ -404,12 +421,12 @@ class _Run:
         if self.det:  # (nothing looks at the clock, nor measures the machine)
             first = Greedy({"spare_lower": True})
         else:
+            keep = cut_keep(self.budget, self.usable)
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
-                later=(self.budget, KEEP_CUT * self.reserve, KEEP_PER * self.reserve)
-                if tight else None,
+                later=keep if tight else None,
                 free_first=tight and SEARCH_TIMES * quick * jobs > max(
-                    first_least_s(), self.budget.left() - KEEP_CUT * self.reserve))
+                    first_least_s(), self.budget.left() - keep.keep_s(0, 0)))
         soft = work if self.det else self.budget.until(
             work.end + min(self.reserve / 2, 2 * first_least_s()))
         yield first, soft

@@ -31,7 +31,7 @@ from planner.core.decision import Decision, clean, objective_of
 from planner.core.problem import Problem
 from planner.heuristics.baselines import get_baseline
 from planner.heuristics.eject import eject, upgrade
-from planner.heuristics.greedy import GreedyPlanner, squeaky_wheel
+from planner.heuristics.greedy import CutKeep, GreedyPlanner, squeaky_wheel
 from planner.heuristics.repack import cheaper_victims, polish, relocate
 from planner.solver.lanes import Lane
 from planner.solver.lanes import grace_s as lane_grace_s
@@ -239,7 +239,7 @@ class Greedy(Strategy):
 
     def __init__(self, settings: dict[str, Any], runs: float | None = None,
                  quick: float = 0.0, least: float = 0.0,
-                 later: tuple[Budget, float, float] | None = None,
+                 later: CutKeep | None = None,
                  free_first: bool = False):
         self.settings = settings
         self.name = f"greedy {settings}"
