@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
-import yaml
 from pydantic import ConfigDict, ValidationError
 
 from models.kinds import wrong_document
@@ -282,6 +281,14 @@ def check_json_depth(doc: Any, text: str, where: str) -> None:
         check_depth(doc, where)
 
 
+def _yaml() -> Any:
+    """The YAML module, imported when a document is read as YAML (a JSON input, the
+    usual one, does without its import time)."""
+    import yaml
+
+    return yaml
+
+
 def parse_document(text: str, where: str | None = None, *, yaml_first: bool = False) -> Any:
     """A JSON or YAML document from its text; JSON is tried first (YAML when
     ``yaml_first``), and a text that is not JSON but YAML of a mapping or a list is
@@ -294,14 +301,14 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
 
     def as_yaml() -> Any:
         try:
-            return yaml.safe_load(text)
+            return _yaml().safe_load(text)
         except RecursionError:
             raise InputError(too_deep, where) from None
 
     if yaml_first:
         try:
             doc = as_yaml()
-        except yaml.YAMLError as exc:
+        except _yaml().YAMLError as exc:
             raise InputError([f"malformed YAML: {exc}"], where) from None
     else:
         try:
@@ -321,7 +328,7 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
                 raise InputError([msg], where) from None
             try:
                 doc = as_yaml()
-            except yaml.YAMLError:
+            except _yaml().YAMLError:
                 raise InputError([msg], where) from None
             if not isinstance(doc, dict | list):  # (broken JSON that YAML reads as text)
                 raise InputError([msg], where) from None
