@@ -32,6 +32,9 @@ SIM_PLANNERS = (*PLANNERS, "naive")
 __all__ = ["PLANNERS", "SIM_PLANNERS", "Loop", "plan", "warm_up"]
 
 
+# a plan within its limit says what loading, building the problem and the checks took
+# (its floor) when that is at least this share of the limit
+FLOOR_SHARE = 0.25
 # on the benchmark machine, times this machine's speed factor (planner/solver/speed.py):
 OVER_S = 0.05  # a plan later than its time limit by more than this says so in solver.detail
 LEAST_S = 0.05  # the least time solve_cpsat gets, whatever preprocessing took
@@ -191,6 +194,15 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
                 "checking the plan (too short for this cluster: see 'Choosing "
                 f"time_limit_s' in the README; this machine's speed factor {speed:.2f})"))
                 if x)
+        elif planner == "cpsat" and not deterministic:
+            # the floor, where it is a good part of the limit (big clusters): what
+            # loading, building the problem and the verifier took, whatever the plan
+            floor = (t_pre - t_warm) + (end - t_checks)
+            if floor >= FLOOR_SHARE * time_limit_s:
+                p.solver.detail = "; ".join(x for x in (p.solver.detail, (
+                    f"{floor:.2f} s of the time limit of {time_limit_s:g} s went to "
+                    f"loading the snapshot and building the problem ({t_pre - t_warm:.2f} "
+                    f"s) and checking the plan ({end - t_checks:.2f} s)")) if x)
         if bound_s > 0:
             _bound(problem, p, bound_s, deterministic=deterministic, workers=workers, seed=seed)
         return p

@@ -9,10 +9,13 @@ Conventions as in test_squeaky.py: two empty 8-GPU NVSwitch nodes, Monday
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import pytest
 
+import planner
 from models import SolverInfo, load_snapshot
 from planner.checks.assemble import assemble
 from planner.checks.verify import verify
@@ -251,3 +254,27 @@ def test_free_first_runs_cut_anywhere_give_valid_plans(seed: int) -> None:
         assert verify(s, p) == [], n
         looks += bool(g.unreached or g.free_only)
     assert looks >= 3  # cuts fell inside the run, not only after it
+
+
+def test_a_plan_whose_floor_is_a_quarter_of_its_limit_says_what_it_took(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Building the problem made to take 0.3 s more (a sleep) of a 1 s limit: the plan
+    # (4 jobs, solved at once) ends within the limit and says what loading, building
+    # the problem and the verifier took, at least the 0.3 s; with the build as it is
+    # (a few ms) nothing is said
+    from planner.core import problem as problem_mod
+
+    quick = planner.plan(_snap(), time_limit_s=1.0)
+    assert "went to loading the snapshot" not in (quick.solver.detail or "")
+    real = problem_mod.build_problem
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(problem_mod, "build_problem", slow)
+    p = planner.plan(_snap(), time_limit_s=1.0)
+    said = re.search(r"(\d\.\d\d) s of the time limit of 1 s went to loading the snapshot "
+                     r"and building the problem \((\d\.\d\d) s\) and checking the plan",
+                     p.solver.detail or "")
+    assert said is not None and float(said[2]) >= 0.3 and float(said[1]) >= float(said[2])
