@@ -659,7 +659,9 @@ def _jobs_fine(snap: Snapshot) -> bool:
     """Whether job_errors and placement_errors have nothing to report on any job of
     ``snap`` (False: maybe they do). The same checks at under half the cost: no message
     made, and the GPUs of each node gathered in one list, checked once for being in
-    range and distinct (none used twice, by one job or two)."""
+    range and distinct (none used twice, by one job or two). It restates their
+    conditions: a check added to them belongs here too
+    (tests/test_load_speed_equal.py compares both over random mutations)."""
     tiers, now, nodes = snap.policy.tiers, snap.now, snap.node_map()
     held: dict[str, list[list[int]]] = {}  # node -> the GPU lists placed on it
     for j in snap.jobs:
