@@ -183,7 +183,7 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
             # say so, with where the time went: on big clusters a short limit is below
             # what preprocessing, the greedy plan, explanations and the checks take
             # (README, time_limit_s)
-            p.solver.detail = "; ".join(x for x in (p.solver.detail, (
+            p.solver.detail = _with(p.solver.detail, (
                 f"took {wall:.2f} s, {'over' if over else 'of'} the time limit of "
                 f"{time_limit_s:g} s: "
                 + (f"{t_warm - t0:.2f} s importing the solver and measuring this "
@@ -193,16 +193,15 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
                 f"the problem, {t_checks - t_pre:.2f} s planning, {end - t_checks:.2f} s "
                 "checking the plan (too short for this cluster: see 'Choosing "
                 f"time_limit_s' in the README; this machine's speed factor {speed:.2f})"))
-                if x)
         elif planner == "cpsat" and not deterministic:
             # the floor, where it is a good part of the limit (big clusters): what
             # loading, building the problem and the verifier took, whatever the plan
             floor = (t_pre - t_warm) + (end - t_checks)
             if floor >= FLOOR_SHARE * time_limit_s:
-                p.solver.detail = "; ".join(x for x in (p.solver.detail, (
+                p.solver.detail = _with(p.solver.detail, (
                     f"{floor:.2f} s of the time limit of {time_limit_s:g} s went to "
                     f"loading the snapshot and building the problem ({t_pre - t_warm:.2f} "
-                    f"s) and checking the plan ({end - t_checks:.2f} s)")) if x)
+                    f"s) and checking the plan ({end - t_checks:.2f} s)"))
         if bound_s > 0:
             _bound(problem, p, bound_s, deterministic=deterministic, workers=workers, seed=seed)
         return p
@@ -282,7 +281,12 @@ def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, worker
     if not res.proven and "thrash.exempt_free_first" in (sv.detail or ""):
         said += (" (the bound is the plain objective's: thrash.exempt_free_first traded "
                  "admissions away)")
-    sv.detail = "; ".join(x for x in (sv.detail, said) if x)
+    sv.detail = _with(sv.detail, said)
+
+
+def _with(detail: str | None, sentence: str) -> str:
+    """``solver.detail`` with one more sentence (after a "; " when it has some)."""
+    return "; ".join(x for x in (detail, sentence) if x)
 
 
 def _scaled(snap: Snapshot, scale: int) -> Snapshot:

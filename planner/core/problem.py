@@ -189,15 +189,17 @@ class Problem:
     owner: dict[tuple[int, int], str]  # (node idx, gpu) -> running job id
     total_gpus_up_drain: int
     thrash: ThrashBudget | None = None  # R15 (None: off)
-    # candidate node sets by candidates list (id -> (list, set)); each problem its own,
-    # copies made with dataclasses.replace too
-    _hosts: dict[int, tuple[list[int], frozenset[int]]] = field(
+    # candidate nodes by candidates list (id -> [list, set, array]: _host)
+    _hosts: dict[int, list] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     # evictable victims per node, cheapest first, and their GPUs there (victims_by_node)
     _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int]] | None = field(
         default=None, init=False, repr=False, compare=False)
     # (GPUs per shard, needs NVLink) -> per node, does a shard fit its free GPUs (free_fits)
     _free_fits: dict[tuple[int, bool], list[bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    # the same as numpy arrays (free_fits_array)
+    _fits_arrays: dict[tuple[int, bool], np.ndarray] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     # node_arrays: (free GPUs per node, most GPUs of a node)
     _arrays: tuple[np.ndarray, int] | None = field(
@@ -215,15 +217,30 @@ class Problem:
     def now(self) -> datetime:
         return self.snap.now
 
-    def candidate_set(self, info: PendingInfo) -> frozenset[int]:
-        """``info.candidates`` as a set, made once per list: jobs of one shape share
-        their list (build_problem), and a set per job would be a pass over the cluster
-        each."""
+    def _host(self, info: PendingInfo) -> list:
+        """The cache entry of ``info.candidates``: [the list, its set, its numpy
+        array (None until asked for)], made once per list: jobs of one shape share
+        their list (build_problem), and a set or array per job would be a pass over the
+        cluster each (each problem its own, copies made with dataclasses.replace too)."""
         hit = self._hosts.get(id(info.candidates))
         if hit is None or hit[0] is not info.candidates:
-            hit = self._hosts[id(info.candidates)] = (info.candidates,
-                                                      frozenset(info.candidates))
-        return hit[1]
+            hit = self._hosts[id(info.candidates)] = [info.candidates,
+                                                      frozenset(info.candidates), None]
+        return hit
+
+    def candidate_set(self, info: PendingInfo) -> frozenset[int]:
+        """``info.candidates`` as a set, made once per list (_host)."""
+        out: frozenset[int] = self._host(info)[1]
+        return out
+
+    def candidate_array(self, info: PendingInfo) -> np.ndarray:
+        """``info.candidates`` as a numpy array of node indices, made once per list
+        (_host)."""
+        hit = self._host(info)
+        if hit[2] is None:
+            hit[2] = np.asarray(info.candidates, dtype=np.int64)
+        out: np.ndarray = hit[2]
+        return out
 
     def victims_by_node(self) -> tuple[dict[int, list[str]], dict[tuple[str, int], int]]:
         """Evictable running jobs per node, cheapest first (cost, then id), and the GPU
@@ -259,6 +276,14 @@ class Problem:
             self._free_fits[(gpn, need_nvlink)] = flags
         return flags
 
+    def free_fits_array(self, gpn: int, need_nvlink: bool) -> np.ndarray:
+        """:meth:`free_fits` as a numpy array of booleans (read only)."""
+        arr = self._fits_arrays.get((gpn, need_nvlink))
+        if arr is None:
+            arr = self._fits_arrays[(gpn, need_nvlink)] = np.asarray(
+                self.free_fits(gpn, need_nvlink), dtype=bool)
+        return arr
+
     def node_arrays(self) -> tuple[np.ndarray, int]:
         """Per node (by index) its GPUs free in the snapshot and usable, and the most
         GPUs a node has. Made once per problem (read only): the greedy planner's
@@ -271,10 +296,11 @@ class Problem:
 
     def with_pending(self, pending: dict[str, PendingInfo]) -> Problem:
         """This problem with other pending jobs; what depends only on the nodes and
-        the running jobs (victims_by_node, free_fits, node_arrays) is shared, not
+        the running jobs (victims_by_node, free_fits and its arrays, node_arrays) is shared, not
         made again."""
         out = replace(self, pending=pending)
         out._victims, out._free_fits = self._victims, self._free_fits
+        out._fits_arrays = self._fits_arrays
         out._arrays = self._arrays
         return out
 
