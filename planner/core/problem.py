@@ -54,29 +54,12 @@ def _clique_layout(key: tuple) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[
             covered |= m
         alone = [1 << g for g in range(gpus) if not covered >> g & 1]
         return tuple(sorted([m for m in data if m] + alone, key=lambda m: (m & -m))), ()
-    import networkx as nx  # (here: only edge lists need a graph; it takes 0.3 s to import)
-
-    edges = data
-    g = nx.Graph()
-    g.add_nodes_from(range(gpus))
-    g.add_edges_from(edges)
-    islands: list[int] = []
-    composites: list[tuple[int, tuple[int, ...]]] = []
-    for comp in sorted(nx.connected_components(g), key=min):
-        sub = g.subgraph(comp)
-        n = len(comp)
-        if sub.number_of_edges() == n * (n - 1) // 2:
-            islands.append(_mask(sorted(comp)))
-            continue
-        rest = set(comp)
-        idx = []
-        while rest:
-            best = max(nx.find_cliques(g.subgraph(rest)), key=lambda c: (len(c), -min(c)))
-            idx.append(len(islands))
-            islands.append(_mask(sorted(best)))
-            rest -= set(best)
-        composites.append((_mask(sorted(comp)), tuple(idx)))
-    return tuple(islands), tuple(composites)
+    adj = [0] * gpus
+    for a, b in data:
+        adj[a] |= 1 << b
+        adj[b] |= 1 << a
+    islands, composites = topo.clique_cover(adj)
+    return tuple(islands), tuple((m, tuple(idx)) for m, idx in composites)
 
 
 def clique_layout(node: Node) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:

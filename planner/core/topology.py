@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # (imported where a graph is built: networkx takes 0.3 s to i
 __all__ = [
     "best_fit",
     "canonical_key",
+    "clique_cover",
     "connected_subsets",
     "fits",
     "is_connected",
@@ -33,6 +34,7 @@ __all__ = [
     "list_to_mask",
     "mask_to_list",
     "max_connected_free",
+    "maximum_clique",
     "nvlink_graph",
 ]
 
@@ -246,6 +248,58 @@ def _components_of(adj: tuple[int, ...], mask: int) -> tuple[int, ...]:
         out.append(c)
         mask &= ~c
     return tuple(sorted(out))
+
+
+def _maximal_cliques(adj: tuple[int, ...] | list[int], within: int) -> Iterator[int]:
+    """Maximal cliques of the subgraph induced by ``within`` (Bron-Kerbosch with a
+    pivot, on bitmasks)."""
+    stack = [(0, within, 0)]
+    while stack:
+        r, p, x = stack.pop()
+        if not p:
+            if not x:
+                yield r
+            continue
+        px = p | x
+        u = max(_bits(px), key=lambda v: (_popcount(adj[v] & p), -v))
+        for v in _bits(p & ~adj[u]):
+            b = 1 << v
+            stack.append((r | b, p & adj[v], x & adj[v]))
+            p &= ~b
+            x |= b
+
+
+def maximum_clique(adj: tuple[int, ...] | list[int], within: int) -> int:
+    """A largest clique of the subgraph induced by ``within`` (``adj[i]``: GPU i's
+    neighbour mask); among the largest, the one whose ascending GPU list is
+    lexicographically least. 0 for an empty ``within``."""
+    if not within:
+        return 0
+    return max(_maximal_cliques(adj, within),
+               key=lambda c: (_popcount(c), tuple(-g for g in _bits(c))))
+
+
+def clique_cover(adj: tuple[int, ...] | list[int]) -> tuple[list[int], list[tuple[int, list[int]]]]:
+    """Partition a graph into cliques: each component that is a clique is one; a
+    component that is not is covered by taking its largest clique
+    (:func:`maximum_clique`) out of what is left, again and again. Returns the
+    cliques (components in order of their lowest GPU) and, per component that is
+    not a clique, its mask and the indices of its cliques in that list."""
+    islands: list[int] = []
+    composites: list[tuple[int, list[int]]] = []
+    comps = sorted(_components_of(tuple(adj), (1 << len(adj)) - 1), key=lambda m: m & -m)
+    for comp in comps:
+        if all(not comp & ~(adj[g] | 1 << g) for g in _bits(comp)):
+            islands.append(comp)
+            continue
+        rest, idx = comp, []
+        while rest:
+            best = maximum_clique(adj, rest)
+            idx.append(len(islands))
+            islands.append(best)
+            rest &= ~best
+        composites.append((comp, idx))
+    return islands, composites
 
 
 @lru_cache(maxsize=_CACHE)
