@@ -113,6 +113,24 @@ def test_a_greedy_run_stops_at_its_budget_with_the_jobs_it_reached_placed() -> N
     assert det.unreached == [] and det.free_only == []
 
 
+def test_quick_searches_keep_the_first_tiers_search_for_victims() -> None:
+    # a second tier-1 job, a2 (8 GPUs): a whole run places a on the free n0 and a2 on
+    # n1 by evicting r. With quick searches of 1e-4 s and 2.5e-4 s left at each look,
+    # the time would not hold the five jobs left (a, a2, b, c, d) on free GPUs alone
+    # (5e-4 s), but the first tier counts only its own: 2e-4 s at a, 1e-4 s at a2, so
+    # both search for victims; tier 2 counts every job left (3e-4 s at b): b and c
+    # take free GPUs only, and none is left
+    snap = _snap()
+    snap["jobs"].append({"id": "a2", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                         "priority": 10, "topology": "any"})
+    problem = build_problem(load_snapshot(snap))
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(100, left=2.5e-4), quick=1e-4)
+    assert sorted(cut.placements) == ["a", "a2"] and cut.victims == {"r"}
+    assert g.free_only == ["b", "c"] and g.unreached == []
+    assert objective_of(problem, cut).admitted_gpus == {"1": 16, "2": 0, "3": 0}
+
+
 def test_a_cut_run_keeps_time_for_each_job_it_searched_and_deferred() -> None:
     # r started a minute ago: tier 3's 30 minutes of immunity (R6) protect it, so
     # only a (n0) can start. Order a, a2, b, c, d. Kept of a 60 s budget: 58 s plus

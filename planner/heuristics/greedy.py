@@ -970,7 +970,9 @@ class GreedyPlanner:
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
-        the jobs left on free GPUs alone, and the jobs after take only free GPUs
+        the jobs left on free GPUs alone (in the first tier, the tier's own: its
+        victims come before any lower tier's job), and the jobs after take only free
+        GPUs
         (``free_only`` lists those that may evict). ``later``: the run may also go on
         until what the plan holds so far needs of ``later.whole`` (CutKeep) is left,
         when that is later (a plan that holds less takes less time to assemble and
@@ -1004,10 +1006,11 @@ class GreedyPlanner:
         late = False
         deferred = 0  # jobs searched and not placed (explained in full: CutKeep)
         # where the jobs the quick rule counts end: with free_first each tier's own
-        # (a new tier searches again if the time allows), else all
+        # (a new tier searches again if the time allows), else all, except for the
+        # first tier's own (its victims come before any lower tier's job)
         ends = dict.fromkeys((i.job.tier for i in order), len(work))
-        if free_first:
-            for k, (info, _free) in enumerate(work):
+        for k, (info, _free) in enumerate(work):
+            if free_first or info.job.tier == work[0][0].job.tier:
                 ends[info.job.tier] = k + 1
         for k, (info, free) in enumerate(work):
             if free_first and k and info.job.tier != work[k - 1][0].job.tier:
