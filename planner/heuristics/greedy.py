@@ -972,8 +972,7 @@ class GreedyPlanner:
         takes), the search for victims stops once the time left would only just hold
         the jobs left on free GPUs alone (in the first tier, the tier's own: its
         victims come before any lower tier's job), and the jobs after take only free
-        GPUs
-        (``free_only`` lists those that may evict). ``later``: the run may also go on
+        GPUs (``free_only`` lists those that may evict). ``later``: the run may also go on
         until what the plan holds so far needs of ``later.whole`` (CutKeep) is left,
         when that is later (a plan that holds less takes less time to assemble and
         check). The loop gets ``least`` seconds at least, however little ``budget``
