@@ -60,6 +60,7 @@ def child(path: str, planner: str, limit: float, started: float) -> dict[str, An
     from planner.checks import verify as verify_mod
     from planner.core import problem as problem_mod
     from planner.solver import cpsat as cpsat_mod
+    from planner.solver.speed import factor
 
     spent = {"build": 0.0, "assemble": 0.0, "verify": 0.0}
 
@@ -101,7 +102,11 @@ def child(path: str, planner: str, limit: float, started: float) -> dict[str, An
             "solver_status": p.solver.status, "gap": p.solver.gap,
             "admitted": p.objective.admitted_gpus,
             "cost": round(p.objective.eviction_cost_gpu_s), "evictions": p.objective.evictions,
-            "key": list(key), "valid": not errors}
+            "key": list(key), "valid": not errors,
+            # the speed factor the plan's time estimates used (docs/planner.md, section
+            # 3): 1.0 in a process whose measurement fell in a quick moment of a busy
+            # machine makes its estimates short
+            "speed": factor() if planner == "cpsat" else None, "detail": p.solver.detail}
 
 
 def one_run(path: Path, planner: str, limit: float) -> dict[str, Any]:

@@ -129,6 +129,13 @@ def test_quick_searches_keep_the_first_tiers_search_for_victims() -> None:
     assert sorted(cut.placements) == ["a", "a2"] and cut.victims == {"r"}
     assert g.free_only == ["b", "c"] and g.unreached == []
     assert objective_of(problem, cut).admitted_gpus == {"1": 16, "2": 0, "3": 0}
+    # where one search for victims may take 1e-4 s (search_s: a shape's heap built on
+    # a big cluster), tier 1 needs 2e-4 + 1e-4 = 3e-4 s at a, more than the 2.5e-4 s
+    # left: every job takes free GPUs only; a finds n0, a2 nothing
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(100, left=2.5e-4), quick=1e-4, search_s=1e-4)
+    assert sorted(cut.placements) == ["a"] and cut.victims == set()
+    assert g.free_only == ["a", "a2", "b", "c"] and g.unreached == []
 
 
 def test_a_cut_run_keeps_time_for_each_job_it_searched_and_deferred() -> None:

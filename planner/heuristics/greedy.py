@@ -965,14 +965,15 @@ class GreedyPlanner:
 
     def solve(self, budget: Budget | None = None, quick: float = 0.0,
               least: float = 0.0, later: CutKeep | None = None,
-              free_first: bool = False) -> Decision:
+              free_first: bool = False, search_s: float = 0.0) -> Decision:
         """The greedy plan: every job of :meth:`queue` placed in turn where
         :meth:`place` puts it, until ``budget`` ends; ``unreached`` then lists the jobs
         not reached. With ``quick`` (the seconds a job's search on free GPUs alone
         takes), the search for victims stops once the time left would only just hold
-        the jobs left on free GPUs alone (in the first tier, the tier's own: its
-        victims come before any lower tier's job), and the jobs after take only free
-        GPUs (``free_only`` lists those that may evict). ``later``: the run may also go on
+        the jobs left on free GPUs alone (in the first tier, the tier's own, plus
+        ``search_s``, what one search for victims may take: its victims come before
+        any lower tier's job), and the jobs after take only free GPUs (``free_only``
+        lists those that may evict). ``later``: the run may also go on
         until what the plan holds so far needs of ``later.whole`` (CutKeep) is left,
         when that is later (a plan that holds less takes less time to assemble and
         check). The loop gets ``least`` seconds at least, however little ``budget``
@@ -1008,9 +1009,13 @@ class GreedyPlanner:
         # (a new tier searches again if the time allows), else all, except for the
         # first tier's own (its victims come before any lower tier's job)
         ends = dict.fromkeys((i.job.tier for i in order), len(work))
+        first = work[0][0].job.tier if work else 0
         for k, (info, _free) in enumerate(work):
-            if free_first or info.job.tier == work[0][0].job.tier:
+            if free_first or info.job.tier == first:
                 ends[info.job.tier] = k + 1
+        # (a search for victims can take much longer than a free one: the first of a
+        # shape builds its heap over every candidate node)
+        margin = {first: search_s} if not free_first else {}
         for k, (info, free) in enumerate(work):
             if free_first and k and info.job.tier != work[k - 1][0].job.tier:
                 late = False
@@ -1029,7 +1034,8 @@ class GreedyPlanner:
                                        and i.job.id not in d.placements
                                        and i.job.id not in not_reached]
                     break
-                if not late and not free and quick and left <= quick * (ends[info.job.tier] - k):
+                if not late and not free and quick and left <= (
+                        quick * (ends[info.job.tier] - k) + margin.get(info.job.tier, 0.0)):
                     late = True
             # its last search: not a free pass before a search for victims, nor a free
             # pass for want of time (free_only)

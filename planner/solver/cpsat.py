@@ -109,6 +109,11 @@ CUT_SAFETY = 1.3
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
 SEARCH_TIMES = 7
+# the first search for victims of a job shape takes up to this long per usable node,
+# on the benchmark machine (first_search_s(): on this one): it builds the shape's
+# heap over every candidate node (measured: 177 ms for an 8-node tier-1 gang, the
+# first job of the 12,500-node benchmark tick, 25 ms or less for the next ones)
+FIRST_SEARCH_NODE_S = 1.4e-5
 
 
 def lns_min_s() -> float:
@@ -129,6 +134,12 @@ def cut_keep(whole: Budget, usable: int) -> CutKeep:
     return CutKeep(whole, scaled(CUT_SAFETY * CUT_NODE_S * usable) + reserve_margin_s(),
                    scaled(CUT_SAFETY * CUT_PLACED_S),
                    scaled(CUT_SAFETY * (CUT_DEFERRED_S + CUT_DEFERRED_NODE_S * usable)))
+
+
+def first_search_s(usable: int) -> float:
+    """What a first search for victims of a job shape may take on ``usable`` nodes,
+    on this machine (FIRST_SEARCH_NODE_S)."""
+    return scaled(FIRST_SEARCH_NODE_S * usable)
 
 
 def first_least_s() -> float:
@@ -407,7 +418,9 @@ class _Run:
         # explain in full, and no other candidate to trade; on the biggest clusters
         # the whole plan's checks need the reserve), its loop gets FIRST_LEAST_S at
         # least, and its search for victims once the jobs left would only
-        # just fit in that time on free GPUs alone (free_quick_s()): where
+        # just fit in that time on free GPUs alone (free_quick_s(); in the first tier
+        # its own jobs, plus what a first search for victims may take,
+        # first_search_s()): where
         # preprocessing, assembly and the checks take most of the limit (big clusters),
         # the plan places the jobs it reaches, higher tiers first, and says which it did
         # not consider. Where the reserve (a whole plan's) leaves it less than
@@ -424,6 +437,7 @@ class _Run:
             keep = cut_keep(self.budget, self.usable)
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
+                search_s=first_search_s(self.usable),
                 later=keep if tight else None,
                 free_first=tight and SEARCH_TIMES * quick * jobs > max(
                     first_least_s(), self.budget.left() - keep.keep_s(0, 0)))

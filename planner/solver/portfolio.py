@@ -240,12 +240,13 @@ class Greedy(Strategy):
     def __init__(self, settings: dict[str, Any], runs: float | None = None,
                  quick: float = 0.0, least: float = 0.0,
                  later: CutKeep | None = None,
-                 free_first: bool = False):
+                 free_first: bool = False, search_s: float = 0.0):
         self.settings = settings
         self.name = f"greedy {settings}"
         self.runs = runs  # its cost in greedy runs (None: VARIANT_RUN)
         # GreedyPlanner.solve's
         self.quick, self.least, self.later, self.free_first = quick, least, later, free_first
+        self.search_s = search_s
         self.planner: GreedyPlanner | None = None
 
     def estimate_s(self, pace: Pace) -> float:
@@ -254,7 +255,7 @@ class Greedy(Strategy):
     def run(self, problem: Problem, budget: Budget) -> Decision:
         self.planner = GreedyPlanner(problem, **self.settings)
         d = clean(problem, self.planner.solve(budget, self.quick, self.least, self.later,
-                                              self.free_first))
+                                              self.free_first, self.search_s))
         self.unreached = frozenset(self.planner.unreached)
         self.free_only = frozenset(self.planner.free_only)
         return d
