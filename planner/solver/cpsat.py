@@ -424,9 +424,10 @@ class _Run:
         # preprocessing, assembly and the checks take most of the limit (big clusters),
         # the plan places the jobs it reaches, higher tiers first, and says which it did
         # not consider. Where the reserve (a whole plan's) leaves it less than
-        # FIRST_LEAST_S (the biggest clusters at short limits), it may go on until
-        # what the plan it holds takes to assemble and check is left (cut_keep()): a
-        # plan that holds less takes less.
+        # FIRST_LEAST_S (the biggest clusters at short limits), or less than a whole
+        # run (SEARCH_TIMES x a free search per job), it may go on until what the
+        # plan it holds takes to assemble and check is left (cut_keep()): a plan that
+        # holds less takes less.
         # Where even that would not hold a whole run (SEARCH_TIMES x a free search per
         # job), each tier's jobs take free GPUs first and are searched for victims
         # after, as time allows (GreedyPlanner.solve, free_first): a run cut within a
@@ -438,7 +439,7 @@ class _Run:
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
                 search_s=first_search_s(self.usable),
-                later=keep if tight else None,
+                later=keep if tight or SEARCH_TIMES * quick * jobs > work.left() else None,
                 free_first=tight and SEARCH_TIMES * quick * jobs > max(
                     first_least_s(), self.budget.left() - keep.keep_s(0, 0)))
         soft = work if self.det else self.budget.until(
@@ -504,9 +505,11 @@ class _Run:
                 if not (self.det or again.estimate_s(self.pace) <= SQUEAKY_SHARE * work.left()):
                     break
                 yield again, work
-        if not self.det:  # (deterministic mode ran it above, as one of the variants)
+        cut = first.later is not None and bool(spare.unreached or spare.free_only)
+        if not self.det and not (cut and self.budget.left() < self.reserve):
             # the plain greedy plan (the greedy baseline's) as a floor, after the
-            # passes above so that they keep their time
+            # passes above so that they keep their time; not where the first run was
+            # cut to what its own plan needs (a whole plan needs the whole reserve)
             yield floor, work
         for name in ("slurm",) if spare.budget_rejected else ("k8s", "slurm"):
             b = Baseline(name)
