@@ -511,6 +511,8 @@ class _Run:
             # passes above so that they keep their time; not where the first run was
             # cut to what its own plan needs (a whole plan needs the whole reserve)
             yield floor, work
+        elif isinstance(floor, FloorLane) and floor.lane is not None:
+            floor.lane.close()  # (its plan is not wanted: the other core freed now)
         for name in ("slurm",) if spare.budget_rejected else ("k8s", "slurm"):
             b = Baseline(name)
             if name not in self.in_lane and (self.room(b) if spare.budget_rejected
