@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from planner.core import topology as topo
-from planner.core.problem import _clique_layout
+from planner.core.problem import clique_layout
 
 
 def _adj(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -51,8 +51,8 @@ def test_maximum_clique_prefers_the_least_gpu_list() -> None:
 
 
 def test_problem_layout_of_an_edge_list() -> None:
-    key = topo.canonical_key({"edges": [[0, 1], [1, 2], [2, 3], [3, 0]]}, 4)
-    islands, composites = _clique_layout(key)
+    islands, composites = clique_layout(
+        topo.layout({"edges": [[0, 1], [1, 2], [2, 3], [3, 0]]}, 4))
     assert islands == (_m(0, 1), _m(2, 3))
     assert composites == ((_m(0, 1, 2, 3), (0, 1)),)
 

@@ -44,26 +44,13 @@ def popcount(mask: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _clique_layout(key: tuple) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+def clique_layout(t: topo.Layout) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
     """Partition a node's NVLink graph into cliques ("islands": any subset of one is
-    connected) and list the non-clique components as (mask, island indices)."""
-    gpus, form, data = key
-    if form == "islands":  # every component is a clique already; unlisted GPUs alone
-        covered = 0
-        for m in data:
-            covered |= m
-        alone = [1 << g for g in range(gpus) if not covered >> g & 1]
-        return tuple(sorted([m for m in data if m] + alone, key=lambda m: (m & -m))), ()
-    adj = [0] * gpus
-    for a, b in data:
-        adj[a] |= 1 << b
-        adj[b] |= 1 << a
-    islands, composites = topo.clique_cover(adj)
+    connected) and list the non-clique components as (mask, island indices): the
+    parsed layout's graph covered by topology.clique_cover (one entry per canonical
+    layout: parsed layouts are interned)."""
+    islands, composites = topo.clique_cover(t.adj)
     return tuple(islands), tuple((m, tuple(idx)) for m, idx in composites)
-
-
-def clique_layout(node: Node) -> tuple[tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
-    return _clique_layout(topo.canonical_key(node.nvlink_raw(), node.gpus))
 
 
 @dataclass
@@ -434,7 +421,8 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         kind = (n.nvlink if isinstance(n.nvlink, str) else repr(n.nvlink), n.gpus)
         known = layouts.get(kind)
         if known is None:
-            known = layouts[kind] = (*clique_layout(n), topo.layout(n.nvlink_raw(), n.gpus))
+            layout = topo.layout(n.nvlink_raw(), n.gpus)
+            known = layouts[kind] = (*clique_layout(layout), layout)
         islands, comps, layout = known
         full = (1 << n.gpus) - 1
         nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n), layout))
