@@ -436,11 +436,12 @@ class _Run:
             first = Greedy({"spare_lower": True})
         else:
             keep = cut_keep(self.budget, self.usable)
+            whole_run_s = SEARCH_TIMES * quick * jobs
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
                 search_s=first_search_s(self.usable),
-                later=keep if tight or SEARCH_TIMES * quick * jobs > work.left() else None,
-                free_first=tight and SEARCH_TIMES * quick * jobs > max(
+                later=keep if tight or whole_run_s > work.left() else None,
+                free_first=tight and whole_run_s > max(
                     first_least_s(), self.budget.left() - keep.keep_s(0, 0)))
         soft = work if self.det else self.budget.until(
             work.end + min(self.reserve / 2, 2 * first_least_s()))
