@@ -973,12 +973,12 @@ class GreedyPlanner:
         the jobs left on free GPUs alone (in the first tier, the tier's own, plus
         ``search_s``, what one search for victims may take: its victims come before
         any lower tier's job), and the jobs after take only free GPUs (``free_only``
-        lists those that may evict). ``later``: the run may also go on
-        until what the plan holds so far needs of ``later.whole`` (CutKeep) is left,
-        when that is later (a plan that holds less takes less time to assemble and
-        check). The loop gets ``least`` seconds at least, however little ``budget``
-        has left. The plan so far is valid either way, with the jobs first in the
-        order (higher tiers first) placed.
+        lists those that may evict). ``later``: the run may also go on until what the
+        plan holds so far needs of ``later.whole`` (CutKeep) is left, when that is
+        later (a plan that holds less takes less time to assemble and check). The loop
+        gets ``least`` seconds at least, however little ``budget`` has left. The plan
+        so far is valid either way, with the jobs first in the order (higher tiers
+        first) placed.
 
         ``free_first`` (for a short time limit on a big cluster): each tier's jobs are
         placed on free GPUs alone first, then those of them not placed are searched
