@@ -740,6 +740,6 @@ def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_a_base
         {"1": 56, "2": 104, "3": 39}, 12146)
     assert (p.objective.evictions, p.objective.evictions_past_budget) == (6, 0)
     assert "the Kubernetes-style baseline's plan is better once exempt jobs take free GPUs " \
-        "first: returned" in (p.solver.detail or "")
+        "first (thrash.exempt_free_first): returned" in (p.solver.detail or "")
     assert p.status == "feasible" and p.solver.gap is None
     assert verify(snap, p) == []

@@ -402,6 +402,39 @@ def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
     assert [(e["job"], e["preemptors"]) for e in off["evictions"]] == [("r0", ["a"])]
 
 
+def test_an_exempt_job_does_not_make_room_for_an_impatient_job() -> None:
+    # n0: r0 (tier 3, 7 GPUs, 700 GPU-s) and GPU 7 free; the window is empty (B = 4,
+    # 4 left). Pending: a (tier 1, 1 GPU, submitted at 04:00) and b (tier 2, 1 GPU,
+    # submitted at 07:58: 120 s of tier 2's 600 s of patience, so R16 lets it take
+    # only GPUs free in the snapshot, until 08:08). Admitting both means a evicting
+    # r0 and b taking GPU 7: within the budget, but b gets in by a's exempt eviction
+    # before its patience ran out, and a waits for r0's exit where GPU 7 would start
+    # it at once. By default a takes GPU 7; b would need r0's GPU, which R16 keeps
+    # from it: r0 keeps running, b waits (OUTRANKED: the GPU it could take went to a
+    # job of a higher tier). Once b is past its
+    # patience (submitted at 04:00) nothing moves: both are admitted through r0.
+    nodes = [node("n0")]
+    jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}),
+            pend("a", 1, 1, submitted_at=OLD), pend("b", 2, 1, submitted_at="2026-11-30T07:58:00Z")]
+    data = snap(nodes, jobs)
+    for planner in ("cpsat", "greedy"):
+        p = solve(data, planner)
+        assert [(x["job"], x["placement"]) for x in p["placements"]] == [
+            ("a", [{"node": "n0", "gpus": [7]}])], planner
+        assert evicted(p) == []
+        assert reasons(p) == {"b": "OUTRANKED"}
+    p = solve(data)
+    assert p["status"] == "feasible" and "exempt_free_first" in p["solver"]["detail"]
+    off = solve(snap(nodes, jobs, {"thrash": {"exempt_free_first": False}}))
+    assert sorted(x["job"] for x in off["placements"]) == ["a", "b"]
+    assert [(e["job"], e["preemptors"]) for e in off["evictions"]] == [("r0", ["a"])]
+    patient = [*jobs[:2], pend("b", 2, 1, submitted_at=OLD)]
+    for planner in ("cpsat", "greedy"):
+        p = solve(snap(nodes, patient), planner)
+        assert sorted(x["job"] for x in p["placements"]) == ["a", "b"], planner
+        assert evicted(p) == ["r0"]
+
+
 def _smalls_and_bigs(recent_n: int) -> tuple[list, list, list, list[str]]:
     """n0 and n1 hold eight 1-GPU tier-3 jobs each (s00-s17), n2 and n3 one 8-GPU
     tier-3 job each (b2, b3, restore 150 s); the tier-1 gang g (2 x 8 GPUs) is

@@ -339,8 +339,12 @@ def _check_one(seed: int) -> str:
     listed = sorted([q.job for q in p.placements] + [d.job for d in p.deferred])
     assert listed == pending, where
     if not any(isinstance(n["nvlink"], dict) for n in data["nodes"]):
-        # without explicit edge graphs the model is exact: small snapshots are proven
-        assert p.status == "optimal", f"{where}\n{p.solver}"
+        # without explicit edge graphs the model is exact: small snapshots are proven,
+        # unless thrash.exempt_free_first traded an exempt job's victims for free GPUs
+        # (a plan that gives up admissions on purpose: no longer the plain optimum)
+        assert (p.status == "optimal"
+                or "thrash.exempt_free_first" in (p.solver.detail or "")), \
+            f"{where}\n{p.solver}"
     key = objective_of(snap, p).key()
     greedy = plan(data, planner="greedy")
     assert key >= objective_of(snap, greedy).key(), f"{where}\nworse than greedy"

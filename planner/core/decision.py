@@ -141,18 +141,21 @@ def moved_note(moved: int) -> str:
 
 
 def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
-    """``thrash.exempt_free_first`` (an extension of R15, a planner's choice, not a
-    rule). When the plan's victims would not fit in what the window has left were
-    none of them exempt (so exemptions let some through), a job of an exempt tier
-    placed on victims' GPUs trades places with a
+    """``thrash.exempt_free_first`` (an extension of R15 and R16, a planner's choice,
+    not a rule). A job of an exempt tier placed on victims' GPUs trades places with a
     placed job of another tier that holds only GPUs free in the snapshot, when it
     can use them (the same shape, on nodes it may run on, NVLink and block needs
-    met). That job then takes the exempt job's former GPUs where its rights and
-    patience allow (their victims now count against the budget), else it waits;
-    ``clean`` then drops victims nobody uses and re-checks R15. Without it, an
-    objective that admits as many GPUs as it can sends the exempt job to victims and
-    the other tier's job to the free GPUs: exempt evictions that make room for the
-    other tiers, past the budget (docs/simulation.md, "The default policy").
+    met), and when that job got there by the exemption: the plan's victims would not
+    fit in what the window has left were none of them exempt (R15), or the job may
+    take only free GPUs (R16's patience, R10's cascade guard). That job then takes
+    the exempt job's former GPUs where its rights and patience allow (their victims
+    now count against the budget), else it waits; ``clean`` then drops victims
+    nobody uses and re-checks R15. Without it, an objective that admits as many GPUs
+    as it can sends the exempt job to victims and the other tier's job to the free
+    GPUs: exempt evictions that make room for the other tiers, past the budget or
+    before their patience ran out, and an exempt job that waits for its victims'
+    flush where free GPUs would have started it at once (docs/simulation.md, "The
+    default policy").
 
     Returns the decision and the number of exempt jobs moved (``d`` itself and 0
     when none moves)."""
@@ -160,8 +163,8 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     tb = problem.thrash
     if tb is None or pol is None or not pol.exempt_free_first or not d.victims:
         return d, 0
-    if len(d.victims) <= tb.left and _victim_gpus(problem, d.victims) <= tb.gpus_left:
-        return d, 0  # within the budget even were no victim exempt: nothing got past it
+    # past: exemptions let victims past what the window has left
+    past = len(d.victims) > tb.left or _victim_gpus(problem, d.victims) > tb.gpus_left
     pending = problem.pending
     owner: dict[tuple[int, int], str] = {}
     for v in d.victims:
@@ -180,7 +183,8 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     if not movers:
         return d, 0
     donors = sorted((j for j, parts in d.placements.items()
-                     if pending[j].job.tier not in tb.exempt_tiers and not under(parts)),
+                     if pending[j].job.tier not in tb.exempt_tiers and not under(parts)
+                     and (past or pending[j].guarded or pending[j].patient_until is not None)),
                     key=lambda j: (-pending[j].job.tier, pending[j].job.priority, j))
     if not donors:
         return d, 0

@@ -678,7 +678,7 @@ class _Run:
                 d, moved, key = g, g_moved, g_key
                 self.by = by.get(id(other), self.by)
                 note = (f"{_plan_name(by.get(id(other)))} is better once exempt jobs take "
-                        "free GPUs first: returned")
+                        "free GPUs first (thrash.exempt_free_first): returned")
         return d, moved, note
 
     def _outcome(self) -> tuple[str, SolverInfo]:
