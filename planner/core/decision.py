@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from models import Objective, Plan
 from models.rules import priority_value
-from planner.core.problem import Problem, changed_nodes
+from planner.core.problem import PendingInfo, Problem, changed_nodes
 
 
 @dataclass
@@ -134,6 +134,84 @@ def _within_thrash_budget(problem: Problem, d: Decision, pre: dict[str, set[str]
                 exempt.add(v)
 
 
+def can_take(problem: Problem, info: PendingInfo, parts: list[tuple[int, int]]) -> bool:
+    """Could the pending job ``info`` have the GPUs ``parts`` (node index, GPU mask)
+    as far as its own shape goes: as many nodes as its gang, each one of its candidate
+    nodes (R1's GPU type, R4's pools) with its GPUs per node, NVLink-connected where
+    it asks for that (R3), in one block and one NVLink domain where it asks for
+    that. Whose GPUs they are (R7) is the caller's question."""
+    job = info.job
+    if len(parts) != job.nodes:
+        return False
+    cands = problem.candidate_set(info)
+    nodes = [problem.nodes[ni] for ni, _m in parts]
+    for (ni, m), n in zip(parts, nodes, strict=True):
+        if (ni not in cands or m.bit_count() != job.gpus_per_node
+                or not n.fits(m, job.gpus_per_node, info.need_nvlink)):
+            return False
+    if job.same_block and len({n.node.block for n in nodes}) != 1:
+        return False
+    return not (job.same_nvlink_domain and len({n.node.nvlink_domain for n in nodes}) != 1)
+
+
+def _owners(problem: Problem, victims: set[str]) -> dict[tuple[int, int], str]:
+    """(node index, GPU) -> the victim that holds it."""
+    owner: dict[tuple[int, int], str] = {}
+    for v in victims:
+        for ni, m in problem.running[v].parts:
+            for g in bits(m):
+                owner[(ni, g)] = v
+    return owner
+
+
+def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
+    """Among pending jobs that are alike for the objective (the same tier, priority,
+    nodes and GPUs per node), the plan places the first in the queue order, the
+    job id's (the greedy planner's order among such jobs): a placed job hands its
+    GPUs to a waiting job of its kind earlier in that order when that job may take
+    them (:func:`can_take`; not held by R9; for victims' GPUs, rights over their
+    tiers under R7, R10 and R16). Every item of the objective stays the same (the
+    same tier, GPUs, priority and victims; R15's exemptions too, the tier being the
+    same): the CP-SAT model is indifferent among such jobs, and without this pass
+    it would start a job submitted seconds after another that keeps waiting.
+    Returns the decision and how many jobs changed places (``d`` itself and 0 when
+    none did)."""
+    pending = problem.pending
+    groups: dict[tuple[int, float, int, int], list[str]] = defaultdict(list)
+    for j, info in pending.items():
+        if info.held_until is None:
+            job = info.job
+            groups[(job.tier, job.priority, job.nodes, job.gpus_per_node)].append(j)
+    out: Decision | None = None
+    owner: dict[tuple[int, int], str] | None = None
+    moved = 0
+    for ids in groups.values():
+        placed = sorted(j for j in ids if j in d.placements)
+        if not placed:
+            continue
+        waiting = sorted(j for j in ids if j not in d.placements)
+        if not waiting or waiting[0] > placed[-1]:
+            continue
+        if out is None:
+            out = Decision(set(d.victims), dict(d.placements))
+            owner = _owners(problem, d.victims)
+        assert owner is not None
+        for w in waiting:
+            info = pending[w]
+            for a in reversed(placed):
+                if a < w:
+                    break
+                parts = out.placements[a]
+                under = {owner[(ni, g)] for ni, m in parts for g in bits(m) if (ni, g) in owner}
+                if (all(problem.running[v].job.tier in info.rights for v in under)
+                        and can_take(problem, info, parts)):
+                    out.placements[w] = out.placements.pop(a)
+                    placed.remove(a)
+                    moved += 1
+                    break
+    return (out, moved) if out is not None and moved else (d, 0)
+
+
 def moved_note(moved: int) -> str:
     """What a plan's ``solver.detail`` says when :func:`exempt_free_first` moved jobs."""
     return (f"{moved} exempt job(s) moved to free GPUs a job of another tier held "
@@ -166,11 +244,7 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     # past: exemptions let victims past what the window has left
     past = len(d.victims) > tb.left or _victim_gpus(problem, d.victims) > tb.gpus_left
     pending = problem.pending
-    owner: dict[tuple[int, int], str] = {}
-    for v in d.victims:
-        for ni, m in problem.running[v].parts:
-            for g in bits(m):
-                owner[(ni, g)] = v
+    owner = _owners(problem, d.victims)
 
     def under(parts: list[tuple[int, int]]) -> set[str]:
         return {owner[(ni, g)] for ni, m in parts for g in bits(m) if (ni, g) in owner}
@@ -190,19 +264,7 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
         return d, 0
 
     def fits(j: str, parts: list[tuple[int, int]]) -> bool:
-        info = pending[j]
-        job = info.job
-        if len(parts) != job.nodes:
-            return False
-        cands = problem.candidate_set(info)
-        nodes = [problem.nodes[ni] for ni, _m in parts]
-        for (ni, m), n in zip(parts, nodes, strict=True):
-            if (ni not in cands or m.bit_count() != job.gpus_per_node
-                    or not n.fits(m, job.gpus_per_node, info.need_nvlink)):
-                return False
-        if job.same_block and len({n.node.block for n in nodes}) != 1:
-            return False
-        return not (job.same_nvlink_domain and len({n.node.nvlink_domain for n in nodes}) != 1)
+        return can_take(problem, pending[j], parts)
 
     # a donor can take a mover's place only with the mover's shape (nodes, GPUs on
     # each): donors by shape, in their order, so each mover tries only those

@@ -25,6 +25,7 @@ from planner.core.decision import (
     carried,
     clean,
     exempt_free_first,
+    first_come,
     moved_note,
     objective_of,
 )
@@ -630,6 +631,7 @@ class _Run:
         assert self.best is not None
         status, info = self._outcome()
         best, moved, note = self._exempt_free_first(self.best)
+        best, _ = first_come(self.whole, best)  # (the same objective: status and bounds hold)
         if moved or note:
             info = info.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
                 x for x in (info.detail, note, moved and "then " + moved_note(moved)) if x)})
