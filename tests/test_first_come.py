@@ -11,10 +11,10 @@ from test_planner_cases import NOW, OLD, node, pend, run, snap, solve
 
 from models import load_snapshot
 from planner.core.decision import Decision, first_come
-from planner.core.problem import build_problem
+from planner.core.problem import Problem, build_problem
 
 
-def _problem(jobs: list[dict]) -> object:
+def _problem(jobs: list[dict]) -> Problem:
     return build_problem(load_snapshot(snap([node("n0"), node("n1")], jobs)))
 
 
