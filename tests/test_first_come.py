@@ -23,7 +23,7 @@ def test_a_placed_job_hands_its_gpus_to_a_twin_earlier_in_the_queue() -> None:
     # priority 5, 1 GPU, submitted at 04:00: past their patience), c (tier 2,
     # priority 6, 1 GPU). A plan that places a2 and a3 (on n0 GPU 7 and n1 GPU 0)
     # and c (n1 GPU 1) leaves a1 waiting, which is first of the three in the queue
-    # order (ids): a1 takes the place of a3, the last placed; a2 keeps its own; c is
+    # order (submitted together: by id): a1 takes the place of a3, the last placed; a2 keeps its own; c is
     # of another priority and keeps its place. Same objective: the same GPUs, tier and
     # priority.
     jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}),
@@ -35,6 +35,22 @@ def test_a_placed_job_hands_its_gpus_to_a_twin_earlier_in_the_queue() -> None:
     assert moved == 1
     assert out.placements == {"a2": [(0, 1 << 7)], "a1": [(1, 1 << 0)], "c": [(1, 1 << 1)]}
     assert first_come(problem, out) == (out, 0)  # already in the queue order
+
+
+def test_the_queue_order_is_by_submission_then_id() -> None:
+    # n0 and n1 free. Pending tier-2 1-GPU jobs of priority 5: "y" submitted at
+    # 05:00, "z" at 04:30, "x" at 06:00, and "w" without submitted_at (first, as
+    # R16 reads a job without a queue start). A plan that places x and y hands
+    # their GPUs to w and z, the first two in the queue order; ids alone would have
+    # kept x.
+    jobs = [pend("y", 2, 1, priority=5, submitted_at="2026-11-30T05:00:00Z"),
+            pend("z", 2, 1, priority=5, submitted_at="2026-11-30T04:30:00Z"),
+            pend("x", 2, 1, priority=5, submitted_at="2026-11-30T06:00:00Z"),
+            pend("w", 2, 1, priority=5)]
+    d = Decision(set(), {"x": [(0, 1 << 0)], "y": [(1, 1 << 0)]})
+    out, moved = first_come(_problem(jobs), d)
+    assert moved == 2
+    assert out.placements == {"w": [(0, 1 << 0)], "z": [(1, 1 << 0)]}
 
 
 def test_a_twin_takes_a_victims_gpus_only_with_the_rights_to_them() -> None:

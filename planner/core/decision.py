@@ -166,16 +166,16 @@ def _owners(problem: Problem, victims: set[str]) -> dict[tuple[int, int], str]:
 
 def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
     """Among pending jobs that are alike for the objective (the same tier, priority,
-    nodes and GPUs per node), the plan places the first in the queue order, the
-    job id's (the greedy planner's order among such jobs): a placed job hands its
-    GPUs to a waiting job of its kind earlier in that order when that job may take
-    them (:func:`can_take`; not held by R9; for victims' GPUs, rights over their
-    tiers under R7, R10 and R16). Every item of the objective stays the same (the
-    same tier, GPUs, priority and victims; R15's exemptions too, the tier being the
-    same): the CP-SAT model is indifferent among such jobs, and without this pass
-    it would start a job submitted seconds after another that keeps waiting.
-    Returns the decision and how many jobs changed places (``d`` itself and 0 when
-    none did)."""
+    nodes and GPUs per node), the plan places the first in the queue order: by
+    ``submitted_at`` (a job without one first, as R16 reads it), then id. A placed
+    job hands its GPUs to a waiting job of its kind earlier in that order when that
+    job may take them (:func:`can_take`; not held by R9; for victims' GPUs, rights
+    over their tiers under R7, R10 and R16). Every item of the objective stays the
+    same (the same tier, GPUs, priority and victims; R15's exemptions too, the tier
+    being the same): the CP-SAT model is indifferent among such jobs, and without
+    this pass it would start a job submitted seconds after another that keeps
+    waiting. Returns the decision and how many jobs changed places (``d`` itself
+    and 0 when none did)."""
     pending = problem.pending
     groups: dict[tuple[int, float, int, int], list[str]] = defaultdict(list)
     for j, info in pending.items():
@@ -185,12 +185,17 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
     out: Decision | None = None
     owner: dict[tuple[int, int], str] | None = None
     moved = 0
+
+    def queued(j: str) -> tuple:
+        at = pending[j].job.submitted_at
+        return (0, at, j) if at is not None else (-1, None, j)
+
     for ids in groups.values():
-        placed = sorted(j for j in ids if j in d.placements)
+        placed = sorted((j for j in ids if j in d.placements), key=queued)
         if not placed:
             continue
-        waiting = sorted(j for j in ids if j not in d.placements)
-        if not waiting or waiting[0] > placed[-1]:
+        waiting = sorted((j for j in ids if j not in d.placements), key=queued)
+        if not waiting or queued(waiting[0]) > queued(placed[-1]):
             continue
         if out is None:
             out = Decision(set(d.victims), dict(d.placements))
@@ -199,7 +204,7 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
         for w in waiting:
             info = pending[w]
             for a in reversed(placed):
-                if a < w:
+                if queued(a) < queued(w):
                     break
                 parts = out.placements[a]
                 under = {owner[(ni, g)] for ni, m in parts for g in bits(m) if (ni, g) in owner}
