@@ -38,20 +38,20 @@ def bits(mask: int) -> list[int]:
     return out
 
 
+def victims_under(problem: Problem, victims: set[str], parts: list[tuple[int, int]]) -> set[str]:
+    """The ``victims`` that hold some of the GPUs ``parts`` (node index, GPU mask),
+    by the problem's owner map."""
+    owner = problem.owner
+    return {v for ni, m in parts for g in bits(m)
+            if (v := owner.get((ni, g))) is not None and v in victims}
+
+
 def preemptors_of(problem: Problem, d: Decision) -> dict[str, list[str]]:
     """victim -> placed jobs using at least one of its GPUs."""
-    gpu_victim: dict[tuple[int, int], str] = {}
-    for v in d.victims:
-        for ni, m in problem.running[v].parts:
-            for g in bits(m):
-                gpu_victim[(ni, g)] = v
     out: dict[str, set[str]] = {v: set() for v in d.victims}
     for j, parts in d.placements.items():
-        for ni, m in parts:
-            for g in bits(m):
-                owner = gpu_victim.get((ni, g))
-                if owner is not None:
-                    out[owner].add(j)
+        for v in victims_under(problem, d.victims, parts):
+            out[v].add(j)
     return {v: sorted(js) for v, js in out.items()}
 
 
@@ -154,16 +154,6 @@ def can_take(problem: Problem, info: PendingInfo, parts: list[tuple[int, int]]) 
     return not (job.same_nvlink_domain and len({n.node.nvlink_domain for n in nodes}) != 1)
 
 
-def _owners(problem: Problem, victims: set[str]) -> dict[tuple[int, int], str]:
-    """(node index, GPU) -> the victim that holds it."""
-    owner: dict[tuple[int, int], str] = {}
-    for v in victims:
-        for ni, m in problem.running[v].parts:
-            for g in bits(m):
-                owner[(ni, g)] = v
-    return owner
-
-
 def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
     """Among pending jobs that are alike for the objective (the same tier, priority,
     nodes and GPUs per node), the plan places the first in the queue order: by
@@ -183,7 +173,6 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
             job = info.job
             groups[(job.tier, job.priority, job.nodes, job.gpus_per_node)].append(j)
     out: Decision | None = None
-    owner: dict[tuple[int, int], str] | None = None
     moved = 0
 
     def queued(j: str) -> tuple:
@@ -199,16 +188,14 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
             continue
         if out is None:
             out = Decision(set(d.victims), dict(d.placements))
-            owner = _owners(problem, d.victims)
-        assert owner is not None
         for w in waiting:
             info = pending[w]
             for a in reversed(placed):
                 if queued(a) < queued(w):
                     break
                 parts = out.placements[a]
-                under = {owner[(ni, g)] for ni, m in parts for g in bits(m) if (ni, g) in owner}
-                if (all(problem.running[v].job.tier in info.rights for v in under)
+                if (all(problem.running[v].job.tier in info.rights
+                        for v in victims_under(problem, d.victims, parts))
                         and can_take(problem, info, parts)):
                     out.placements[w] = out.placements.pop(a)
                     placed.remove(a)
@@ -249,10 +236,8 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     # past: exemptions let victims past what the window has left
     past = len(d.victims) > tb.left or _victim_gpus(problem, d.victims) > tb.gpus_left
     pending = problem.pending
-    owner = _owners(problem, d.victims)
-
     def under(parts: list[tuple[int, int]]) -> set[str]:
-        return {owner[(ni, g)] for ni, m in parts for g in bits(m) if (ni, g) in owner}
+        return victims_under(problem, d.victims, parts)
 
     movers = sorted((j for j, parts in d.placements.items()
                      if tb.exempt_tiers and pending[j].job.tier in tb.exempt_tiers
