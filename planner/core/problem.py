@@ -11,20 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from itertools import repeat
 
 import numpy as np
 
 from models import Job, Node, Policy, Snapshot, Storage
 from models.policy import exempt_by
-from models.rules import (
-    cascade_guarded,
-    cooldown_until,
-    cost_of,
-    flushes,
-    immune_for_s,
-    local_flush_s,
-    solo_flush_s,
-)
+from models.rules import cascade_guarded, cooldown_until
 from planner.core import topology as topo
 
 # Sizes are compared in integer megabytes inside the models (rounded against us:
@@ -279,20 +272,6 @@ class Problem:
         return self.thrash is not None and tier in self.thrash.exempt_tiers
 
 
-def _storm_cap(policy: Policy, job: Job, storage: Storage | None, local_s: float) -> float:
-    """Largest storage load F_s (GB) for which R12's need(v) stays <= grace.max_s."""
-    g = policy.grace
-    ck = job.checkpoint
-    if g.min_s > g.max_s:
-        return -1.0
-    slack = g.max_s / g.safety - ck.barrier_s - ck.cleanup_s
-    if slack < local_s - 1e-12 or slack < 0:
-        return -1.0
-    if storage is None:
-        return float("inf")
-    return slack * storage.write_gb_per_s
-
-
 @dataclass(slots=True)
 class _Static:
     """What a running job's VictimInfo takes from the snapshot apart from ``now``: its
@@ -311,25 +290,65 @@ class _Static:
     r11: str  # why R11 protects it, or ""
 
 
-def _static(snap: Snapshot, policy: Policy, j: Job, node_map: dict[str, Node],
-            node_index: dict[str, int], nodes: list[NodeInfo]) -> _Static:
+@dataclass(slots=True)
+class _Tick:
+    """What :func:`_static` and :func:`_victim` look up for every running job, worked
+    out once per build: by node index, whether the node is down and its local write
+    bandwidth (0: none); by tier, (R5 preemptible, preemptible at ``now`` (R5 and
+    R8), R6's ``min_runtime_s``); R11's slack before a job's barrier and cleanup."""
+
+    down: list[bool]
+    local_bw: list[float]
+    tiers: dict[int, tuple[bool, bool, float]]
+    slack: float  # grace.max_s / grace.safety; -1 when grace.min_s > grace.max_s
+
+    @classmethod
+    def of(cls, policy: Policy, now: datetime, nodes: list[NodeInfo]) -> _Tick:
+        g = policy.grace
+        return cls([nd.node.state == "down" for nd in nodes],
+                   [nd.node.local_write_gb_per_s or 0.0 for nd in nodes],
+                   {t: (tp.preemptible, tp.preemptible_at(now), float(tp.min_runtime_s))
+                    for t, tp in policy.tiers.items()},
+                   -1.0 if g.min_s > g.max_s else g.max_s / g.safety)
+
+
+def _static(policy: Policy, j: Job, tick: _Tick, node_index: dict[str, int],
+            nodes: list[NodeInfo]) -> _Static:
+    """A running job's _Static: models.rules' local_flush_s and solo_flush_s, worked
+    out from ``tick`` (the same numbers), and its storm cap: the largest storage load
+    F_s (GB) for which R12's need(v) stays <= grace.max_s (-1: none; inf: no
+    limit)."""
     parts, on_down = [], []
     for p in j.placement or ():
-        parts.append((node_index[p.node], _mask(p.gpus)))
-        if node_map[p.node].state == "down":
+        ni = node_index[p.node]
+        parts.append((ni, _mask(p.gpus)))
+        if tick.down[ni]:
             on_down.append(p.node)
     # (models.rules.victim_storage: its first node's, which NodeInfo holds)
     stor = nodes[parts[0][0]].storage if parts else None
-    local = local_flush_s(node_map, j)
-    flushing = flushes(j)
-    cap = _storm_cap(policy, j, stor, local) if flushing else float("inf")
-    solo = solo_flush_s(snap, j, node_map, (stor, local)) if flushing else 0.0
+    ck = j.checkpoint
+    if ck.signal is None:  # (models.rules.flushes)
+        return _Static(j, parts, on_down, stor, False, float("inf"), 0.0, "")
+    local = 0.0  # models.rules.local_flush_s
+    if parts:
+        shard = ck.size_gb / j.nodes
+        for ni, _m in parts:
+            if bw := tick.local_bw[ni]:
+                local = max(local, shard / bw)
+    # the storm cap
+    slack = -1.0 if tick.slack < 0 else tick.slack - ck.barrier_s - ck.cleanup_s
+    if slack < local - 1e-12 or slack < 0:
+        cap = -1.0
+    else:
+        cap = float("inf") if stor is None else slack * stor.write_gb_per_s
+    # models.rules.solo_flush_s
+    solo = max(ck.size_gb / stor.write_gb_per_s if stor is not None else 0.0, local)
     r11 = ""
-    if cap < 0 or (flushing and j.checkpoint.size_gb > cap + 1e-9):
-        need = policy.grace.need(solo, j.checkpoint.barrier_s, j.checkpoint.cleanup_s)
+    if cap < 0 or ck.size_gb > cap + 1e-9:
+        need = policy.grace.need(solo, ck.barrier_s, ck.cleanup_s)
         r11 = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
                f"{policy.grace.max_s:.0f} s")
-    return _Static(j, parts, on_down, stor, flushing, cap, solo, r11)
+    return _Static(j, parts, on_down, stor, True, cap, solo, r11)
 
 
 def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | None
@@ -376,29 +395,38 @@ def changed_nodes(snap: Snapshot, previous: Problem | None) -> set[int] | None:
     return {nd.idx for nd in previous.nodes if node_map[nd.node.id] is not nd.node}
 
 
-def _victim(policy: Policy, now: datetime, j: Job, st: _Static) -> VictimInfo:
+def _victim(policy: Policy, now: datetime, j: Job, st: _Static, tick: _Tick) -> VictimInfo:
     """A running job's VictimInfo at ``now``: what protects it (R5, a down node, R6,
-    R8, R17, R11, in that order) and its eviction cost."""
-    tp = policy.tier(j.tier)
+    R8, R17, R11, in that order) and its eviction cost (models.rules' immune_for_s
+    and cost_of, worked out from ``tick``: the same numbers)."""
+    preemptible, now_ok, min_runtime = tick.tiers[j.tier]
+    age = 0.0 if j.started_at is None else (now - j.started_at).total_seconds()
     why, rule = "", ""
-    immune = immune_for_s(policy, now, j)
-    if not tp.preemptible:
+    if not preemptible:
         why, rule = f"tier {j.tier} is not preemptible", "R5"
     elif st.on_down:
         why, rule = f"it has GPUs on down node {st.on_down[0]}", "down"
-    elif immune > 0:
+    elif (immune := max(0.0, min_runtime - age)) > 0:
         why, rule = f"immune for another {_dur(immune)}", "R6"
-    elif not tp.preemptible_at(now):
+    elif not now_ok:
         why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
-    elif (ending := ending_soon(policy, now, j)) is not None:
+    elif (j.expected_end_at is not None
+          and (ending := ending_soon(policy, now, j)) is not None):
         why, rule = (f"it is expected to end within {_dur(ending)} (expected_end_at "
                      f"{_iso(j.expected_end_at)})"), "R17"
     elif st.r11:
         why, rule = st.r11, "R11"
+    ck = j.checkpoint
+    if st.flushing:
+        lost = 0.0
+    else:  # (models.rules.lost_s)
+        since = ck.last_at or j.started_at
+        lost = max(0.0, 0.0 if since is None else (now - since).total_seconds())
     return VictimInfo(
         job=j, parts=st.parts, evictable=not why, why_not=why, rule=rule,
-        cost=cost_of(now, j, st.solo_s), storage=st.storage.id if st.storage else None,
-        flush_gb=j.checkpoint.size_gb if st.flushing else 0.0, flushing=st.flushing,
+        cost=j.gpus_per_node * j.nodes * (lost + ck.restore_s + st.solo_s),
+        storage=st.storage.id if st.storage else None,
+        flush_gb=ck.size_gb if st.flushing else 0.0, flushing=st.flushing,
         storm_cap_gb=st.cap)
 
 
@@ -414,7 +442,6 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     now = snap.now
     nodes: list[NodeInfo] = []
     node_index: dict[str, int] = {}
-    node_map = snap.node_map()
     # nodes of one NVLink layout share its parse (a cluster has a few kinds of node)
     layouts: dict[tuple, tuple] = {}
     for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
@@ -446,18 +473,18 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     lasting: dict[str, tuple[datetime, bool]] = {}
     spare_ending = policy.spare_ending_within_s > 0
     windowless = {t for t, tp in policy.tiers.items() if not tp.windows}
+    tick = _Tick.of(policy, now, nodes)
     for j in sorted(snap.running(), key=lambda j: j.id):
         st = before.get(j.id)
         kept = st is not None and changed is not None and _kept(st, j, changed)
         if not kept:
-            st = _static(snap, policy, j, node_map, node_index, nodes)
+            st = _static(policy, j, tick, node_index, nodes)
         assert st is not None
         statics[j.id] = st
         if not kept:
             for (ni, m), p in zip(st.parts, j.placement or ()):
                 held_by[ni] |= m
-                for gpu in p.gpus:
-                    owner[(ni, gpu)] = j.id
+                owner.update(zip(zip(repeat(ni), p.gpus), repeat(j.id)))
         on_down = st.on_down
         if on_down:
             warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
@@ -468,7 +495,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                 not span[1] or ending_soon(policy, now, j) is None):
             running[j.id], lasting[j.id] = before_info[j.id], span
             continue
-        vi = running[j.id] = _victim(policy, now, j, st)
+        vi = running[j.id] = _victim(policy, now, j, st, tick)
         # it lasts when its cost does not grow (no progress lost: it flushes) and its
         # verdict does not change as now goes on (R5, a down node; or its R6 immunity
         # over, no windows), unless it comes within spare_ending_within_s of its end
@@ -503,8 +530,11 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         if key not in hosts:
             if kinds is None:
                 kinds = _kinds(nodes)
-            hosts[key] = sorted(i for members in kinds.values()
-                                if node_can_host(nodes[members[0]], j, policy) for i in members)
+            found: list[int] = []
+            for members in kinds.values():
+                if node_can_host(nodes[members[0]], j, policy):
+                    found += members
+            hosts[key] = sorted(found)
         info.candidates = hosts[key]
         pending[j.id] = info
     out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
