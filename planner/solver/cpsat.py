@@ -94,22 +94,34 @@ FIRST_LEAST_S = 0.1
 FREE_JOB_S = 1.2e-4
 FREE_NODE_S = 5e-9
 # what a first greedy run cut short keeps for its plan's assembly and checks
-# (greedy.CutKeep), on the benchmark machine: CUT_NODE_S per usable node, CUT_PLACED_S
-# per placed job and per victim, CUT_DEFERRED_S plus CUT_DEFERRED_NODE_S per usable
-# node for each job searched and deferred (explained in full; a job not reached is
-# explained in a line), times CUT_SAFETY. Measured on cut greedy plans (their
-# exempt_free_first, assembly and verifier, collector off): 0.02-0.09 s at 1,024
-# nodes, 0.06-0.27 s at 4,096 and 0.15-1.2 s at 12,500, about 6 us per node plus
-# 0.1 ms per placement and 0.1-0.25 ms per job explained in full (more on bigger
-# clusters), where the reserve of a whole plan is 0.1, 0.3 and 1.2 s
-CUT_NODE_S = 6e-6
-CUT_PLACED_S = 1e-4
+# (greedy.CutKeep), on the benchmark machine: CUT_NODE_S per usable node, plus
+# CUT_PLACED_S and CUT_PLACED_NODE_S per usable node for each placed job and each
+# victim, plus CUT_DEFERRED_S and CUT_DEFERRED_NODE_S per usable node for each job
+# searched and deferred (explained in full; a job not reached is explained in a
+# line), times CUT_SAFETY. Fitted to the time from the end of cut first greedy runs
+# to the plan's return (polishing, thrash.exempt_free_first, assembly, the
+# verifier; 12 runs, collector off, 2026-12-04): 0.09 s with 263 placed jobs and
+# victims at 994 usable nodes, 0.10-0.16 s with 261-1,070 at 3,973, and 0.55-1.01 s
+# with 1,619-3,492 at 12,125 (the fit is within 0.16 s of each); a placement's
+# checks and explanations read per-node tables, so it costs more on a bigger
+# cluster
+CUT_NODE_S = 1.5e-5
+CUT_PLACED_S = 1e-5
+CUT_PLACED_NODE_S = 1.9e-8
 CUT_DEFERRED_S = 8e-5
 CUT_DEFERRED_NODE_S = 1.4e-8
-CUT_SAFETY = 1.3
+CUT_SAFETY = 1.0
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
 SEARCH_TIMES = 7
+# where the reserve leaves the first greedy run time of its own, its jobs take free
+# GPUs first (free_first) when SEARCH_TIMES x a free search per job is more than
+# this many times the time it may run until its cut (job by job, most searches end
+# sooner: at 4,096 nodes and 1 s the run often reaches every job; at 12,500 nodes
+# the first search of each job shape scans every node, and job by job the run
+# reached a fifth of the jobs in 2.5 s, 776-1,688 tier-2 GPUs against 2,414 free
+# first in 2 s)
+FREE_FIRST_TIMES = 4
 # the first search for victims of a job shape takes up to this long per usable node,
 # on the benchmark machine (first_search_s(): on this one): it builds the shape's
 # heap over every candidate node (measured: 177 ms for an 8-node tier-1 gang, the
@@ -133,7 +145,7 @@ def cut_keep(whole: Budget, usable: int) -> CutKeep:
     cluster of ``usable`` nodes (CUT_NODE_S and the others), with the reserve's
     margin."""
     return CutKeep(whole, scaled(CUT_SAFETY * CUT_NODE_S * usable) + reserve_margin_s(),
-                   scaled(CUT_SAFETY * CUT_PLACED_S),
+                   scaled(CUT_SAFETY * (CUT_PLACED_S + CUT_PLACED_NODE_S * usable)),
                    scaled(CUT_SAFETY * (CUT_DEFERRED_S + CUT_DEFERRED_NODE_S * usable)))
 
 
@@ -438,12 +450,12 @@ class _Run:
         else:
             keep = cut_keep(self.budget, self.usable)
             whole_run_s = SEARCH_TIMES * quick * jobs
+            room = max(first_least_s(), self.budget.left() - keep.keep_s(0, 0))
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
                 search_s=first_search_s(self.usable),
                 later=keep if tight or whole_run_s > work.left() else None,
-                free_first=tight and whole_run_s > max(
-                    first_least_s(), self.budget.left() - keep.keep_s(0, 0)))
+                free_first=whole_run_s > (1 if tight else FREE_FIRST_TIMES) * room)
         soft = work if self.det else self.budget.until(
             work.end + min(self.reserve / 2, 2 * first_least_s()))
         yield first, soft
