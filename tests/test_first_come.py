@@ -53,6 +53,23 @@ def test_the_queue_order_is_by_submission_then_id() -> None:
     assert out.placements == {"w": [(0, 1 << 0)], "z": [(1, 1 << 0)]}
 
 
+def test_a_job_put_back_by_a_preemption_keeps_its_place_by_first_submission() -> None:
+    # n0: r0 (tier 3) on GPUs 0-6, GPU 7 free. Pending tier-2 1-GPU jobs of priority
+    # 5: p, submitted at 04:00 and preempted once at 06:00 (its R16 queue start;
+    # one preemption: no R9 hold, and past the cascade guard), and s, submitted at
+    # 05:00. A plan that places s hands GPU 7 to p: the queue order is by first
+    # submission (04:00 before 05:00), not by the queue start (06:00 after 05:00).
+    jobs = [run("r0", 3, {"n0": [0, 1, 2, 3, 4, 5, 6]}),
+            pend("p", 2, 1, priority=5, submitted_at=OLD, preemptions=1,
+                 last_preempted_at="2026-11-30T06:00:00Z"),
+            pend("s", 2, 1, priority=5, submitted_at="2026-11-30T05:00:00Z")]
+    problem = _problem(jobs)
+    assert problem.pending["p"].job.queue_start() > problem.pending["s"].job.queue_start()
+    assert problem.pending["p"].held_until is None
+    out, moved = first_come(problem, Decision(set(), {"s": [(0, 1 << 7)]}))
+    assert (moved, out.placements) == (1, {"p": [(0, 1 << 7)]})
+
+
 def test_a_twin_takes_a_victims_gpus_only_with_the_rights_to_them() -> None:
     # n0: r0 (tier 3) on all 8 GPUs, n1 full with r1 (tier 3). Plan: b2 (tier 2, 8
     # GPUs, past its patience) evicts r0. b1 (the same kind, earlier in id order)

@@ -157,7 +157,10 @@ def can_take(problem: Problem, info: PendingInfo, parts: list[tuple[int, int]]) 
 def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
     """Among pending jobs that are alike for the objective (the same tier, priority,
     nodes and GPUs per node), the plan places the first in the queue order: by
-    ``submitted_at`` (a job without one first, as R16 reads it), then id. A placed
+    ``submitted_at`` (a job without one first: R16 too counts it as having waited
+    long enough), then id. The order is by first submission, not by R16's queue
+    start (``Job.queue_start``, which restarts at a preemption): a job put back in
+    the queue by a preemption keeps its place before jobs submitted after it. A placed
     job hands its GPUs to a waiting job of its kind earlier in that order when that
     job may take them (:func:`can_take`; not held by R9; for victims' GPUs, rights
     over their tiers under R7, R10 and R16). Every item of the objective stays the
