@@ -42,13 +42,15 @@ LEAST_S = 0.05  # the least time solve_cpsat gets, whatever preprocessing took
 
 def warm_up(deterministic: bool = False) -> float:
     """Import the CP-SAT planner (OR-Tools: about 0.3 s) and measure this machine's
-    speed (planner/solver/speed.py, about 25 ms), once per process; returns the speed
-    factor. The first ``plan()`` of a process does this inside its time limit:
+    speed (planner/solver/speed.py, about 25 ms), once per process and again when the
+    measurement is 5 minutes old (``speed.refresh``); returns the speed factor. The first ``plan()`` of a process does this inside its time limit:
     a caller that plans every tick (a service, a scheduler loop) calls this before
     its first tick so that the first plan gets the whole limit to plan."""
     importlib.import_module("planner.solver.cpsat")
-    from planner.solver.speed import factor
+    from planner.solver.speed import factor, refresh
 
+    if not deterministic:
+        refresh()
     return factor(deterministic)
 
 
@@ -149,7 +151,8 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     t0 = time.perf_counter() if started is None else started
     speed = 1.0  # this machine's time for the benchmark machine's work (planner/solver/speed.py)
     if planner == "cpsat":  # import OR-Tools and measure the speed (outside deterministic
-        # mode), once per process: inside the time limit (warm_up() does it before)
+        # mode), once per process and again once 5 minutes old: inside the time limit
+        # (warm_up() does it before)
         speed = warm_up(deterministic)
     t_warm = time.perf_counter()
     snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \

@@ -208,3 +208,29 @@ def test_plan_gives_the_solver_at_least_its_least_time_scaled(
     plan(data, time_limit_s=1e-9)
     plan(data, time_limit_s=1e-3, deterministic=True)
     assert seen == [pytest.approx(0.1), 1e-3]
+
+
+def test_a_long_lived_process_measures_again_when_the_measurement_is_old(
+        fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A service plans for days: warm_up() (every plan calls it) measures again once the
+    # measurement is REMEASURE_S (300 s) old, never sooner, and never in
+    # deterministic mode or before a first measurement
+    import planner
+
+    speed.refresh()
+    assert fake == []  # nothing measured yet: nothing to drop
+    assert planner.warm_up() == pytest.approx(2.0)
+    assert fake == ["cpsat", "python"]
+    assert planner.warm_up() == pytest.approx(2.0)  # fresh: kept
+    now = speed._measured_at
+    assert now is not None
+    clock = SimpleNamespace(monotonic=lambda: now + 299.0, perf_counter=speed.time.perf_counter)
+    monkeypatch.setattr(speed, "time", clock)
+    assert planner.warm_up() == pytest.approx(2.0)
+    assert fake == ["cpsat", "python"]  # 299 s old: kept
+    planner.warm_up(deterministic=True)
+    clock.monotonic = lambda: now + 300.0
+    planner.warm_up(deterministic=True)  # deterministic mode looks at no clock
+    assert fake == ["cpsat", "python"]
+    assert planner.warm_up() == pytest.approx(2.0)
+    assert fake == ["cpsat", "python"] * 2  # 300 s old: measured again

@@ -11,7 +11,8 @@ the benchmark machine.
 
 The factor is measured once per process, at its first use (``planner.warm_up()``,
 which the commands call before their first plan; else the first ``plan()``, inside
-its time limit), in about 25 ms: a fixed small CP-SAT solve (one worker,
+its time limit), and again at the start of a plan once the measurement is
+REMEASURE_S old (:func:`refresh`: a service runs for days), in about 25 ms: a fixed small CP-SAT solve (one worker,
 seed 0, solved to optimality: the same search every time) and a fixed pure-Python
 loop of the greedy planner's kind of work (dictionaries, bit masks, a heap, small
 sorts), each run three times, the fastest run counting. Each time is divided by
@@ -21,7 +22,10 @@ STEPS) and clamped to [MIN_FACTOR, MAX_FACTOR]. The steps (1, 1.19, 1.41, ...)
 keep a machine's factor the same from process to process although each
 measurement varies by a few percent: 0.92-1.09 gives 1, as 139 of 160 processes
 on the benchmark machine measured (the others, 1.19-1.68, while another process
-held the core), so that its plans are those its times were chosen on. The clamp: a
+held the core), so that its plans are those its times were chosen on. (On a shared virtual
+machine the speed can change for minutes at a time: on the benchmark machine on
+2026-12-04 about half of the processes measured 1.41-1.68, and those that did
+built the same problem 1.3-1.5x slower, docs/benchmarks.md.) The clamp: a
 fast machine keeps at least half of each time, and one slow measurement on a busy
 machine cannot stretch them without bound.
 
@@ -47,6 +51,9 @@ MIN_FACTOR = 0.5
 MAX_FACTOR = 4.0
 STEPS = 4  # the factor is a whole power of 2 ** (1 / STEPS)
 RUNS = 3  # runs of each measurement; the fastest counts
+# a process measures again at the start of a plan when its measurement is this old
+# (refresh(); about 25 ms once in 5 minutes)
+REMEASURE_S = 300.0
 # The references: the median of each measurement (the fastest of RUNS runs, in a
 # fresh process; 160 processes for CP-SAT, 80 for Python) on the benchmark machine
 # (2 cores of an AMD EPYC, Linux 6.18, Python 3.11.7, OR-Tools 9.15.6755) on
@@ -132,8 +139,25 @@ def factor_of(cpsat_s: float, python_s: float) -> float:
 
 @cache
 def measured() -> float:
-    """The factor measured on this machine, once per process."""
+    """The factor measured on this machine: once per process, and again after
+    :func:`refresh` drops a measurement older than REMEASURE_S."""
+    global _measured_at
+    _measured_at = time.monotonic()
     return factor_of(time_cpsat(), time_python())
+
+
+_measured_at: float | None = None  # (time.monotonic()) when measured() last measured
+
+
+def refresh() -> None:
+    """Drop the measurement when it is REMEASURE_S old or older, so that the next
+    :func:`factor` measures again: a process that plans for days (the service, a
+    scheduler loop) follows the machine's speed, which can change over the hours (on
+    a shared virtual machine, from one minute to the next). ``plan()`` calls this at
+    its start (through ``planner.warm_up``), so a measurement never changes within a
+    plan. Nothing happens in a process that has not measured yet."""
+    if _measured_at is not None and time.monotonic() - _measured_at >= REMEASURE_S:
+        measured.cache_clear()
 
 
 def _override() -> float | None:
