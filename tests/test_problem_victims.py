@@ -75,3 +75,73 @@ def test_flush_storm_cap_r11_and_cost_per_running_job() -> None:
     # the owner map and the GPUs held per node
     assert p.owner[(0, 5)] == "h" and p.owner[(1, 0)] == "g" and p.owner[(3, 3)] == "y"
     assert [nd.held.bit_count() for nd in p.nodes] == [8, 8, 4, 4]
+
+
+def _reference(snap: Any, j: Any) -> tuple[bool, str, float, float]:
+    """A running job's (evictable, rule, cost, storm cap) straight from the contract's
+    formulas (models.rules) and rules R5, down node, R6, R8, R17, R11 in that order."""
+    from models.rules import (
+        flushes,
+        local_flush_s,
+        solo_flush_s,
+        victim_storage,
+    )
+    from planner.core.problem import ending_soon
+
+    pol, now, nodes = snap.policy, snap.now, snap.node_map()
+    g, ck = pol.grace, j.checkpoint
+    stor, local = victim_storage(snap, j, nodes), local_flush_s(nodes, j)
+    cap = float("inf")
+    if flushes(j):
+        slack = g.max_s / g.safety - ck.barrier_s - ck.cleanup_s
+        cap = (-1.0 if slack < local - 1e-12 or slack < 0
+               else float("inf") if stor is None else slack * stor.write_gb_per_s)
+    tp = pol.tier(j.tier)
+    rule = ("R5" if not tp.preemptible
+            else "down" if any(nodes[p.node].state == "down" for p in j.placement)
+            else "R6" if immune_for_s(pol, now, j) > 0
+            else "R8" if not tp.preemptible_at(now)
+            else "R17" if ending_soon(pol, now, j) is not None
+            else "R11" if flushes(j) and (cap < 0 or ck.size_gb > cap + 1e-9)
+            else "")
+    assert solo_flush_s(snap, j, nodes) >= 0
+    return rule == "", rule, eviction_cost(snap, j), cap
+
+
+def test_every_running_job_reads_as_the_contract_formulas_give_it() -> None:
+    # Random generated ticks (local write bandwidth on most nodes, down and drain
+    # nodes) under random policies (short graces: R11 binds), with some jobs
+    # without a signal, some expected to end within spare_ending_within_s (R17) and
+    # windows that exclude now (08:00) for tier 3 on some ticks (R8): every VictimInfo has
+    # the verdict, rule, cost and storm cap of the formulas.
+    import random
+    from datetime import datetime, timedelta
+
+    from snapshot_parts import random_policy, random_tick
+
+    seen: set[str] = set()
+    for case in range(40):
+        r = random.Random(case)
+        data = random_tick(r, case, pending=(3,))
+        data["policy"] = random_policy(r)
+        if case % 3 == 0:
+            data["policy"].setdefault("tiers", {})["3"] = {
+                "windows": [{"start": "20:00", "end": "06:00"}]}
+        data["policy"]["spare_ending_within_s"] = 900
+        now = datetime.fromisoformat(data["now"])
+        for j in data["jobs"]:
+            if j["state"] != "running":
+                continue
+            x = r.random()
+            if x < 0.2:
+                j.setdefault("checkpoint", {})["signal"] = None
+            elif x < 0.4:
+                j["expected_end_at"] = (now + timedelta(minutes=r.choice([5, 60]))
+                                        ).isoformat().replace("+00:00", "Z")
+        snap = load_snapshot(data)
+        p = build_problem(snap)
+        for j in snap.running():
+            v = p.running[j.id]
+            assert (v.evictable, v.rule, v.cost, v.storm_cap_gb) == _reference(snap, j), j.id
+            seen.add(v.rule)
+    assert {"", "R6", "R8", "R11", "R17"} <= seen
