@@ -42,10 +42,11 @@ LEAST_S = 0.05  # the least time solve_cpsat gets, whatever preprocessing took
 
 def warm_up(deterministic: bool = False) -> float:
     """Import the CP-SAT planner (OR-Tools: about 0.3 s) and measure this machine's
-    speed (planner/solver/speed.py, about 25 ms), once per process and again when the
-    measurement is 5 minutes old (``speed.refresh``); returns the speed factor. The first ``plan()`` of a process does this inside its time limit:
-    a caller that plans every tick (a service, a scheduler loop) calls this before
-    its first tick so that the first plan gets the whole limit to plan."""
+    speed (planner/solver/speed.py, about 25 ms), once per process and again when
+    the measurement is 5 minutes old (``speed.refresh``); returns the speed factor.
+    The first ``plan()`` of a process does this inside its time limit: a caller that
+    plans every tick (a service, a scheduler loop) calls this before its first tick
+    so that the first plan gets the whole limit to plan."""
     importlib.import_module("planner.solver.cpsat")
     from planner.solver.speed import factor, refresh
 

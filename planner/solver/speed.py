@@ -12,22 +12,22 @@ the benchmark machine.
 The factor is measured once per process, at its first use (``planner.warm_up()``,
 which the commands call before their first plan; else the first ``plan()``, inside
 its time limit), and again at the start of a plan once the measurement is
-REMEASURE_S old (:func:`refresh`: a service runs for days), in about 25 ms: a fixed small CP-SAT solve (one worker,
-seed 0, solved to optimality: the same search every time) and a fixed pure-Python
-loop of the greedy planner's kind of work (dictionaries, bit masks, a heap, small
-sorts), each run three times, the fastest run counting. Each time is divided by
-its reference, the same measurement's median on the benchmark machine (REF_*); the
-factor is the geometric mean of the two ratios, rounded to a power of 2 ** (1 /
-STEPS) and clamped to [MIN_FACTOR, MAX_FACTOR]. The steps (1, 1.19, 1.41, ...)
-keep a machine's factor the same from process to process although each
-measurement varies by a few percent: 0.92-1.09 gives 1, as 139 of 160 processes
-on the benchmark machine measured (the others, 1.19-1.68, while another process
-held the core), so that its plans are those its times were chosen on. (On a shared virtual
-machine the speed can change for minutes at a time: on the benchmark machine on
-2026-12-04 about half of the processes measured 1.41-1.68, and those that did
-built the same problem 1.3-1.5x slower, docs/benchmarks.md.) The clamp: a
-fast machine keeps at least half of each time, and one slow measurement on a busy
-machine cannot stretch them without bound.
+REMEASURE_S old (:func:`refresh`: a service runs for days), in about 25 ms: a fixed
+small CP-SAT solve (one worker, seed 0, solved to optimality: the same search every
+time) and a fixed pure-Python loop of the greedy planner's kind of work
+(dictionaries, bit masks, a heap, small sorts), each run three times, the fastest
+run counting. Each time is divided by its reference, the same measurement's median
+on the benchmark machine (REF_*); the factor is the geometric mean of the two
+ratios, rounded to a power of 2 ** (1 / STEPS) and clamped to [MIN_FACTOR,
+MAX_FACTOR]. The steps (1, 1.19, 1.41, ...) keep a machine's factor the same from
+process to process although each measurement varies by a few percent: 0.92-1.09
+gives 1, as 139 of 160 processes on the benchmark machine measured (the others,
+1.19-1.68, while another process held the core), so that its plans are those its
+times were chosen on. (On a shared virtual machine the speed can change for minutes
+at a time: on the benchmark machine on 2026-12-04 about half of the processes
+measured 1.41-1.68, and those that did built the same problem 1.3-1.5x slower,
+docs/benchmarks.md.) The clamp: a fast machine keeps at least half of each time, and
+one slow measurement on a busy machine cannot stretch them without bound.
 
 In deterministic mode (R14) the factor is 1.0 and nothing is measured: no step
 there looks at the clock, and a replay gives the same plan on every machine.
