@@ -163,11 +163,20 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     # where nothing it rests on changed (planner/core/decision.py, carried)
     last = (loop.problem, loop.decision) if loop is not None and loop.problem is not None \
         and loop.decision is not None else None
-    problem = build_problem(snap if scale == 1 else _scaled(snap, scale),
-                            loop.problem if loop is not None else None)
+    previous = loop.problem if loop is not None else None
+    planned = snap if scale == 1 else _scaled(snap, scale)
+    t_build = time.perf_counter()
+    problem = build_problem(planned, previous)
     if loop is not None:  # (the decision of this problem's plan: Loop.plan, after it)
         loop.problem, loop.decision = problem, None
     t_pre = time.perf_counter()  # the preprocessing ends, planning starts
+    call_speed = None  # this plan's speed factor from its own (cold) problem build
+    if planner == "cpsat" and not deterministic and previous is None:
+        from planner.solver.speed import from_build
+
+        call_speed = from_build(t_pre - t_build, len(problem.running))
+        if call_speed is not None:
+            speed = call_speed
 
     def exact(p: Plan) -> Plan:
         """Fractional priorities were planned scaled to integers: the objective in the
@@ -215,8 +224,11 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
 
         left = time_limit_s if deterministic else max(LEAST_S * speed,
                                                       time_limit_s - (time.perf_counter() - t0))
-        result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
-                             workers=workers, seed=seed, last=last)
+        from planner.solver.speed import for_call
+
+        with for_call(call_speed):
+            result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
+                                 workers=workers, seed=seed, last=last)
         candidate = result  # (with thrash.exempt_free_first applied: planner/solver/cpsat.py)
     else:
         from planner.heuristics.baselines import get_baseline

@@ -234,3 +234,69 @@ def test_a_long_lived_process_measures_again_when_the_measurement_is_old(
     assert fake == ["cpsat", "python"]
     assert planner.warm_up() == pytest.approx(2.0)
     assert fake == ["cpsat", "python"] * 2  # 300 s old: measured again
+
+
+def test_a_plans_own_problem_build_can_lower_its_factor(
+        fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # BUILD_RUNNING_S 18 us per running job on the benchmark machine: 10,000 running
+    # jobs built in 0.18 s is factor 1.0; in 0.25 s, 0.25 / 0.18 = 1.39, the step
+    # 2 ** (2/4) = 1.414; in 0.5 s, 2.78 -> 2 ** (6/4) = 2.83, but never above the
+    # measured factor (2.0 here). Builds under 0.1 s tell nothing (None), nor does a
+    # process that has not measured yet, nor PREEMPT_PLANNER_SPEED.
+    from planner.solver.speed import for_call, from_build
+
+    assert from_build(0.18, 10_000) is None  # nothing measured yet
+    assert factor() == pytest.approx(2.0)
+    assert from_build(0.18, 10_000) == pytest.approx(1.0)
+    assert from_build(0.25, 10_000) == pytest.approx(2 ** 0.5)
+    assert from_build(0.5, 10_000) == pytest.approx(2.0)
+    assert from_build(0.09, 1_000) is None
+    assert from_build(0.2, 0) is None
+    # within a plan's block its factor holds, outside it the measured one;
+    # deterministic mode and the environment come first
+    with for_call(1.0):
+        assert factor() == 1.0
+        assert cpsat.first_least_s() == pytest.approx(0.1)
+        assert factor(deterministic=True) == 1.0
+        monkeypatch.setenv(speed.ENV, "3")
+        assert factor() == 3.0
+        assert from_build(0.18, 10_000) is None
+        monkeypatch.delenv(speed.ENV)
+    with for_call(None):
+        assert factor() == pytest.approx(2.0)
+    assert factor() == pytest.approx(2.0)
+    assert fake == ["cpsat", "python"]
+
+
+def test_plan_takes_the_factor_of_its_own_cold_build(
+        fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # plan() asks from_build for its factor after a cold build (none in deterministic
+    # mode, nor after a loop's build from the last tick's problem) and CP-SAT's
+    # whole call runs with it
+    import planner
+
+    asked: list[int] = []
+    seen: list[float] = []
+
+    def from_build(build_s: float, running: int) -> float:
+        asked.append(running)
+        return 0.5
+
+    solve = cpsat.solve_cpsat
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        seen.append(factor(kw.get("deterministic", False)))
+        return solve(*a, **kw)
+
+    monkeypatch.setattr(speed, "from_build", from_build)
+    monkeypatch.setattr(cpsat, "solve_cpsat", spy)
+    data = generate(nodes=4, pending=3, seed=1)
+    plan(data, time_limit_s=0.5)
+    assert asked == [sum(1 for j in data["jobs"] if j["state"] == "running")]
+    assert seen == [0.5] and factor() == pytest.approx(2.0)
+    plan(data, time_limit_s=0.5, deterministic=True)
+    assert len(asked) == 1 and seen[-1] == 1.0
+    loop = planner.Loop()
+    loop.plan(data, time_limit_s=0.5)
+    loop.plan(data, time_limit_s=0.5)  # (built from the last tick's problem)
+    assert len(asked) == 2 and seen[-2:] == [0.5, 2.0]

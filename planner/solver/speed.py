@@ -29,6 +29,11 @@ measured 1.41-1.68, and those that did built the same problem 1.3-1.5x slower,
 docs/benchmarks.md.) The clamp: a fast machine keeps at least half of each time, and
 one slow measurement on a busy machine cannot stretch them without bound.
 
+A plan whose cold problem build took BUILD_LEAST_S or more plans with the factor
+that build gives (:func:`from_build`, :func:`for_call`) where it is lower: the
+build is seconds of the planner's own kind of work, the measurement 25 ms that can
+fall on a slow moment.
+
 In deterministic mode (R14) the factor is 1.0 and nothing is measured: no step
 there looks at the clock, and a replay gives the same plan on every machine.
 ``PREEMPT_PLANNER_SPEED`` (a positive number, clamped alike) replaces the
@@ -42,6 +47,9 @@ import heapq
 import math
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 from ortools.sat.python import cp_model
@@ -51,6 +59,12 @@ MIN_FACTOR = 0.5
 MAX_FACTOR = 4.0
 STEPS = 4  # the factor is a whole power of 2 ** (1 / STEPS)
 RUNS = 3  # runs of each measurement; the fastest counts
+# A plan's problem build (cold, planner.core.problem.build_problem) takes this long
+# per running job on the benchmark machine (from_build()): 16-19 us on generated
+# clusters of 1,024 to 12,500 nodes in processes that measured a factor of 0.84-1.0
+# (2026-12-04); builds shorter than BUILD_LEAST_S are not used
+BUILD_RUNNING_S = 1.8e-5
+BUILD_LEAST_S = 0.1
 # a process measures again at the start of a plan when its measurement is this old
 # (refresh(); about 25 ms once in 5 minutes)
 REMEASURE_S = 300.0
@@ -171,12 +185,46 @@ def _override() -> float | None:
 
 def factor(deterministic: bool = False) -> float:
     """How much longer the same work takes on this machine than on the benchmark
-    machine: 1.0 in deterministic mode, else ``PREEMPT_PLANNER_SPEED``, else
-    :func:`measured`."""
+    machine: 1.0 in deterministic mode, else ``PREEMPT_PLANNER_SPEED``, else the
+    plan's own (:func:`for_call`), else :func:`measured`."""
     if deterministic:
         return 1.0
     f = _override()
-    return measured() if f is None else f
+    if f is not None:
+        return f
+    call = _call.get()
+    return measured() if call is None else call
+
+
+# this plan's factor (for_call), where its problem build gave one
+_call: ContextVar[float | None] = ContextVar("speed_for_call", default=None)
+
+
+def from_build(build_s: float, running: int) -> float | None:
+    """A plan's factor from its own problem build (``build_s`` seconds, cold, for
+    ``running`` running jobs): the build's time against BUILD_RUNNING_S per running
+    job, in the steps of :func:`factor_of` and clamped alike, but never above the
+    measured factor (a 25 ms measurement can catch a slow moment; the build is
+    seconds of the planner's own kind of work). None where the build took less than
+    BUILD_LEAST_S (too short to tell), with ``PREEMPT_PLANNER_SPEED`` set, or in a
+    process whose factor is not measured yet."""
+    if build_s < BUILD_LEAST_S or running <= 0 or _override() is not None \
+            or measured.cache_info().currsize == 0:
+        return None
+    f = build_s / (BUILD_RUNNING_S * running)
+    f = 2.0 ** (round(STEPS * math.log2(max(f, 1e-12))) / STEPS)
+    return min(measured(), MAX_FACTOR, max(MIN_FACTOR, f))
+
+
+@contextmanager
+def for_call(f: float | None) -> Iterator[None]:
+    """Within the block, :func:`factor` (outside deterministic mode and without
+    ``PREEMPT_PLANNER_SPEED``) is ``f`` (None: the measured factor)."""
+    token = _call.set(f)
+    try:
+        yield
+    finally:
+        _call.reset(token)
 
 
 def scaled(seconds: float, deterministic: bool = False) -> float:
