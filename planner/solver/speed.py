@@ -146,7 +146,12 @@ def factor_of(cpsat_s: float, python_s: float) -> float:
     """The factor from the two measurements: the geometric mean of their ratios to
     the references, rounded to a whole power of 2 ** (1 / STEPS), clamped to
     [MIN_FACTOR, MAX_FACTOR]."""
-    f = math.sqrt(max(1e-12, cpsat_s / REF_CPSAT_S * python_s / REF_PYTHON_S))
+    return stepped(math.sqrt(max(1e-12, cpsat_s / REF_CPSAT_S * python_s / REF_PYTHON_S)))
+
+
+def stepped(f: float) -> float:
+    """``f`` (> 0) rounded to a whole power of 2 ** (1 / STEPS) and clamped to
+    [MIN_FACTOR, MAX_FACTOR]."""
     f = 2.0 ** (round(STEPS * math.log2(f)) / STEPS)
     return min(MAX_FACTOR, max(MIN_FACTOR, f))
 
@@ -211,9 +216,7 @@ def from_build(build_s: float, running: int) -> float | None:
     if build_s < BUILD_LEAST_S or running <= 0 or _override() is not None \
             or measured.cache_info().currsize == 0:
         return None
-    f = build_s / (BUILD_RUNNING_S * running)
-    f = 2.0 ** (round(STEPS * math.log2(max(f, 1e-12))) / STEPS)
-    return min(measured(), MAX_FACTOR, max(MIN_FACTOR, f))
+    return min(measured(), stepped(max(1e-12, build_s / (BUILD_RUNNING_S * running))))
 
 
 @contextmanager
