@@ -236,10 +236,16 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         decision = get_baseline(planner)(problem).solve()
         detail = None
         if planner == "greedy":  # (the baselines keep the schedulers' own choices)
-            from planner.core.decision import exempt_free_first, first_come, moved_note
+            from planner.core.decision import (
+                best_fit,
+                exempt_free_first,
+                first_come,
+                moved_note,
+            )
 
             decision, moved = exempt_free_first(problem, decision)
             decision, _ = first_come(problem, decision)
+            decision, _ = best_fit(problem, decision)
             detail = moved_note(moved) if moved else None
         candidate = assemble(problem, decision, "feasible",
                              SolverInfo(engine=planner, status="HEURISTIC", detail=detail))

@@ -11,11 +11,14 @@ planner/checks/assemble.py turns a decision into the contract's plan.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from models import Objective, Plan
 from models.rules import priority_value
+from planner.core import topology as topo
+from planner.core.budget import Budget
 from planner.core.problem import PendingInfo, Problem, changed_nodes
 
 
@@ -205,6 +208,111 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
                     moved += 1
                     break
     return (out, moved) if out is not None and moved else (d, 0)
+
+
+BEST_FIT_PASSES = 3  # passes of best_fit over the plan's jobs on free GPUs
+
+
+def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
+             ) -> tuple[Decision, int]:
+    """Objective item 6: placements that keep whole nodes free. A shard of a placed
+    job that holds only GPUs free in the snapshot moves to the node where its GPUs
+    leave the fewest idle (free in the snapshot, used by no placement), when that is
+    fewer than its node keeps idle without it; its GPUs there are
+    ``topology.best_fit``'s, which keeps NVLink islands whole. With ``idle[n]`` each
+    node's idle GPUs, a move of ``g`` GPUs from a node left with ``a`` idle to one
+    left with ``b`` raises ``sum(idle[n]**2)`` by ``2g(a - b)``: every move
+    concentrates the idle GPUs on fewer nodes, so the passes end, and the GPUs a
+    completion frees tomorrow more often make a node whole.
+
+    A move keeps the job's tier, GPUs, priority and victims (none of the moved
+    shard's GPUs is a victim's), so objective items 1-5 stay the same; the new node
+    is one of the job's candidates (R1, R4), connected where it needs NVLink (R3),
+    in the gang's block or NVLink domain where it asks for that (``can_take``), and
+    free GPUs are every job's to take (R7, R10, R16). CP-SAT's model has no term for
+    item 6 and leaves the node of a job on free GPUs to the search; the greedy
+    planner takes the best fit job by job, which a later job can undo. Shards of
+    jobs on nodes with the most idle GPUs go first; at most ``BEST_FIT_PASSES``
+    passes, stopping early at the end of ``budget``. Returns the decision and the
+    number of shards moved (``d`` itself and 0 when none moved)."""
+    nodes = problem.nodes
+    used: dict[int, int] = defaultdict(int)
+    for parts in d.placements.values():
+        for ni, m in parts:
+            used[ni] |= m
+    movers = [j for j, parts in d.placements.items()
+              if all(m & ~nodes[ni].free == 0 for ni, m in parts)]
+    if not movers:
+        return d, 0
+
+    def idle(ni: int) -> int:
+        return nodes[ni].free & ~used[ni]
+
+    top = max((n.node.gpus for n in nodes), default=0)
+    bucket: list[list[int]] = [[] for _ in range(top + 1)]  # idle GPUs -> nodes, sorted
+    count: dict[int, int] = {}
+    for n in nodes:
+        k = idle(n.idx).bit_count()
+        if k and n.usable:
+            bucket[k].append(n.idx)
+            count[n.idx] = k
+
+    def recount(ni: int) -> None:
+        k = idle(ni).bit_count()
+        old = count.pop(ni, 0)
+        if old:
+            del bucket[old][bisect_left(bucket[old], ni)]
+        if k:
+            insort(bucket[k], ni)
+            count[ni] = k
+
+    out = Decision(set(d.victims), dict(d.placements))
+    moved = 0
+    for _ in range(BEST_FIT_PASSES):
+        order = sorted(((-count.get(ni, 0), j, s) for j in movers
+                        for s, (ni, _m) in enumerate(out.placements[j])))
+        moves = 0
+        for _neg, j, s in order:
+            if budget is not None and budget.expired():
+                break
+            info = problem.pending[j]
+            parts = out.placements[j]
+            ni, m = parts[s]
+            g = m.bit_count()
+            a = count.get(ni, 0)  # idle GPUs on its node, its own shard not counted
+            if a == 0:
+                continue
+            cands = problem.candidate_set(info)
+            mine = {n for n, _m in parts}
+            found = None
+            for k in range(g, min(a + g, top + 1)):  # b = k - g idle left there, b < a
+                for nj in bucket[k]:
+                    if nj in mine or nj not in cands:
+                        continue
+                    nd = nodes[nj]
+                    mask = topo.layout_best_fit(nd.layout, idle(nj), g, info.need_nvlink)
+                    if mask is None:
+                        continue
+                    new = parts[:s] + [(nj, mask)] + parts[s + 1:]
+                    if len(new) > 1 and not can_take(problem, info, new):
+                        continue
+                    found = nj, mask, new
+                    break
+                if found is not None:
+                    break
+            if found is None:
+                continue
+            nj, mask, new = found
+            used[ni] &= ~m
+            used[nj] |= mask
+            out.placements[j] = new
+            recount(ni)
+            recount(nj)
+            moves += 1
+        moved += moves
+        if not moves or (budget is not None and budget.expired()):
+            break
+    return (out, moved) if moved else (d, 0)
 
 
 def moved_note(moved: int) -> str:

@@ -22,6 +22,7 @@ from planner.checks.assemble import assemble
 from planner.core.budget import CUT_NOTE, Budget
 from planner.core.decision import (
     Decision,
+    best_fit,
     carried,
     clean,
     exempt_free_first,
@@ -644,6 +645,7 @@ class _Run:
         status, info = self._outcome()
         best, moved, note = self._exempt_free_first(self.best)
         best, _ = first_come(self.whole, best)  # (the same objective: status and bounds hold)
+        best, _ = best_fit(self.whole, best, None if self.det else self.budget)  # (item 6)
         if moved or note:
             info = info.model_copy(update={"gap": None, "bound": None, "detail": "; ".join(
                 x for x in (info.detail, note, moved and "then " + moved_note(moved)) if x)})

@@ -1,0 +1,100 @@
+"""Objective item 6, placements that keep whole nodes free (planner/core/decision.py,
+``best_fit``).
+
+Conventions of test_planner_cases.py: Monday 2026-11-30 08:00Z, 8-GPU NVSwitch
+nodes, checkpoints of size 0 with a signal; running jobs started at 04:00.
+"""
+
+from __future__ import annotations
+
+from test_planner_cases import OLD, node, nodes_of, pend, run, snap, solve
+
+from models import load_snapshot
+from planner.core.decision import Decision, best_fit, objective_of
+from planner.core.problem import Problem, build_problem
+
+
+def _problem(nodes: list[dict], jobs: list[dict], policy: dict | None = None) -> Problem:
+    return build_problem(load_snapshot(snap(nodes, jobs, policy)))
+
+
+def _idle(problem: Problem, d: Decision) -> list[int]:
+    used = [0] * len(problem.nodes)
+    for parts in d.placements.values():
+        for ni, m in parts:
+            used[ni] |= m
+    return [(n.free & ~used[n.idx]).bit_count() for n in problem.nodes]
+
+
+def test_a_job_on_free_gpus_moves_to_the_tightest_node_and_a_node_stays_whole() -> None:
+    # n0: r0 on GPUs 0-1 (6 free), n1: r1 on GPUs 0-5 (2 free), n2 free. A plan puts
+    # a (1 GPU) on n2 and b (2 GPUs) on n0: idle GPUs 4, 2 and 7, no node whole.
+    # a goes first (its node keeps the most idle, 7): the tightest node it fits is
+    # n1 (2 idle, 1 left there < 7), on GPU 6 (best fit in the NVSwitch: lowest).
+    # Then b (its node keeps 4): a node left with fewer than 4 needs 2 to 5 idle
+    # GPUs, and n1 has 1, n2 8: b stays. Idle 4, 1, 8: n2 whole; the sum of squares
+    # of idle GPUs 69 -> 81 = 69 + 2 x 1 x (7 - 1). Same objective: no victims.
+    jobs = [run("r0", 3, {"n0": [0, 1]}), run("r1", 3, {"n1": [0, 1, 2, 3, 4, 5]}),
+            pend("a", 2, 1, submitted_at=OLD), pend("b", 2, 2, submitted_at=OLD)]
+    problem = _problem([node("n0"), node("n1"), node("n2")], jobs)
+    d = Decision(set(), {"a": [(2, 1 << 0)], "b": [(0, 0b1100)]})
+    assert _idle(problem, d) == [4, 2, 7]
+    out, moved = best_fit(problem, d)
+    assert moved == 1
+    assert out.placements == {"a": [(1, 1 << 6)], "b": [(0, 0b1100)]}
+    assert _idle(problem, out) == [4, 1, 8]
+    assert sum(k * k for k in _idle(problem, out)) == 81
+    assert objective_of(problem, out).key() == objective_of(problem, d).key()
+    assert best_fit(problem, out) == (out, 0)  # nothing left to gain
+
+
+def test_jobs_on_victims_gpus_and_nodes_outside_the_pool_stay() -> None:
+    # n0, n1 (pool "a"), n2 (pool "b": tiers 1 and 3 only). r0 (tier 3) holds all of
+    # n0, r2 (tier 3) GPUs 0-6 of n2; n1 is free. v (tier 1, 8 GPUs) evicts r0: its
+    # GPUs were r0's, it stays. q (tier 1, 1 GPU) on n1 keeps 7 idle there and moves
+    # to n2's last GPU (0 left); p (tier 2, 1 GPU) on n1 in another plan may not go
+    # to n2 (R4), and n0 has no idle GPU: it stays.
+    nodes = [node("n0", pool="a"), node("n1", pool="a"), node("n2", pool="b")]
+    jobs = [run("r0", 3, {"n0": list(range(8))}), run("r2", 3, {"n2": list(range(7))}),
+            pend("v", 1, 8), pend("q", 1, 1), pend("p", 2, 1, submitted_at=OLD)]
+    problem = _problem(nodes, jobs, {"pools": {"b": [1, 3]}})
+    d = Decision({"r0"}, {"v": [(0, 0xFF)], "q": [(1, 1 << 3)]})
+    out, moved = best_fit(problem, d)
+    assert (moved, out.placements) == (1, {"v": [(0, 0xFF)], "q": [(2, 1 << 7)]})
+    assert out.victims == {"r0"}
+    d2 = Decision({"r0"}, {"v": [(0, 0xFF)], "p": [(1, 1 << 3)]})
+    assert best_fit(problem, d2) == (d2, 0)
+
+
+def test_a_gang_shard_moves_only_inside_its_block() -> None:
+    # Four nodes, blocks A (n0, n1) and B (n2, n3). n1 and n2 each have 4 GPUs held
+    # (GPUs 0-3), n0 and n3 free. Gang g (2 nodes x 4 GPUs, same_block) is on n0 and
+    # n1: idle 4, 0, 4, 8. Its n0 shard (4 idle left there) could go to n2 (4 idle,
+    # 0 left), but n2 is in block B: it stays. Without same_block it moves there:
+    # idle 8, 0, 0, 8.
+    nodes = [node("n0", block="A"), node("n1", block="A"), node("n2", block="B"),
+             node("n3", block="B")]
+    held = [run("r1", 3, {"n1": [0, 1, 2, 3]}), run("r2", 3, {"n2": [0, 1, 2, 3]})]
+    d = Decision(set(), {"g": [(0, 0x0F), (1, 0xF0)]})
+    tied = _problem(nodes, [*held, pend("g", 2, 4, nodes=2, same_block=True,
+                                        submitted_at=OLD)])
+    assert best_fit(tied, d) == (d, 0)
+    free = _problem(nodes, [*held, pend("g", 2, 4, nodes=2, submitted_at=OLD)])
+    out, moved = best_fit(free, d)
+    assert moved == 1
+    assert out.placements == {"g": [(2, 0xF0), (1, 0xF0)]}
+    assert _idle(free, out) == [8, 0, 0, 8]
+
+
+def test_plans_keep_a_node_whole_for_cpsat_and_greedy() -> None:
+    # n0: r0 on GPUs 0-6 (1 free), n1 and n2 free. Pending: a (1 GPU), b (4 GPUs).
+    # Best fit: a on n0's last GPU, b on n1 (or n2): one node stays whole. Every
+    # planner's plan admits both (5 GPUs, no victims) and leaves a whole node.
+    jobs = [run("r0", 3, {"n0": list(range(7))}),
+            pend("a", 2, 1, submitted_at=OLD), pend("b", 2, 4, submitted_at=OLD)]
+    data = snap([node("n0"), node("n1"), node("n2")], jobs)
+    for planner in ("cpsat", "greedy"):
+        p = solve(data, planner)
+        assert nodes_of(p, "a") == {"n0": [7]}, planner
+        b_nodes = set(nodes_of(p, "b"))
+        assert b_nodes in ({"n1"}, {"n2"}), planner
