@@ -99,18 +99,19 @@ FREE_NODE_S = 5e-9
 # CUT_PLACED_S and CUT_PLACED_NODE_S per usable node for each placed job and each
 # victim, plus CUT_DEFERRED_S and CUT_DEFERRED_NODE_S per usable node for each job
 # searched and deferred (explained in full; a job not reached is explained in a
-# line), times CUT_SAFETY. Fitted to the time from the end of cut first greedy runs
-# to the plan's return (polishing, thrash.exempt_free_first, assembly, the
-# verifier; 12 runs, collector off, 2026-12-04): 0.09 s with 263 placed jobs and
-# victims at 994 usable nodes, 0.10-0.16 s with 261-1,070 at 3,973, and 0.55-1.01 s
-# with 1,619-3,492 at 12,125 (the fit is within 0.16 s of each); a placement's
-# checks and explanations read per-node tables, so it costs more on a bigger
-# cluster
-CUT_NODE_S = 1.5e-5
-CUT_PLACED_S = 1e-5
-CUT_PLACED_NODE_S = 1.9e-8
-CUT_DEFERRED_S = 8e-5
-CUT_DEFERRED_NODE_S = 1.4e-8
+# line), times CUT_SAFETY. Fitted (least squares, 18 cut runs in fresh processes,
+# 2026-12-04) to the time from the end of the cut first greedy run to the plan's
+# return (thrash.exempt_free_first, first_come, best_fit, assembly, the verifier),
+# divided by the speed factor: 0.14-0.15 s with 844 placed jobs and victims at
+# 1,987 usable nodes, 0.26-0.43 s with 1,375-1,691 at 3,973, 0.45-0.73 s with
+# 1,159-3,364 at 12,125: 28 us per node plus 0.11 ms per placement (the fit is
+# within 0.11 s of each; neither a per-node part per placement nor the deferred
+# jobs improved it), the placement's part rounded up to 0.13 ms
+CUT_NODE_S = 2.8e-5
+CUT_PLACED_S = 1.3e-4
+CUT_PLACED_NODE_S = 0.0
+CUT_DEFERRED_S = 5e-5
+CUT_DEFERRED_NODE_S = 0.0
 CUT_SAFETY = 1.0
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
