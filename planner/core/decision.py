@@ -5,8 +5,10 @@ produces a :class:`Decision`: victims and, per placed job, its GPUs. This module
 holds what they all derive from one: who uses which victim's GPUs
 (:func:`preemptors_of`), the exempt victims (R15, :func:`exempt_victims`), the
 objective (:func:`objective_of`) and :func:`clean`, which drops victims no placed
-job uses (R7) and enforces the rolling eviction budget (R15) as a last net.
-planner/checks/assemble.py turns a decision into the contract's plan.
+job uses (R7) and enforces the rolling eviction budget (R15) as a last net; and
+the passes every CP-SAT and greedy plan takes before it is assembled:
+:func:`exempt_free_first`, :func:`first_come` and :func:`best_fit` (objective
+item 6). planner/checks/assemble.py turns a decision into the contract's plan.
 """
 
 from __future__ import annotations
