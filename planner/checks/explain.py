@@ -17,7 +17,7 @@ from typing import Any
 from models import Deferred, Job
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
-from planner.core.decision import Decision, exempt_victims, preemptors_of
+from planner.core.decision import Decision, exempt_victims, preemptors_of, used_gpus
 from planner.core.problem import PendingInfo, Problem, fmt_duration
 
 
@@ -533,7 +533,7 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
                 already.setdefault(i, []).append((v.job.tier, m))
                 if i in by_node:
                     by_node[i] = [vm for vm in by_node[i] if vm[0].job.id not in victims]
-        return _used(d), by_node, already
+        return used_gpus(d), by_node, already
 
     def compute() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
         by_node: dict[int, list] = {}
@@ -548,19 +548,10 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
                         by_node.setdefault(i, []).append((v, m))
         for vms in by_node.values():
             vms.sort(key=lambda vm: (-vm[1].bit_count(), vm[0].cost, vm[0].job.id))
-        return _used(d), by_node, already
+        return used_gpus(d), by_node, already
 
     return _once(problem, ("victims by node", d is _NOTHING),
                  compute if d is _NOTHING or not DERIVED else derived)
-
-
-def _used(d: Decision) -> dict[int, int]:
-    """The GPUs decision ``d``'s placements take, per node."""
-    used: dict[int, int] = {}
-    for parts in d.placements.values():
-        for i, m in parts:
-            used[i] = used.get(i, 0) | m
-    return used
 
 
 def _touched(problem: Problem, d: Decision) -> frozenset[int]:

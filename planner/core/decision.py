@@ -2,7 +2,8 @@
 
 Every planner (CP-SAT, LNS, the greedy planner and its passes, the baselines)
 produces a :class:`Decision`: victims and, per placed job, its GPUs. This module
-holds what they all derive from one: who uses which victim's GPUs
+holds what they all derive from one: the GPUs it takes per node (:func:`used_gpus`),
+who uses which victim's GPUs
 (:func:`preemptors_of`), the exempt victims (R15, :func:`exempt_victims`), the
 objective (:func:`objective_of`) and :func:`clean`, which drops victims no placed
 job uses (R7) and enforces the rolling eviction budget (R15) as a last net; and
@@ -49,6 +50,15 @@ def victims_under(problem: Problem, victims: set[str], parts: list[tuple[int, in
     owner = problem.owner
     return {v for ni, m in parts for g in bits(m)
             if (v := owner.get((ni, g))) is not None and v in victims}
+
+
+def used_gpus(d: Decision) -> dict[int, int]:
+    """The GPUs decision ``d``'s placements take, per node (node index -> mask)."""
+    used: dict[int, int] = {}
+    for parts in d.placements.values():
+        for i, m in parts:
+            used[i] = used.get(i, 0) | m
+    return used
 
 
 def preemptors_of(problem: Problem, d: Decision) -> dict[str, list[str]]:
@@ -238,10 +248,7 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
     passes, stopping early at the end of ``budget``. Returns the decision and the
     number of shards moved (``d`` itself and 0 when none moved)."""
     nodes = problem.nodes
-    used: dict[int, int] = defaultdict(int)
-    for parts in d.placements.values():
-        for ni, m in parts:
-            used[ni] |= m
+    used: dict[int, int] = defaultdict(int, used_gpus(d))
     movers = [j for j, parts in d.placements.items()
               if all(m & ~nodes[ni].free == 0 for ni, m in parts)]
     if not movers:
@@ -268,6 +275,26 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
             insort(bucket[k], ni)
             count[ni] = k
 
+    def tightest(info: PendingInfo, parts: list[tuple[int, int]], s: int, a: int
+                 ) -> tuple[int, int, list[tuple[int, int]]] | None:
+        """Shard ``s`` of ``parts`` moved to the node it leaves the fewest idle GPUs
+        on, fewer than the ``a`` its own node keeps: (node, GPUs, new parts)."""
+        g = parts[s][1].bit_count()
+        cands = problem.candidate_set(info)
+        mine = {n for n, _m in parts}
+        for k in range(g, min(a + g, top + 1)):  # b = k - g idle left there, b < a
+            for nj in bucket[k]:
+                if nj in mine or nj not in cands:
+                    continue
+                nd = nodes[nj]
+                mask = topo.layout_best_fit(nd.layout, idle(nj), g, info.need_nvlink)
+                if mask is None:
+                    continue
+                new = parts[:s] + [(nj, mask)] + parts[s + 1:]
+                if len(new) == 1 or can_take(problem, info, new):
+                    return nj, mask, new
+        return None
+
     out = Decision(set(d.victims), dict(d.placements))
     moved = 0
     for _ in range(BEST_FIT_PASSES):
@@ -277,31 +304,10 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
         for _neg, j, s in order:
             if budget is not None and budget.expired():
                 break
-            info = problem.pending[j]
             parts = out.placements[j]
             ni, m = parts[s]
-            g = m.bit_count()
             a = count.get(ni, 0)  # idle GPUs on its node, its own shard not counted
-            if a == 0:
-                continue
-            cands = problem.candidate_set(info)
-            mine = {n for n, _m in parts}
-            found = None
-            for k in range(g, min(a + g, top + 1)):  # b = k - g idle left there, b < a
-                for nj in bucket[k]:
-                    if nj in mine or nj not in cands:
-                        continue
-                    nd = nodes[nj]
-                    mask = topo.layout_best_fit(nd.layout, idle(nj), g, info.need_nvlink)
-                    if mask is None:
-                        continue
-                    new = parts[:s] + [(nj, mask)] + parts[s + 1:]
-                    if len(new) > 1 and not can_take(problem, info, new):
-                        continue
-                    found = nj, mask, new
-                    break
-                if found is not None:
-                    break
+            found = tightest(problem.pending[j], parts, s, a) if a else None
             if found is None:
                 continue
             nj, mask, new = found
