@@ -96,8 +96,7 @@ FREE_JOB_S = 1.2e-4
 FREE_NODE_S = 5e-9
 # what a first greedy run cut short keeps for its plan's assembly and checks
 # (greedy.CutKeep), on the benchmark machine: CUT_NODE_S per usable node, plus
-# CUT_PLACED_S and CUT_PLACED_NODE_S per usable node for each placed job and each
-# victim, plus CUT_DEFERRED_S and CUT_DEFERRED_NODE_S per usable node for each job
+# CUT_PLACED_S for each placed job and each victim, plus CUT_DEFERRED_S for each job
 # searched and deferred (explained in full; a job not reached is explained in a
 # line), times CUT_SAFETY. Fitted (least squares, 18 cut runs in fresh processes,
 # 2026-12-04) to the time from the end of the cut first greedy run to the plan's
@@ -109,9 +108,7 @@ FREE_NODE_S = 5e-9
 # jobs improved it), the placement's part rounded up to 0.13 ms
 CUT_NODE_S = 2.8e-5
 CUT_PLACED_S = 1.3e-4
-CUT_PLACED_NODE_S = 0.0
 CUT_DEFERRED_S = 5e-5
-CUT_DEFERRED_NODE_S = 0.0
 CUT_SAFETY = 1.0
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
@@ -147,8 +144,7 @@ def cut_keep(whole: Budget, usable: int) -> CutKeep:
     cluster of ``usable`` nodes (CUT_NODE_S and the others), with the reserve's
     margin."""
     return CutKeep(whole, scaled(CUT_SAFETY * CUT_NODE_S * usable) + reserve_margin_s(),
-                   scaled(CUT_SAFETY * (CUT_PLACED_S + CUT_PLACED_NODE_S * usable)),
-                   scaled(CUT_SAFETY * (CUT_DEFERRED_S + CUT_DEFERRED_NODE_S * usable)))
+                   scaled(CUT_SAFETY * CUT_PLACED_S), scaled(CUT_SAFETY * CUT_DEFERRED_S))
 
 
 def first_search_s(usable: int) -> float:
