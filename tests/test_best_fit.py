@@ -15,7 +15,7 @@ from test_planner_properties import random_snapshot
 from models import SolverInfo, load_snapshot
 from planner.checks.assemble import assemble
 from planner.checks.verify import verify
-from planner.core.decision import Decision, best_fit, clean, objective_of
+from planner.core.decision import Decision, best_fit, clean, objective_of, used_gpus
 from planner.core.problem import Problem, build_problem
 from planner.core.topology import layout_best_fit
 from planner.heuristics.greedy import GreedyPlanner
@@ -26,11 +26,8 @@ def _problem(nodes: list[dict], jobs: list[dict], policy: dict | None = None) ->
 
 
 def _idle(problem: Problem, d: Decision) -> list[int]:
-    used = [0] * len(problem.nodes)
-    for parts in d.placements.values():
-        for ni, m in parts:
-            used[ni] |= m
-    return [(n.free & ~used[n.idx]).bit_count() for n in problem.nodes]
+    used = used_gpus(d)
+    return [(n.free & ~used.get(n.idx, 0)).bit_count() for n in problem.nodes]
 
 
 def test_a_job_on_free_gpus_moves_to_the_tightest_node_and_a_node_stays_whole() -> None:
@@ -113,13 +110,14 @@ def _scrambled(problem: Problem, d: Decision, rng: np.random.Generator) -> Decis
     that are valid but far from best fit."""
     out = Decision(set(d.victims), dict(d.placements))
     used = [0] * len(problem.nodes)
-    for parts in out.placements.values():
-        for ni, m in parts:
-            used[ni] |= m
+    for ni, m in used_gpus(d).items():
+        used[ni] = m
     for j in sorted(out.placements):
         parts = out.placements[j]
-        (ni, m), = parts if len(parts) == 1 else ((None, 0),)
-        if ni is None or m & ~problem.nodes[ni].free:
+        if len(parts) != 1:
+            continue
+        (ni, m), = parts
+        if m & ~problem.nodes[ni].free:
             continue
         info = problem.pending[j]
         used[ni] &= ~m
