@@ -90,6 +90,41 @@ def test_a_gang_shard_moves_only_inside_its_block() -> None:
     assert _idle(free, out) == [8, 0, 0, 8]
 
 
+def test_tier1_work_gathers_on_the_node_that_already_holds_some() -> None:
+    # n0: r1 (tier 1, not preemptible) on GPU 0, r3 (tier 3) on GPUs 1-6, GPU 7 free.
+    # n1: r4 (tier 3) on GPUs 0-6, GPU 7 free. A plan puts t (tier 1, 1 GPU) on n1's
+    # GPU 7: no idle GPU moves it by best fit (n1 keeps 0 idle), but tier-1 work on
+    # n1 would be t alone (0 without it) and n0 holds 1: t moves to n0's GPU 7, the
+    # sum of squared tier-1 GPUs per node 1 + 1 = 2 -> 4, and n1 holds no tier-1
+    # job (all of it may be evicted for a later 8-GPU job).
+    held = [run("r1", 1, {"n0": [0]}), run("r3", 3, {"n0": [1, 2, 3, 4, 5, 6]}),
+            run("r4", 3, {"n1": [0, 1, 2, 3, 4, 5, 6]})]
+    problem = _problem([node("n0"), node("n1")], [*held, pend("t", 1, 1)])
+    d = Decision(set(), {"t": [(1, 1 << 7)]})
+    assert _fixed(problem, d) == [1, 1]
+    out, moved = best_fit(problem, d)
+    assert (moved, out.placements) == (1, {"t": [(0, 1 << 7)]})
+    assert _fixed(problem, out) == [2, 0]
+    assert _idle(problem, out) == [0, 1]
+    assert objective_of(problem, out).key() == objective_of(problem, d).key()
+    assert best_fit(problem, out) == (out, 0)
+    # with u (tier 2, 1 GPU) on n0's GPU 7 no GPU is idle: t and u trade places
+    # (same size, both on free GPUs), the same sums of squares 2 -> 4
+    problem = _problem([node("n0"), node("n1")],
+                       [*held, pend("t", 1, 1), pend("u", 2, 1, submitted_at=OLD)])
+    d = Decision(set(), {"t": [(1, 1 << 7)], "u": [(0, 1 << 7)]})
+    out, moved = best_fit(problem, d)
+    assert (moved, out.placements) == (1, {"t": [(0, 1 << 7)], "u": [(1, 1 << 7)]})
+    assert _fixed(problem, out) == [2, 0]
+    assert objective_of(problem, out).key() == objective_of(problem, d).key()
+    assert best_fit(problem, out) == (out, 0)
+    # a tier-2 job alone stays: its tier may be evicted, where it runs keeps every
+    # node as claimable as before
+    problem = _problem([node("n0"), node("n1")], [*held, pend("u", 2, 1, submitted_at=OLD)])
+    d = Decision(set(), {"u": [(1, 1 << 7)]})
+    assert best_fit(problem, d) == (d, 0)
+
+
 def test_plans_keep_a_node_whole_for_cpsat_and_greedy() -> None:
     # n0: r0 on GPUs 0-6 (1 free), n1 and n2 free. Pending: a (1 GPU), b (4 GPUs).
     # Best fit: a on n0's last GPU, b on n1 (or n2): one node stays whole. Every
@@ -138,15 +173,35 @@ def _squares(problem: Problem, d: Decision) -> int:
     return sum(k * k for k in _idle(problem, d))
 
 
+def _fixed(problem: Problem, d: Decision) -> list[int]:
+    """GPUs per node of the work no plan may evict (R5): running and placed jobs of
+    tiers that are not preemptible."""
+    fixed = {t for t, tp in problem.policy.tiers.items() if not tp.preemptible}
+    out = [0] * len(problem.nodes)
+    held = [v.parts for v in problem.running.values() if v.job.tier in fixed]
+    held += [parts for j, parts in d.placements.items() if problem.pending[j].job.tier in fixed]
+    for parts in held:
+        for ni, m in parts:
+            out[ni] += m.bit_count()
+    return out
+
+
+def _potential(problem: Problem, d: Decision) -> tuple[int, int]:
+    """What every move of best_fit raises: the sum of squared unpreemptible GPUs per
+    node, then the sum of squared idle GPUs per node."""
+    return sum(k * k for k in _fixed(problem, d)), _squares(problem, d)
+
+
 @pytest.mark.parametrize("chunk", range(4))
 def test_best_fit_on_scrambled_plans_keeps_them_valid_and_the_objective(chunk: int) -> None:
     # 200 random small snapshots (4-8 nodes, 4-10 pending jobs of 1-4 GPUs per node,
     # every NVLink form, gangs, blocks, pools, drain and down nodes, budgets,
     # cross-tick rules): the greedy planner's decision with its
     # jobs on free GPUs scattered at random, then best_fit. The plan stays valid
-    # (the verifier), the objective key (items 1-5) is the same, the sum of squared
-    # idle GPUs per node never falls, and a second call moves nothing.
-    moved_any = 0
+    # (the verifier), the objective key (items 1-5) is the same, the sums of squared
+    # unpreemptible and then idle GPUs per node never fall (lexicographically), and a
+    # second call moves nothing.
+    moved_any = gathered = 0
     for seed in range(chunk * 50, chunk * 50 + 50):
         data = random_snapshot(seed, n_nodes=(4, 8), n_pending=(4, 10), shapes=(1, 1, 2, 4),
                                gangs=(1, 1, 1, 2))
@@ -157,9 +212,11 @@ def test_best_fit_on_scrambled_plans_keeps_them_valid_and_the_objective(chunk: i
         out, moved = best_fit(problem, d)
         moved_any += moved > 0
         assert objective_of(problem, out).key() == objective_of(problem, d).key(), seed
-        assert _squares(problem, out) >= _squares(problem, d), seed
+        assert _potential(problem, out) >= _potential(problem, d), seed
+        gathered += _potential(problem, out)[0] > _potential(problem, d)[0]
         assert best_fit(problem, out)[1] == 0, seed
         p = assemble(problem, out, "feasible", SolverInfo(engine="greedy", status="HEURISTIC"))
         problems = verify(snap, p)
         assert problems == [], (seed, [str(v) for v in problems])
     assert moved_any >= 5  # (the sweep does exercise the moves: 8 to 17 of each 50)
+    assert gathered >= 3  # (and gathering: 5 to 10 of each 50)

@@ -223,28 +223,47 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
 
 
 BEST_FIT_PASSES = 3  # passes of best_fit over the plan's jobs on free GPUs
+# nodes best_fit's gathering looks at per shard (the most unpreemptible GPUs first)
+GATHER_SCAN = 256
 
 
 def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
              ) -> tuple[Decision, int]:
-    """Objective item 6: placements that keep whole nodes free. A shard of a placed
-    job that holds only GPUs free in the snapshot moves to the node where its GPUs
-    leave the fewest idle (free in the snapshot, used by no placement), when that is
-    fewer than its node keeps idle without it; its GPUs there are
-    ``topology.best_fit``'s, which keeps NVLink islands whole. With ``idle[n]`` each
-    node's idle GPUs, a move of ``g`` GPUs from a node left with ``a`` idle to one
-    left with ``b`` raises ``sum(idle[n]**2)`` by ``2g(a - b)``: every move
-    concentrates the idle GPUs on fewer nodes, so the passes end, and the GPUs a
-    completion frees tomorrow more often make a node whole.
+    """Objective item 6: placements that keep whole nodes free, for completions and
+    for evictions. Only shards of placed jobs that hold GPUs free in the snapshot
+    move (onto idle GPUs: free in the snapshot, used by no placement), on the GPUs
+    ``topology.best_fit`` picks (NVLink islands kept whole). Two kinds of move:
 
-    A move keeps the job's tier, GPUs, priority and victims (none of the moved
-    shard's GPUs is a victim's), so objective items 1-5 stay the same; the new node
+    - *gathering*: a shard of a job of a tier that is not preemptible (R5) moves to
+      the node holding the most GPUs of such work (running or placed), when that is
+      more than its own node keeps without it; or, where no idle GPUs fit it there,
+      trades places with a shard of the same size of a preemptible tier's job on
+      free GPUs there. Work no plan may evict then sits on as few nodes as it can,
+      and the others stay whole for a later job that must evict: a big tier-1 job
+      finds a node with no tier-1 job on it (on Alibaba's openb trace 1-GPU tier-1
+      pods scattered over 28 of 32 nodes kept an 8-GPU tier-1 job waiting 11
+      minutes, docs/simulation.md);
+    - *best fit*: any shard moves to the node where it leaves the fewest idle GPUs,
+      when that is fewer than its node keeps idle without it, and (for an
+      unpreemptible job's shard) that node holds at least as much unpreemptible
+      work as its node keeps.
+
+    With ``p[n]`` each node's GPUs of unpreemptible work and ``idle[n]`` its idle
+    GPUs, a gathering move of ``g`` GPUs from a node left with ``a`` to one with
+    ``b > a`` raises ``sum(p[n]**2)`` by ``2g(b - a)`` and a best-fit move raises
+    ``sum(idle[n]**2)`` without lowering it: the pair rises in every move, so the
+    passes end, and the GPUs a completion frees tomorrow more often make a node
+    whole.
+
+    A move keeps each job's tier, GPUs, priority and victims (none of the moved
+    shards' GPUs is a victim's), so objective items 1-5 stay the same; the new node
     is one of the job's candidates (R1, R4), connected where it needs NVLink (R3),
     in the gang's block or NVLink domain where it asks for that (``can_take``), and
     free GPUs are every job's to take (R7, R10, R16). CP-SAT's model has no term for
     item 6 and leaves the node of a job on free GPUs to the search; the greedy
-    planner takes the best fit job by job, which a later job can undo. Shards of
-    jobs on nodes with the most idle GPUs go first; at most ``BEST_FIT_PASSES``
+    planner takes the best fit job by job, which a later job can undo. Per pass the
+    unpreemptible shards on the nodes with the least such work gather first, then
+    shards on the nodes with the most idle GPUs fit; at most ``BEST_FIT_PASSES``
     passes, stopping early at the end of ``budget``. Returns the decision and the
     number of shards moved (``d`` itself and 0 when none moved)."""
     nodes = problem.nodes
@@ -253,6 +272,22 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
               if all(m & ~nodes[ni].free == 0 for ni, m in parts)]
     if not movers:
         return d, 0
+    tiers = problem.policy.tiers
+    fixed = {t for t, tp in tiers.items() if not tp.preemptible}  # R5
+
+    def unpreemptible(j: str) -> bool:
+        return problem.pending[j].job.tier in fixed
+
+    # GPUs of unpreemptible work per node: running jobs', then the plan's
+    prot: dict[int, int] = defaultdict(int)
+    for v in problem.running.values():
+        if v.job.tier in fixed:
+            for ni, m in v.parts:
+                prot[ni] += m.bit_count()
+    for j, parts in d.placements.items():
+        if unpreemptible(j):
+            for ni, m in parts:
+                prot[ni] += m.bit_count()
 
     def idle(ni: int) -> int:
         return nodes[ni].free & ~used[ni]
@@ -275,16 +310,17 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
             insort(bucket[k], ni)
             count[ni] = k
 
-    def tightest(info: PendingInfo, parts: list[tuple[int, int]], s: int, a: int
-                 ) -> tuple[int, int, list[tuple[int, int]]] | None:
+    def tightest(info: PendingInfo, parts: list[tuple[int, int]], s: int, a: int,
+                 floor: int | None) -> tuple[int, int, list[tuple[int, int]]] | None:
         """Shard ``s`` of ``parts`` moved to the node it leaves the fewest idle GPUs
-        on, fewer than the ``a`` its own node keeps: (node, GPUs, new parts)."""
+        on, fewer than the ``a`` its own node keeps, and holding at least ``floor``
+        GPUs of unpreemptible work (None: any): (node, GPUs, new parts)."""
         g = parts[s][1].bit_count()
         cands = problem.candidate_set(info)
         mine = {n for n, _m in parts}
         for k in range(g, min(a + g, top + 1)):  # b = k - g idle left there, b < a
             for nj in bucket[k]:
-                if nj in mine or nj not in cands:
+                if nj in mine or nj not in cands or (floor is not None and prot[nj] < floor):
                     continue
                 nd = nodes[nj]
                 mask = topo.layout_best_fit(nd.layout, idle(nj), g, info.need_nvlink)
@@ -296,18 +332,84 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
         return None
 
     out = Decision(set(d.victims), dict(d.placements))
+    # the preemptible jobs' shards on free GPUs per node, for trades
+    others: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for j in movers:
+        if not unpreemptible(j):
+            for s, (ni, _m) in enumerate(out.placements[j]):
+                others[ni].append((j, s))
+
+    def gather(j: str, s: int, ranked: list[int]) -> bool:
+        """Shard ``s`` of the unpreemptible job ``j`` to the node with the most
+        unpreemptible work above what its node keeps without it (docstring above):
+        the first that takes it of the first GATHER_SCAN nodes of ``ranked`` (the
+        pass's order, most unpreemptible work first)."""
+        info = problem.pending[j]
+        parts = out.placements[j]
+        ni, m = parts[s]
+        g = m.bit_count()
+        keep = prot[ni] - g
+        cands = problem.candidate_set(info)
+        mine = {n for n, _m in parts}
+        for nj in ranked[:GATHER_SCAN]:
+            if prot[nj] <= keep or nj in mine or nj not in cands:
+                continue
+            nd = nodes[nj]
+            mask = (topo.layout_best_fit(nd.layout, idle(nj), g, info.need_nvlink)
+                    if count.get(nj, 0) >= g else None)
+            if mask is not None:
+                new = parts[:s] + [(nj, mask)] + parts[s + 1:]
+                if len(new) == 1 or can_take(problem, info, new):
+                    used[ni] &= ~m
+                    used[nj] |= mask
+                    out.placements[j] = new
+                    recount(ni)
+                    recount(nj)
+                    prot[ni] -= g
+                    prot[nj] += g
+                    return True
+            for k, (j2, s2) in enumerate(others.get(nj, ())):
+                parts2 = out.placements[j2]
+                m2 = parts2[s2][1]
+                if m2.bit_count() != g or any(n == ni for n, _m in parts2):
+                    continue
+                new = parts[:s] + [(nj, m2)] + parts[s + 1:]
+                new2 = parts2[:s2] + [(ni, m)] + parts2[s2 + 1:]
+                if (can_take(problem, info, new)
+                        and can_take(problem, problem.pending[j2], new2)):
+                    out.placements[j], out.placements[j2] = new, new2
+                    del others[nj][k]
+                    others[ni].append((j2, s2))
+                    prot[ni] -= g
+                    prot[nj] += g
+                    return True
+        return False
+
     moved = 0
     for _ in range(BEST_FIT_PASSES):
+        moves = 0
+        if fixed:
+            order = sorted((prot[ni], j, s) for j in movers if unpreemptible(j)
+                           for s, (ni, _m) in enumerate(out.placements[j]))
+            # the nodes a shard may go to (idle GPUs, or a preemptible job's shard
+            # to trade with) holding unpreemptible work, the most first
+            ranked = sorted((nj for nj in set(count) | {n for n, v in others.items() if v}
+                             if prot[nj] > 0), key=lambda nj: (-prot[nj], count.get(nj, 0), nj))
+            for _p, j, s in order if ranked else ():
+                if budget is not None and budget.expired():
+                    break
+                moves += gather(j, s, ranked)
         order = sorted(((-count.get(ni, 0), j, s) for j in movers
                         for s, (ni, _m) in enumerate(out.placements[j])))
-        moves = 0
         for _neg, j, s in order:
             if budget is not None and budget.expired():
                 break
             parts = out.placements[j]
             ni, m = parts[s]
             a = count.get(ni, 0)  # idle GPUs on its node, its own shard not counted
-            found = tightest(problem.pending[j], parts, s, a) if a else None
+            fix = unpreemptible(j)
+            found = tightest(problem.pending[j], parts, s, a,
+                             prot[ni] - m.bit_count() if fix else None) if a else None
             if found is None:
                 continue
             nj, mask, new = found
@@ -316,6 +418,12 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
             out.placements[j] = new
             recount(ni)
             recount(nj)
+            if fix:
+                prot[ni] -= m.bit_count()
+                prot[nj] += m.bit_count()
+            else:
+                others[ni] = [(j2, s2) for j2, s2 in others[ni] if (j2, s2) != (j, s)]
+                others[nj].append((j, s))
             moves += 1
         moved += moves
         if not moves or (budget is not None and budget.expired()):
