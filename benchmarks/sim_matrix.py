@@ -16,6 +16,14 @@ one Markdown table per load from the files, with the checks of docs/simulation.m
     python benchmarks/sim_matrix.py --out sim-matrix --report      # the tables
     python benchmarks/sim_matrix.py --out pilot --days 1 --loads 2 --seeds 0 \\
         --planners cpsat,naive --weeks 2017-10-04
+
+Another trace and cluster: ``--trace``, ``--cluster`` and ``--load-unit`` (the
+compression of load 1: load L runs at ``--time-scale 1/(unit x L)``); the held-out
+Alibaba openb matrix of docs/simulation.md:
+
+    python benchmarks/sim_matrix.py --out openb --trace openb_pod_list_default.csv \\
+        --cluster tests/data/sim/cluster-256.yaml --load-unit 15 --weeks 2023-10-19 \\
+        --days 1.2 --tag openb
 """
 
 from __future__ import annotations
@@ -47,8 +55,9 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     from planner.sim.metrics import compute_metrics
     from planner.sim.runner import RunSpec, parse_time, prepare
 
-    spec = RunSpec(cluster=str(CLUSTER), trace=TRACE, carry_over=True,
-                   time_scale=1.0 / job["load"], policy=job.get("policy"),
+    spec = RunSpec(cluster=str(REPO / job["cluster"]) if "cluster" in job else str(CLUSTER), trace=job.get("trace", TRACE),
+                   carry_over=True, time_scale=1.0 / (job.get("load_unit", 1.0) * job["load"]),
+                   policy=job.get("policy"),
                    policy_sets=[tuple(x) for x in job.get("sets", [])],
                    tier_rule=job.get("tier_rule"),
                    config={"planner": job["planner"], "tick_s": 60.0, "days": job["days"],
@@ -120,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="policy change for every run (as simulate --set)")
     ap.add_argument("--tag", default="", help="suffix of the files (a policy variant)")
     ap.add_argument("--tier-rule", help="as simulate --tier-rule")
+    ap.add_argument("--trace", default=TRACE,
+                    help=f"trace file or a name in ../shared/traces (default {TRACE})")
+    ap.add_argument("--cluster", default=str(CLUSTER.relative_to(REPO)),
+                    help="cluster file (default the 1,024-GPU tests/data/sim/cluster-1024.yaml)")
+    ap.add_argument("--load-unit", type=float, default=1.0,
+                    help="the time compression of load 1 (default 1: the trace's own pace); "
+                         "load L runs at --time-scale 1/(unit x L)")
     ap.add_argument("--report", action="store_true", help="print the tables and stop")
     ap.add_argument("--save", metavar="FILE",
                     help="with --report: also write every run's main metrics to FILE "
@@ -151,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                                      "planner": planner, "days": args.days,
                                      "time_limit": args.time_limit, "workers": args.workers,
                                      "deterministic": args.deterministic,
-                                     "sets": sets, "tier_rule": args.tier_rule, "name": name})
+                                     "sets": sets, "tier_rule": args.tier_rule, "name": name,
+                                     "trace": args.trace,
+                                     "cluster": args.cluster,
+                                     "load_unit": args.load_unit})
     print(f"{len(todo)} run(s) to do in {args.jobs} process(es)", file=sys.stderr, flush=True)
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
