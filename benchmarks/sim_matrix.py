@@ -55,8 +55,9 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     from planner.sim.metrics import compute_metrics
     from planner.sim.runner import RunSpec, parse_time, prepare
 
-    spec = RunSpec(cluster=str(REPO / job["cluster"]) if "cluster" in job else str(CLUSTER), trace=job.get("trace", TRACE),
-                   carry_over=True, time_scale=1.0 / (job.get("load_unit", 1.0) * job["load"]),
+    cluster = str(REPO / job["cluster"]) if "cluster" in job else str(CLUSTER)
+    spec = RunSpec(cluster=cluster, trace=job.get("trace", TRACE), carry_over=True,
+                   time_scale=1.0 / (job.get("load_unit", 1.0) * job["load"]),
                    policy=job.get("policy"),
                    policy_sets=[tuple(x) for x in job.get("sets", [])],
                    tier_rule=job.get("tier_rule"),
@@ -130,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="suffix of the files (a policy variant)")
     ap.add_argument("--tier-rule", help="as simulate --tier-rule")
     ap.add_argument("--trace", default=TRACE,
-                    help=f"trace file or a name in ../shared/traces (default {TRACE})")
+                    help=f"trace file or a name in ../shared/traces (default {TRACE}; "
+                         "with another trace or cluster give a --tag: the files are "
+                         "named by week, load, seed and planner)")
     ap.add_argument("--cluster", default=str(CLUSTER.relative_to(REPO)),
                     help="cluster file (default the 1,024-GPU tests/data/sim/cluster-1024.yaml)")
     ap.add_argument("--load-unit", type=float, default=1.0,
