@@ -311,10 +311,10 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
             count[ni] = k
 
     def tightest(info: PendingInfo, parts: list[tuple[int, int]], s: int, a: int,
-                 floor: int | None) -> tuple[int, int, list[tuple[int, int]]] | None:
+                 floor: int | None) -> list[tuple[int, int]] | None:
         """Shard ``s`` of ``parts`` moved to the node it leaves the fewest idle GPUs
         on, fewer than the ``a`` its own node keeps, and holding at least ``floor``
-        GPUs of unpreemptible work (None: any): (node, GPUs, new parts)."""
+        GPUs of unpreemptible work (None: any): the new parts."""
         g = parts[s][1].bit_count()
         cands = problem.candidate_set(info)
         mine = {n for n, _m in parts}
@@ -328,7 +328,7 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
                     continue
                 new = parts[:s] + [(nj, mask)] + parts[s + 1:]
                 if len(new) == 1 or can_take(problem, info, new):
-                    return nj, mask, new
+                    return new
         return None
 
     out = Decision(set(d.victims), dict(d.placements))
@@ -338,6 +338,22 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
         if not unpreemptible(j):
             for s, (ni, _m) in enumerate(out.placements[j]):
                 others[ni].append((j, s))
+
+    def move(j: str, s: int, new: list[tuple[int, int]]) -> None:
+        """Shard ``s`` of ``j`` from its node to idle GPUs of another (``new``, its
+        parts after), the node indexes (used, count, prot, others) kept up."""
+        (ni, m), (nj, mask) = out.placements[j][s], new[s]
+        used[ni] &= ~m
+        used[nj] |= mask
+        out.placements[j] = new
+        recount(ni)
+        recount(nj)
+        if unpreemptible(j):
+            prot[ni] -= m.bit_count()
+            prot[nj] += m.bit_count()
+        else:
+            others[ni] = [(j2, s2) for j2, s2 in others[ni] if (j2, s2) != (j, s)]
+            others[nj].append((j, s))
 
     def gather(j: str, s: int, ranked: list[int]) -> bool:
         """Shard ``s`` of the unpreemptible job ``j`` to the node with the most
@@ -360,13 +376,7 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
             if mask is not None:
                 new = parts[:s] + [(nj, mask)] + parts[s + 1:]
                 if len(new) == 1 or can_take(problem, info, new):
-                    used[ni] &= ~m
-                    used[nj] |= mask
-                    out.placements[j] = new
-                    recount(ni)
-                    recount(nj)
-                    prot[ni] -= g
-                    prot[nj] += g
+                    move(j, s, new)
                     return True
             for k, (j2, s2) in enumerate(others.get(nj, ())):
                 parts2 = out.placements[j2]
@@ -407,23 +417,11 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
             parts = out.placements[j]
             ni, m = parts[s]
             a = count.get(ni, 0)  # idle GPUs on its node, its own shard not counted
-            fix = unpreemptible(j)
             found = tightest(problem.pending[j], parts, s, a,
-                             prot[ni] - m.bit_count() if fix else None) if a else None
+                             prot[ni] - m.bit_count() if unpreemptible(j) else None) if a else None
             if found is None:
                 continue
-            nj, mask, new = found
-            used[ni] &= ~m
-            used[nj] |= mask
-            out.placements[j] = new
-            recount(ni)
-            recount(nj)
-            if fix:
-                prot[ni] -= m.bit_count()
-                prot[nj] += m.bit_count()
-            else:
-                others[ni] = [(j2, s2) for j2, s2 in others[ni] if (j2, s2) != (j, s)]
-                others[nj].append((j, s))
+            move(j, s, found)
             moves += 1
         moved += moves
         if not moves or (budget is not None and budget.expired()):
