@@ -406,6 +406,10 @@ def _policy_errors(pol: Policy) -> list[str]:
             if v not in pol.tiers:
                 errors.append(f"policy.thrash.exempt_tiers: tier {v} is not defined in the policy "
                               "(R15)")
+    if pol.reserve is not None:
+        for v in pol.reserve.tiers:
+            if v not in pol.tiers:
+                errors.append(f"policy.reserve.tiers: tier {v} is not defined in the policy")
     return errors
 
 

@@ -330,6 +330,33 @@ def exempt_by(tiers: Iterable[int], exempt_tiers: Iterable[int], every: bool) ->
     return ts <= ex if every else not ts.isdisjoint(ex)
 
 
+class Reserve(Record):
+    """An extension of the contract (docs/format.md), a planner's choice, not a rule:
+    keep some nodes open for the big shards of jobs of ``tiers``. A node is open when
+    it is up, in a pool admitting one of ``tiers``, and every job running on it may
+    be evicted now by one of them (its tier preemptible by one of them, past its
+    minimum runtime, inside its windows, not ending soon, within R11). Of the open
+    nodes, the ``max(nodes, floor(fraction x up nodes))`` with the fewest free GPUs,
+    then the fewest running jobs, then by id, are reserved for shards of jobs of
+    ``tiers`` of at least ``min_shard_fraction`` of the node's GPUs; other pending
+    jobs are not placed there (nor evict there). Off on clusters of fewer than
+    ``min_cluster_nodes`` up nodes. Without it, jobs of lower tiers start on open
+    nodes, each is immune for its tier's min_runtime_s (R6), and a whole-node tier-1
+    job finds every node holding one (docs/simulation.md, "The default policy")."""
+
+    tiers: list[Annotated[int, Strict()]] = Field(default_factory=lambda: [1])
+    nodes: int = Field(2, ge=0, le=MAX_COUNT, strict=True)
+    fraction: float = Field(0.02, ge=0, le=1, strict=True)
+    min_cluster_nodes: int = Field(32, ge=0, le=MAX_COUNT, strict=True)
+    min_shard_fraction: float = Field(0.5, ge=0, le=1, strict=True)
+
+    def count(self, up_nodes: int) -> int:
+        """How many open nodes to reserve on a cluster of ``up_nodes`` up nodes."""
+        if up_nodes < self.min_cluster_nodes:
+            return 0
+        return min(up_nodes, max(self.nodes, math.floor(self.fraction * up_nodes + 1e-9)))
+
+
 DEFAULT_TIERS: dict[int, dict[str, Any]] = {
     1: {"preemptible": False, "min_runtime_s": 0, "can_preempt": [2, 3], "preempt_after_s": 0},
     2: {"preemptible": True, "min_runtime_s": 3600, "can_preempt": [3], "windows": [],
@@ -355,6 +382,9 @@ class Policy(Record):
     thrash: Thrash | None = Field(default_factory=Thrash)
     # section 9: R17, a running job expected to end within this many seconds is spared
     spare_ending_within_s: float = Field(600, ge=0, le=MAX_SECONDS, strict=True)
+    # an extension (docs/format.md): nodes kept open for whole-node jobs of the
+    # reserve's tiers (null turns it off; merges field by field over the default)
+    reserve: Reserve | None = Field(default_factory=Reserve)
 
     @model_validator(mode="before")
     @classmethod

@@ -217,6 +217,11 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
                     f"s) and checking the plan ({end - t_checks:.2f} s)"))
         if bound_s > 0:
             _bound(problem, p, bound_s, deterministic=deterministic, workers=workers, seed=seed)
+        if problem.reserved and p.solver.gap is not None:
+            n = len(problem.reserved)
+            p.solver.detail = _with(p.solver.detail, (
+                f"the gap and bound are among the plans that keep the {n} node"
+                f"{'s' if n > 1 else ''} of policy.reserve open"))
         return p
 
     if planner == "cpsat":

@@ -541,6 +541,7 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
         raise portfolio.BuildTimeout
 
     data = json.loads((Path(__file__).parent / "data" / "soak-64-baselines.json").read_text())
+    data["policy"]["reserve"] = None  # (no node kept open: policy.reserve, tests/test_reserve.py)
     monkeypatch.setattr(cpsat, "EXTRA_SHARE", 0.0)
     monkeypatch.setattr(portfolio, "CpsatModel", no_model)
     monkeypatch.setattr(portfolio, "improve",
@@ -729,8 +730,10 @@ def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_a_base
     # the traded one competes after the trades: the Kubernetes-style plan is returned.
     from planner.checks.verify import objective_of
 
-    snap = load_snapshot(generate(nodes=256, pending=100, seed=0, gpus_per_node=8,
-                                  occupancy=0.9, immune_share=0.25, multinode_share=0.1))
+    data = generate(nodes=256, pending=100, seed=0, gpus_per_node=8, occupancy=0.9,
+                    immune_share=0.25, multinode_share=0.1)
+    data["policy"]["reserve"] = None  # (no node kept open: policy.reserve, tests/test_reserve.py)
+    snap = load_snapshot(data)
     p = plan(snap, time_limit_s=0.5, deterministic=True)
     keys = {b: objective_of(snap, plan(snap, planner=b)).key() for b in ("greedy", "k8s", "slurm")}
     assert [k[:4] for k in keys.values()] == [(56, 104, 39, 12110), (56, 104, 39, 12146),

@@ -18,7 +18,7 @@ from models import Deferred, Job
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
 from planner.core.decision import Decision, exempt_victims, preemptors_of, used_gpus
-from planner.core.problem import PendingInfo, Problem, fmt_duration
+from planner.core.problem import PendingInfo, Problem, fmt_duration, node_can_host
 
 
 def shape(job: Job) -> str:
@@ -370,7 +370,44 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
                    loads: dict[str, float], *, late: str | None = None) -> Deferred:
     """The deferral of a job ``d`` does not place: its reason and detail. ``late``:
     the planner's time limit ended before it considered the job ("none") or before
-    it considered evictions for it ("free": it found too few free GPUs)."""
+    it considered evictions for it ("free": it found too few free GPUs). Where nodes
+    kept open by ``policy.reserve`` had free GPUs for a shard of it, the detail
+    says so."""
+    out = _deferred_entry(problem, info, d, loads, late=late)
+    if problem.reserved and out.reason != "COOLDOWN":
+        note = _reserved_note(problem, info)
+        if note:
+            out = out.model_copy(update={"detail": f"{out.detail}; {note}"})
+    return out
+
+
+def _reserved_note(problem: Problem, info: PendingInfo) -> str:
+    """The reserved nodes (policy.reserve) kept from the job that have free GPUs for
+    one of its shards, in a sentence ("" when none)."""
+    job = info.job
+
+    def compute() -> str:
+        hosts = problem.candidate_set(info)
+        room = sorted(problem.nodes[ni].node.id for ni in problem.reserved
+                      if ni not in hosts and node_can_host(problem.nodes[ni], job, problem.policy)
+                      and problem.nodes[ni].fits(problem.nodes[ni].free, job.gpus_per_node,
+                                                 info.need_nvlink))
+        if not room:
+            return ""
+        res = problem.policy.reserve
+        assert res is not None
+        tiers = ", ".join(str(t) for t in res.tiers)
+        listed = room if len(room) <= 3 else [*room[:3], f"{len(room) - 3} more"]
+        one = len(room) == 1
+        return (f"{_names(listed)} {'has' if one else 'have'} free GPUs for it but "
+                f"{'is' if one else 'are'} kept open for tier {tiers} jobs taking at least "
+                f"{100 * res.min_shard_fraction:g}% of a node's GPUs (policy.reserve)")
+
+    return _once(problem, ("reserved", *_shape(info)), compute)
+
+
+def _deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
+                    loads: dict[str, float], *, late: str | None = None) -> Deferred:
     job = info.job
     pol = problem.policy
     if info.held_until is not None:

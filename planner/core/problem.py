@@ -152,6 +152,8 @@ class Problem:
     owner: dict[tuple[int, int], str]  # (node idx, gpu) -> running job id
     total_gpus_up_drain: int
     thrash: ThrashBudget | None = None  # R15 (None: off)
+    # the nodes policy.reserve keeps open for big shards of its tiers (reserve_nodes)
+    reserved: frozenset[int] = frozenset()
     # candidate nodes by candidates list (id -> [list, set, array]: _host)
     _hosts: dict[int, list] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -537,10 +539,75 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
             hosts[key] = sorted(found)
         info.candidates = hosts[key]
         pending[j.id] = info
+    reserved = reserve_nodes(policy, nodes, running)
+    if reserved:
+        _keep_off(policy, nodes, pending, reserved)
     out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
-                  thrash_budget(snap, len(running) - ignored))
+                  thrash_budget(snap, len(running) - ignored), reserved)
     out._statics, out._shapes, out._lasting = statics, hosts, lasting
     return out
+
+
+def reserve_nodes(policy: Policy, nodes: list[NodeInfo],
+                  running: dict[str, VictimInfo]) -> frozenset[int]:
+    """The nodes ``policy.reserve`` keeps open this tick (an extension, a planner's
+    choice: models.policy.Reserve): of the up nodes in a pool admitting one of its
+    tiers whose every running job one of them may evict now, the ``count`` with the
+    fewest free GPUs, then the fewest running jobs, then by id."""
+    res = policy.reserve
+    up = [nd for nd in nodes if nd.node.state == "up"]
+    k = 0 if res is None else res.count(len(up))
+    if not k:
+        return frozenset()
+    assert res is not None
+    tiers = [t for t in res.tiers if t in policy.tiers]
+    rights = {v for t in tiers for v in policy.tier(t).can_preempt}
+    closed = bytearray(len(nodes))
+    jobs = [0] * len(nodes)
+    for vi in running.values():
+        shut = not vi.evictable or vi.job.tier not in rights
+        for ni, _m in vi.parts:
+            jobs[ni] += 1
+            if shut:
+                closed[ni] = 1
+    pools: dict[str, bool] = {}
+    opened = []
+    for nd in up:
+        if closed[nd.idx]:
+            continue
+        pool = nd.node.pool
+        if pool not in pools:
+            pools[pool] = any(policy.pool_admits(pool, t) for t in tiers)
+        if pools[pool]:
+            opened.append((popcount(nd.free), jobs[nd.idx], nd.idx))
+    opened.sort()
+    return frozenset(ni for _f, _j, ni in opened[:k])
+
+
+def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingInfo],
+              reserved: frozenset[int]) -> None:
+    """Take the ``reserved`` nodes out of the candidate nodes of every pending job
+    but the reserve's tiers' jobs whose shards take at least min_shard_fraction of
+    a node's GPUs (there)."""
+    res = policy.reserve
+    assert res is not None
+    tiers = set(res.tiers)
+    cut: dict[tuple[int, frozenset[int]], list[int]] = {}
+    for info in pending.values():
+        j = info.job
+        if j.tier in tiers:
+            allowed = frozenset(ni for ni in reserved
+                                if j.gpus_per_node >= res.min_shard_fraction * nodes[ni].node.gpus)
+            if allowed == reserved:
+                continue
+            off = reserved - allowed
+        else:
+            off = reserved
+        key = (id(info.candidates), off)
+        hit = cut.get(key)
+        if hit is None:
+            hit = cut[key] = [ni for ni in info.candidates if ni not in off]
+        info.candidates = hit
 
 
 def _kinds(nodes: list[NodeInfo]) -> dict[tuple, list[int]]:

@@ -1,0 +1,118 @@
+"""policy.reserve: nodes kept open for the big shards of tier-1 jobs (an extension of
+the contract, a planner's choice: models.policy.Reserve, planner/core/problem.py).
+
+Conventions of test_planner_cases.py: Monday 2026-11-30 08:00Z, 8-GPU NVSwitch
+nodes, checkpoints of size 0 with a signal (cost: GPUs x restore 100 s); running
+jobs started at 04:00 unless said otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_planner_cases import OLD, deferred_entry, node, nodes_of, pend, run, snap, solve
+
+from models import InputError, Policy, load_snapshot
+from models.policy import Reserve
+from planner.core.problem import build_problem
+
+RECENT = "2026-11-30T07:50:00Z"  # 10 min ago: tier 3 immune for 20 more min (R6)
+
+
+SMALL = {"reserve": {"min_cluster_nodes": 16}}  # (the default keeps none below 32 nodes)
+
+
+def _cluster(extra: list[dict[str, Any]], policy: dict | None = None) -> dict[str, Any]:
+    """16 nodes. n00-n12 and n13 are each held whole by a tier-3 job started 10 min
+    ago (immune, R6): closed. n14: an old tier-3 job on GPUs 0-5 (2 free); n15: an
+    old tier-3 job on all 8 GPUs (0 free). Both are open: a tier-1 job may evict
+    everything on them. The reserve (from 16 nodes here), max(2, floor(0.02 x 16))
+    = 2 nodes, takes the open nodes with the fewest free GPUs: n15 (0), then n14 (2)."""
+    nodes = [node(f"n{i:02d}") for i in range(16)]
+    jobs = [run(f"imm{i:02d}", 3, {f"n{i:02d}": list(range(8))}, started=RECENT)
+            for i in range(14)]
+    jobs += [run("r14", 3, {"n14": list(range(6))}), run("r15", 3, {"n15": list(range(8))})]
+    return snap(nodes, jobs + extra, SMALL if policy is None else policy)
+
+
+def test_the_count_follows_the_cluster_size() -> None:
+    r = Reserve()
+    # max(2, floor(0.02 x N)) from 32 up nodes on; none below
+    assert [r.count(n) for n in (1, 16, 31, 32, 100, 149, 150, 12_500)] == [
+        0, 0, 0, 2, 2, 2, 3, 250]
+    assert Reserve(fraction=0.05).count(100) == 5
+    assert Reserve(nodes=0, fraction=0.0).count(1_000) == 0
+    assert Reserve(min_cluster_nodes=0, nodes=3).count(2) == 2  # (never more than the nodes)
+    assert Policy.model_validate({"reserve": None}).reserve is None
+    assert Policy.model_validate({"reserve": {"nodes": 4}}).reserve == Reserve(nodes=4)
+
+
+def test_the_open_nodes_with_fewest_free_gpus_are_reserved_for_big_tier1_shards() -> None:
+    # A third open node, n13 emptied (8 free), ranks after n15 (0 free) and n14 (2).
+    data = _cluster([pend("big", 1, 8), pend("half", 1, 4), pend("small", 1, 1),
+                     pend("low", 3, 1, submitted_at=OLD), pend("mid", 2, 8, submitted_at=OLD)])
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm13"]
+    p = build_problem(load_snapshot(data))
+    assert sorted(p.nodes[i].node.id for i in p.reserved) == ["n14", "n15"]
+    ids = {p.nodes[i].node.id: i for i in range(16)}
+    kept = {ids["n14"], ids["n15"]}
+    # tier-1 shards of at least half a node (4 of 8 GPUs) may use them, nothing else
+    assert kept <= set(p.pending["big"].candidates)
+    assert kept <= set(p.pending["half"].candidates)
+    for j in ("small", "low", "mid"):
+        assert not kept & set(p.pending[j].candidates), j
+        assert len(p.pending[j].candidates) == 14
+    # with the reserve off, every node is a candidate of every job
+    data["policy"] = {"reserve": None}
+    q = build_problem(load_snapshot(data))
+    assert q.reserved == frozenset()
+    assert all(len(i.candidates) == 16 for i in q.pending.values())
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
+def test_lower_tiers_and_small_tier1_shards_stay_off_the_reserved_nodes(planner: str) -> None:
+    # low (tier 3, 1 GPU) fits only n14's two free GPUs, small (tier 1, 1 GPU) could
+    # also evict r14 or r15; both nodes are reserved and everything else is immune:
+    # both wait, and low's detail names n14. big (tier 1, 8 GPUs) takes n14: r14
+    # costs 6 x 100 = 600 GPU-s against r15's 800, and its 2 free GPUs come with it.
+    data = _cluster([pend("big", 1, 8), pend("small", 1, 1),
+                     pend("low", 3, 1, submitted_at=OLD)])
+    p = solve(data, planner)
+    assert nodes_of(p, "big") == {"n14": list(range(8))}
+    assert [e["job"] for e in p["evictions"]] == ["r14"]
+    assert p["objective"]["admitted_gpus"] == {"1": 8, "2": 0, "3": 0}
+    low = deferred_entry(p, "low")
+    assert low["reason"] == "PROTECTED"
+    assert low["detail"].endswith(
+        "; n14 has free GPUs for it but is kept open for tier 1 jobs taking at least 50% "
+        "of a node's GPUs (policy.reserve)")
+    assert deferred_entry(p, "small")["reason"] == "PROTECTED"
+
+
+def test_without_the_reserve_the_small_jobs_take_the_open_nodes() -> None:
+    # reserve null: low takes a free GPU of n14 and small evicts there too (the
+    # cheapest room: r14 for 600 GPU-s, or a free GPU); big then finds n15 (r15,
+    # 800 GPU-s): the same tier-1 GPUs admitted, a tier-3 GPU more, and both open
+    # nodes now hold work that cannot be evicted (tier 1, or immune tier 3)
+    data = _cluster([pend("big", 1, 8), pend("small", 1, 1),
+                     pend("low", 3, 1, submitted_at=OLD)], {"reserve": None})
+    p = solve(data)
+    assert p["objective"]["admitted_gpus"] == {"1": 9, "2": 0, "3": 1}
+    assert set(nodes_of(p, "low")) == {"n14"}
+
+
+def test_fewer_than_min_cluster_nodes_reserve_nothing() -> None:
+    # the default policy on the 16 nodes (fewer than 32), and 15 of them at 16
+    data = _cluster([pend("low", 3, 1, submitted_at=OLD)], {})
+    assert set(nodes_of(solve(data), "low")) == {"n14"}
+    data = _cluster([pend("low", 3, 1, submitted_at=OLD)])
+    data["nodes"] = data["nodes"][1:]  # (imm00's node gone: imm00 too)
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm00"]
+    assert set(nodes_of(solve(data), "low")) == {"n14"}
+
+
+def test_a_reserve_tier_not_in_the_policy_is_bad_input() -> None:
+    data = _cluster([], {"reserve": {"tiers": [7]}})
+    with pytest.raises(InputError, match=r"policy\.reserve\.tiers: tier 7 is not defined"):
+        load_snapshot(data)
