@@ -588,21 +588,21 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
               reserved: frozenset[int]) -> None:
     """Take the ``reserved`` nodes out of the candidate nodes of every pending job
     but the reserve's tiers' jobs whose shards take at least min_shard_fraction of
-    a node's GPUs (there)."""
+    a node's GPUs (there). Jobs of one shard size and candidate list share a list."""
     res = policy.reserve
     assert res is not None
     tiers = set(res.tiers)
+    offs: dict[int, frozenset[int]] = {}  # shard size of a reserve tier's job (0: others)
     cut: dict[tuple[int, frozenset[int]], list[int]] = {}
     for info in pending.values():
         j = info.job
-        if j.tier in tiers:
-            allowed = frozenset(ni for ni in reserved
-                                if j.gpus_per_node >= res.min_shard_fraction * nodes[ni].node.gpus)
-            if allowed == reserved:
-                continue
-            off = reserved - allowed
-        else:
-            off = reserved
+        size = j.gpus_per_node if j.tier in tiers else 0
+        off = offs.get(size)
+        if off is None:
+            off = offs[size] = reserved if not size else frozenset(
+                ni for ni in reserved if size < res.min_shard_fraction * nodes[ni].node.gpus)
+        if not off:
+            continue
         key = (id(info.candidates), off)
         hit = cut.get(key)
         if hit is None:
