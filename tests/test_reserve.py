@@ -116,3 +116,23 @@ def test_a_reserve_tier_not_in_the_policy_is_bad_input() -> None:
     data = _cluster([], {"reserve": {"tiers": [7]}})
     with pytest.raises(InputError, match=r"policy\.reserve\.tiers: tier 7 is not defined"):
         load_snapshot(data)
+
+
+def test_whatif_switches_the_reserve_off(tmp_path: Any, capsys: Any) -> None:
+    # The case above through `whatif`: with the reserve (from 16 nodes here) big
+    # evicts r14 and small and low wait (PROTECTED); with `reserve=null` low takes a
+    # free GPU of n14, small the other, and big evicts r15: nothing waits.
+    import json
+
+    import cli
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(_cluster([pend("big", 1, 8), pend("small", 1, 1),
+                                         pend("low", 3, 1, submitted_at=OLD)])))
+    rc = cli.main(["whatif", str(path), "--deterministic", "--format", "json",
+                   "--set", "policy.reserve=null", "--name", "off"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["base"]["evictions"], out["base"]["deferred"]) == (1, {"PROTECTED": 2})
+    off = out["variants"][0]
+    assert (off["evictions"], off["deferred"]) == (1, {})
