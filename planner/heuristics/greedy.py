@@ -287,6 +287,8 @@ class GreedyPlanner:
         self._relief: dict[str | None, int] = {}
         self._reliefs = 0  # their sum (see ShapeHeap)
         self._limits_memo: dict[tuple, tuple] = {}  # see _limits
+        self._bounds_st: GreedyState | None = None  # see _bounds_memo
+        self._bounds: dict[tuple, dict[int, tuple]] = {}
         self._node_storages: dict[int, tuple] = {}
         self._heaps: dict[tuple, ShapeHeap] = {}
         self._group_index: dict[tuple, GroupIndex] = {}  # see _group_options
@@ -373,6 +375,22 @@ class GreedyPlanner:
                 self.budget_rejected = True
                 return False
         return True
+
+    def evictions_closed(self, st: GreedyState) -> bool:
+        """Would the budgets (R13, and R15 unless every victim is exempt) refuse any
+        victim more in this state, for the job being placed (:meth:`placing`)? Then
+        every option with victims is refused, whatever its victims: the searches
+        skip scoring them (at 12,500 nodes, tier-2 jobs of the spare variant scored
+        43,000 such nodes once R15's window was spent, 80% of its searches)."""
+        n, g = len(st.victims) + 1, st.evicted_gpus + 1
+        tb = self.p.thrash
+        if tb is not None and not (self.placing_exempt and len(st.victims) == len(st.exempt)) \
+                and (n > tb.left or g > tb.gpus_left):
+            return True
+        pol = self.p.policy
+        return ((pol.max_evictions_per_tick is not None and n > pol.max_evictions_per_tick)
+                or (pol.max_evicted_gpu_fraction is not None and g > (
+                    pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9)))
 
     def _eviction_option(self, st: GreedyState, info: PendingInfo, ni: int,
                          base: int) -> tuple[float, list[str]] | None:
@@ -624,12 +642,36 @@ class GreedyPlanner:
                 or any(now[i] < then[i] or now[i + 1] > then[i + 1]
                        for i in range(3, len(now), 2)))
 
-    def _bound(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+    def _bounds_memo(self, st: GreedyState, info: PendingInfo) -> dict[int, tuple]:
+        """The memo of :meth:`_bound` for the job's shape in state ``st``: node ->
+        (its version, the entry). A node's entry depends on the node's state (its
+        version) and on the tier, rights, shard and ``past``, not on the candidate
+        list: shapes that differ only there (at 12,500 nodes, 104 heaps of 30 such
+        shapes, each scoring every changed node) share it."""
+        if self._bounds_st is not st:
+            self._bounds_st, self._bounds = st, {}
+        return self._bounds.setdefault((info.job.tier, info.rights, info.job.gpus_per_node,
+                                        info.need_nvlink, self.past(st, info)), {})
+
+    def _bound(self, st: GreedyState, info: PendingInfo, ni: int,
+               memo: dict[int, tuple] | None = None) -> tuple | None:
         """A node's heap entry: where the job fits the GPUs available to it, its exact
         option there (victims ``[]``, as :meth:`node_option` gives it); else a cheap
         lower bound on its option that sorts before any exact option with the same
         cost (``()`` where leftover GPUs go; victims None); None when the node cannot
-        host the job even by evicting every allowed victim."""
+        host the job even by evicting every allowed victim. ``memo``:
+        :meth:`_bounds_memo`, when the caller scores many nodes in one state."""
+        if memo is None:
+            memo = self._bounds_memo(st, info)
+        version = st.version.get(ni, 0)
+        hit = memo.get(ni)
+        if hit is None or hit[0] != version:
+            hit = memo[ni] = (version, self._bound_now(st, info, ni))
+        b = hit[1]
+        return b if b is None or b[6] is None else (*b[:6], [])  # (a list of its own)
+
+    def _bound_now(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
+        """:meth:`_bound`, worked out."""
         base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self.fits(ni, base, info):
@@ -717,8 +759,9 @@ class GreedyPlanner:
     def _changed_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
         """``_bound`` for the job's candidate nodes that changed (version > 0)."""
         members = self.p.candidate_set(info)
+        memo = self._bounds_memo(st, info)
         return [b for ni in sorted(ni for ni, v in st.version.items() if v and ni in members)
-                if (b := self._bound(st, info, ni)) is not None]
+                if (b := self._bound(st, info, ni, memo)) is not None]
 
     def _first_bounds(self, st: GreedyState, info: PendingInfo) -> list[tuple]:
         """``_bound`` for every candidate node of a job shape, sorted: nodes nothing
@@ -756,13 +799,16 @@ class GreedyPlanner:
                     for then in [t for t in by_then if t != now and self._looser(now, t)]:
                         back.update(by_then.pop(then))
                 ch.reliefs = self._reliefs
+            memo = self._bounds_memo(st, info) if back else {}
             for ni in sorted(back):
-                b = self._bound(st, info, ni)
+                b = self._bound(st, info, ni, memo)
                 if b is not None:
                     heapq.heappush(ch.heap, b)
             ch.pos = len(st.log)
         chosen: list[tuple] = []
         seen: set[int] = set()
+        # (the budgets cannot change while this job's search goes on)
+        closed = bool(info.rights) and self.evictions_closed(st)
         while ch.heap and len(chosen) < m:
             e = heapq.heappop(ch.heap)
             if e is ch.front:
@@ -770,6 +816,14 @@ class GreedyPlanner:
             ni = e[4]
             if ni in seen or e[5] != st.version.get(ni, 0):
                 continue  # stale: the node changed and was re-scored
+            if e[6] is None and closed:
+                # a bound on victims no budget allows: refused, unscored (kept with
+                # those the limits refused, below, in case they loosen)
+                self.refusals += 1
+                self.budget_rejected = True
+                ss = self._relief_storages(ni)
+                ch.dropped.setdefault(ss, {}).setdefault(self._limits(st, ss), []).append(ni)
+                continue
             if e[6] is None or (e[6] and not self.within_limits(st, e[6])):
                 # a bound, or an option the limits no longer allow: score it now
                 refused = self.refusals
