@@ -166,6 +166,9 @@ class Problem:
     # the same as numpy arrays (free_fits_array)
     _fits_arrays: dict[tuple[int, bool], np.ndarray] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # victim_arrays: the (victim, node) pairs of victims_by_node as numpy columns
+    _pairs: dict[str, np.ndarray] | None = field(
+        default=None, init=False, repr=False, compare=False)
     # node_arrays: (free GPUs per node, most GPUs of a node)
     _arrays: tuple[np.ndarray, int] | None = field(
         default=None, init=False, repr=False, compare=False)
@@ -223,6 +226,40 @@ class Problem:
                 vids.sort(key=lambda v: (self.running[v].cost, v))
             self._victims = (by_node, vmask)
         return self._victims
+
+    def victim_arrays(self) -> dict[str, np.ndarray]:
+        """The pairs (victim, node) of :meth:`victims_by_node`, node by node in its
+        order (cheapest first), as numpy columns: ``node``, ``gpus`` (the victim's
+        GPUs on the node), ``cost``, ``total`` (all its GPUs), ``tier``, ``flushing``
+        and ``flush_gb`` (R11/R12) and ``storage`` (the index of its storage target
+        in ``storages``, -1 for none or no flush). Made once per problem (read
+        only): the greedy planner's tables of bounds are computed from them."""
+        if self._pairs is None:
+            by_node, vmask = self.victims_by_node()
+            run = self.running
+            cols: list[list] = [[] for _ in range(8)]
+            (node, gpus, cost, total, tier, flushing, flush_gb, storage) = cols
+            where: dict[str, int] = {}
+            for ni in sorted(by_node):
+                for v in by_node[ni]:
+                    vi = run[v]
+                    node.append(ni)
+                    gpus.append(vmask[(v, ni)].bit_count())
+                    cost.append(vi.cost)
+                    total.append(vi.job.total_gpus)
+                    tier.append(vi.job.tier)
+                    flushing.append(vi.flushing)
+                    flush_gb.append(vi.flush_gb)
+                    storage.append(where.setdefault(vi.storage, len(where))
+                                   if vi.flushing and vi.storage is not None else -1)
+            self._pairs = {
+                "node": np.asarray(node, np.int64), "gpus": np.asarray(gpus, np.int64),
+                "cost": np.asarray(cost, np.float64), "total": np.asarray(total, np.int64),
+                "tier": np.asarray(tier, np.int64), "flushing": np.asarray(flushing, bool),
+                "flush_gb": np.asarray(flush_gb, np.float64),
+                "storage": np.asarray(storage, np.int64),
+                "storages": np.asarray(list(where), dtype=object)}
+        return self._pairs
 
     def free_fits(self, gpn: int, need_nvlink: bool) -> list[bool]:
         """Per node (by index), does one shard of ``gpn`` GPUs (connected when

@@ -701,16 +701,51 @@ class GreedyPlanner:
         wkey = (info.rights, contested, past)
         tab = self._least_weight.get(wkey)
         if tab is None:
-            _free, most = self.p.node_arrays()
-            tab = np.full((len(self.p.nodes), most + 1), np.inf)
-            vmask, running = self.vmask, self.p.running
-            for ni, vids in self.by_node.items():
-                ws = [(self._weight(v, contested, past), vmask[(v, ni)].bit_count())
-                      for v in vids if running[v].job.tier in info.rights]
-                if ws:
-                    bounds = cover_bounds(ws)
-                    tab[ni, :len(bounds)] = bounds
-            self._least_weight[wkey] = tab
+            tab = self._least_weight[wkey] = self._cover_table(info.rights, contested, past)
+        return tab
+
+    def _cover_table(self, rights: frozenset[int], contested: frozenset[int],
+                     past: bool) -> np.ndarray:
+        """:meth:`_least_table`, worked out in numpy from the problem's victim
+        columns: the victims of tiers in ``rights`` weighed as :meth:`_weight` does,
+        each node's cut into single GPUs (weight / GPUs each) taken cheapest per GPU
+        first (ties in the node's victim order, as cover_bounds sorts), their running
+        sums the node's row (cover_bounds, to a last bit of rounding, less than its
+        billionth)."""
+        _free, most = self.p.node_arrays()
+        tab = np.full((len(self.p.nodes), most + 1), np.inf)
+        a = self.p.victim_arrays()
+        keep = np.isin(a["tier"], np.fromiter(rights, np.int64, len(rights)))
+        if not keep.any():
+            return tab
+        node, g, tier = a["node"][keep], a["gpus"][keep], a["tier"][keep]
+        w = a["cost"][keep] + (self.past_penalty if past else 0.0)
+        if contested:
+            w = w + np.where(np.isin(tier, np.fromiter(contested, np.int64, len(contested))),
+                             SPARE_PENALTY * a["total"][keep], 0.0)
+        if self.storm_price:
+            flush, store = a["flush_gb"][keep], a["storage"][keep]
+            priced = a["flushing"][keep]
+            if self.priced is not None:
+                names = a["storages"]
+                priced &= np.isin(store, [i for i, s in enumerate(names) if s in self.priced])
+            w = w + np.where(priced, self.storm_price * flush, 0.0)
+        ratio = w / g
+        order = np.lexsort((np.arange(len(node)), ratio, node))
+        node, g, ratio = node[order], g[order], ratio[order]
+        unit_node = np.repeat(node, g)
+        first = np.ones(len(unit_node), dtype=bool)  # each node's first GPU unit
+        first[1:] = unit_node[1:] != unit_node[:-1]
+        starts = np.nonzero(first)[0]
+        counts = np.diff(np.append(starts, len(unit_node)))
+        row = np.repeat(np.arange(len(starts)), counts)  # the unit's node, as a row
+        k = np.arange(len(unit_node)) - np.repeat(starts, counts)  # its place there
+        # running sums node by node (one row each: a sum over the whole cluster
+        # would lose the small weights' last digits next to the spare penalty's)
+        units = np.zeros((len(starts), most))
+        units[row, k] = np.repeat(ratio, g)
+        tab[unit_node, k + 1] = np.cumsum(units, axis=1)[row, k] * (1 - 1e-9)
+        tab[node, 0] = 0.0
         return tab
 
     def _first_order(self, info: PendingInfo, past: bool) -> tuple[list, list, list, list]:

@@ -1,0 +1,123 @@
+"""The greedy search's shared tables (planner/heuristics/greedy.py).
+
+- The bound table of a job shape (``_least_table``, made in numpy by
+  ``_cover_table`` from the problem's victim columns) is, node by node, the
+  fractional cover of ``cover_bounds`` over the victims the shape may evict,
+  weighed as ``_weight`` weighs them (spare penalty, storm price, past penalty).
+- ``evictions_closed``: where the budgets refuse any victim more, the search drops
+  the nodes it would have to evict on without scoring them; the plan is the one
+  the search gives when the victims are refused one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models import load_snapshot
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner, GreedyState, cover_bounds
+from planner.sim.generate import generate
+
+
+def test_cover_bounds_by_hand() -> None:
+    # victims (weight, GPUs): 100 for 1 GPU (100 per GPU), 300 for 4 (75 per GPU):
+    # the 4-GPU victim's GPUs come first, 75 each, then the other's 100
+    got = cover_bounds([(100.0, 1), (300.0, 4)])
+    want = [0.0, 75.0, 150.0, 225.0, 300.0, 400.0]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g == pytest.approx(w * (1 - 1e-9), rel=1e-15)
+        assert g <= w  # (a bound sorts before the option it bounds)
+
+
+def _reference(g: GreedyPlanner, rights: frozenset[int], contested: frozenset[int],
+               past: bool) -> np.ndarray:
+    """The table node by node with cover_bounds, as the planner made it before."""
+    p = g.p
+    _free, most = p.node_arrays()
+    tab = np.full((len(p.nodes), most + 1), np.inf)
+    for ni, vids in g.by_node.items():
+        ws = [(g._weight(v, contested, past), g.vmask[(v, ni)].bit_count())
+              for v in vids if p.running[v].job.tier in rights]
+        if ws:
+            b = cover_bounds(ws)
+            tab[ni, :len(b)] = b
+    return tab
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cover_table_is_the_fractional_cover_per_node(seed: int) -> None:
+    snap = load_snapshot(generate(nodes=96, seed=seed, occupancy=0.95, pending=30,
+                                  multinode_share=0.2))
+    p = build_problem(snap)
+    storages = sorted({v.storage for v in p.running.values() if v.storage})
+    assert storages
+    settings = [{"spare_lower": True}, {"spare_lower": False},
+                {"spare_lower": True, "storm_price": 1e3},
+                {"spare_lower": True, "storm_price": 1e3, "priced": frozenset(storages[:1])}]
+    shapes = [(frozenset({2, 3}), frozenset({3}), False), (frozenset({3}), frozenset(), True),
+              (frozenset({2, 3}), frozenset(), False), (frozenset({1}), frozenset(), False)]
+    checked = 0
+    for kw in settings:
+        g = GreedyPlanner(p, **kw)  # type: ignore[arg-type]
+        g.past_penalty = 5e4  # (so that past weighs something)
+        for rights, contested, past in shapes:
+            want = _reference(g, rights, contested, past)
+            got = g._cover_table(rights, contested, past)
+            fin = np.isfinite(want)
+            assert (np.isfinite(got) == fin).all()
+            # the same sums up to the last bit of rounding: far inside the billionth
+            # that keeps a bound below the option it bounds
+            assert np.allclose(got[fin], want[fin], rtol=1e-13, atol=0)
+            checked += int(fin.sum())
+    assert checked > 1000
+
+
+def _snap(policy: dict) -> dict:
+    data = generate(nodes=48, seed=3, occupancy=0.95, pending=40)
+    data["policy"] = {**data.get("policy", {}), **policy}
+    return data
+
+
+def test_evictions_closed_by_the_tick_budget() -> None:
+    p = build_problem(load_snapshot(_snap({"max_evictions_per_tick": 0})))
+    g = GreedyPlanner(p)
+    st = g.state_of(GreedyPlanner(p).solve())
+    assert g.evictions_closed(st)
+    # every job takes free GPUs only: no victim, and the budget said no
+    d = GreedyPlanner(p, spare_lower=True).solve()
+    assert not d.victims and d.placements
+
+
+def test_evictions_open_without_budgets() -> None:
+    p = build_problem(load_snapshot(_snap({"max_evictions_per_tick": None,
+                                           "max_evicted_gpu_fraction": None,
+                                           "thrash": None})))
+    g = GreedyPlanner(p)
+    st = g.state_of(GreedyPlanner(p).solve())
+    assert not g.evictions_closed(st)
+
+
+def test_closed_budget_plan_equals_scoring_every_node() -> None:
+    """With a tick budget of 3 evictions the spare variant's tier-2 jobs meet a
+    closed budget; the plan equals the one made scoring every such node (the
+    search with evictions_closed switched off)."""
+    p = build_problem(load_snapshot(_snap({"max_evictions_per_tick": 3})))
+    fast = GreedyPlanner(p, spare_lower=True)
+    said: list[bool] = []
+    closed = fast.evictions_closed
+
+    def watched(st: GreedyState) -> bool:
+        said.append(closed(st))
+        return said[-1]
+
+    fast.evictions_closed = watched  # type: ignore[method-assign]
+    d1 = fast.solve()
+    assert any(said)  # (the budget closed for some job's search)
+    slow = GreedyPlanner(p, spare_lower=True)
+    slow.evictions_closed = lambda st: False  # type: ignore[method-assign]
+    d2 = slow.solve()
+    assert len(d1.victims) == 3
+    assert d1.placements == d2.placements and d1.victims == d2.victims
+    assert fast.budget_rejected and slow.budget_rejected
