@@ -149,12 +149,16 @@ def cover_bounds(ws: list[tuple[float, int]]) -> tuple[float, ...]:
     the fractional cover, cheapest per GPU first. An option on a node that misses k
     GPUs evicts victims that free at least k, so its cost is at least the k-th
     (lowered by a billionth, so that rounding never puts it above the cost: a bound
-    sorts before the option it bounds)."""
+    sorts before the option it bounds). Each victim's weight is spread over its
+    GPUs and summed one GPU at a time: the numpy tables of the search
+    (GreedyPlanner._cover_table) sum in that order too, to the same last bit."""
     out = [0.0]
     acc = 0.0
     for w, g in sorted(ws, key=lambda e: e[0] / e[1]):
-        out += [(acc + w * j / g) * (1 - 1e-9) for j in range(1, g + 1)]
-        acc += w
+        r = w / g
+        for _ in range(g):
+            acc += r
+            out.append(acc * (1 - 1e-9))
     return tuple(out)
 
 
