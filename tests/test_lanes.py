@@ -235,7 +235,8 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     monkeypatch.setattr(cpsat.GreedyPlanner, "solve", logged)
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
     monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
-    monkeypatch.setattr(portfolio, "BASELINE_RUN", 1e6)  # never room for a baseline here
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 1e6, "slurm": 1e6})  # never room
+    # for a baseline here
     monkeypatch.setattr(portfolio, "lane_runs", lambda _c: 0.0)  # but a lane starts
     monkeypatch.setattr(cpsat, "lanes_available", lambda _w: True)
     monkeypatch.setattr(portfolio, "Lane", Spy)

@@ -46,7 +46,12 @@ PRIORITY_FIRST: dict[str, Any] = {"spare_lower": True, "order": "priority"}
 BASELINE_NAMES = {"k8s": "Kubernetes-style", "slurm": "Slurm-style"}
 # what a candidate costs, in greedy runs (a greedy run: the first greedy plan's time)
 VARIANT_RUN = 1.5  # a greedy variant (its settings may search more than the first)
-BASELINE_RUN = 1.5  # a baseline: 0.5-1.7 greedy runs at 512-1,024 nodes
+# a baseline, in first greedy runs (the spare variant's): measured on the generated
+# clusters of benchmarks/bench_scale.py (median of 5, 2026-12-04), Kubernetes-style
+# 3.1, 2.4, 2.6 and 3.3 runs at 256, 512, 1,024 and 4,096 nodes (5.2 at 12,500),
+# Slurm-style 1.1, 1.3, 1.05 and 1.7 (3.0); a baseline runs to its end, whatever its
+# budget, so it is estimated on the high side
+BASELINE_RUNS = {"k8s": 3.5, "slurm": 2.0}
 # the squeaky-wheel pass of a plan runs when one greedy run takes at most this share
 # of the time left to improve the plan (docs/planner.md, section 2)
 SQUEAKY_SHARE = 1 / 3
@@ -325,7 +330,7 @@ class Baseline(Strategy):
         self.name = name
 
     def estimate_s(self, pace: Pace) -> float:
-        return BASELINE_RUN * pace.greedy_s
+        return BASELINE_RUNS[self.name] * pace.greedy_s
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         return clean(problem, get_baseline(self.name)(problem).solve())
@@ -487,7 +492,7 @@ class WholeModel(Strategy):
 
 def lane_runs(candidate: dict | str) -> float:
     """What a second-lane candidate costs, in greedy runs."""
-    return BASELINE_RUN if isinstance(candidate, str) else VARIANT_RUN
+    return BASELINE_RUNS[candidate] if isinstance(candidate, str) else VARIANT_RUN
 
 
 def candidate(kw: dict | str) -> Greedy | Baseline:
