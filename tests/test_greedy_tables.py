@@ -6,8 +6,9 @@
   weighed as ``_weight`` weighs them (spare penalty, storm price, past penalty),
   to the last bit.
 - ``evictions_closed``: where the budgets refuse any victim more, the search drops
-  the nodes it would have to evict on without scoring them; the plan is the one
-  the search gives when the victims are refused one by one.
+  the nodes it would have to evict on without scoring them, and the
+  Kubernetes-style baseline works out only options without victims; the plans are
+  those made when the victims are refused one by one.
 """
 
 from __future__ import annotations
@@ -122,3 +123,30 @@ def test_closed_budget_plan_equals_scoring_every_node() -> None:
     assert len(d1.victims) == 3
     assert d1.placements == d2.placements and d1.victims == d2.victims
     assert fast.budget_rejected and slow.budget_rejected
+
+
+@pytest.mark.parametrize("name", ["k8s", "slurm"])
+def test_closed_budget_baseline_plan_equals_working_out_every_option(name: str) -> None:
+    """The per-node baselines, once the budgets are closed, look only at options
+    without victims (which rank first anyway): the same plan as working out every
+    node's victims."""
+    from planner.heuristics.baselines import get_baseline
+
+    p = build_problem(load_snapshot(_snap({"max_evictions_per_tick": 3})))
+    fast = get_baseline(name)(p)
+    said: list[bool] = []
+    closed = fast.evictions_closed
+
+    def watched(st: GreedyState) -> bool:
+        said.append(closed(st))
+        return said[-1]
+
+    fast.evictions_closed = watched  # type: ignore[method-assign]
+    d1 = fast.solve()
+    slow = get_baseline(name)(p)
+    slow.evictions_closed = lambda st: False  # type: ignore[method-assign]
+    d2 = slow.solve()
+    assert len(d1.victims) <= 3 and d1.placements
+    assert d1.placements == d2.placements and d1.victims == d2.victims
+    if name == "k8s":
+        assert any(said)  # (its search met a closed budget)

@@ -195,8 +195,13 @@ class PerNodeBaseline(GreedyPlanner):
         at 4,096 nodes."""
         shape = self._shape(info)
         kept = self._kept.setdefault(shape, {})
+        # where the budgets refuse any victim more (GreedyPlanner.evictions_closed;
+        # they only tighten while a plan is built), only options without victims can
+        # be allowed, and they rank first (option_key): a queue of those alone gives
+        # the same answer without working out the victims of every node
+        closed = bool(info.rights) and self.evictions_closed(st)
         # (R15 refuses victims of jobs whose tier is not exempt that it allows others)
-        qkey = (*shape, id(info.candidates), self.placing_exempt)
+        qkey = (*shape, id(info.candidates), self.placing_exempt, closed)
         q = self._queues.get(qkey)
         if q is None:
             q = self._queues[qkey] = ShapeHeap(
@@ -206,7 +211,7 @@ class PerNodeBaseline(GreedyPlanner):
             todo = sorted(set(st.log[q.pos:]) & q.members)
         q.pos = len(st.log)
         for ni in todo:
-            o = self._current(st, info, ni, kept)
+            o = self.free_option(st, info, ni) if closed else self._current(st, info, ni, kept)
             if o is not None:  # the key ends with the node id: entries never tie
                 heapq.heappush(q.heap, (self.option_key(o), st.version.get(ni, 0), o))
         while q.heap:

@@ -48,10 +48,10 @@ BASELINE_NAMES = {"k8s": "Kubernetes-style", "slurm": "Slurm-style"}
 VARIANT_RUN = 1.5  # a greedy variant (its settings may search more than the first)
 # a baseline, in first greedy runs (the spare variant's): measured on the generated
 # clusters of benchmarks/bench_scale.py (median of 5, 2026-12-04), Kubernetes-style
-# 3.1, 2.4, 2.6 and 3.3 runs at 256, 512, 1,024 and 4,096 nodes (5.2 at 12,500),
-# Slurm-style 1.1, 1.3, 1.05 and 1.7 (3.0); a baseline runs to its end, whatever its
-# budget, so it is estimated on the high side
-BASELINE_RUNS = {"k8s": 3.5, "slurm": 2.0}
+# 2.5, 1.2, 1.9 and 2.5 runs at 256, 512, 1,024 and 4,096 nodes (3.8 at 12,500),
+# Slurm-style 1.1, 0.8, 1.25 and 1.7-2.2 (2.5); a baseline runs to its end, whatever
+# its budget, so it is estimated on the high side
+BASELINE_RUNS = {"k8s": 3.0, "slurm": 2.5}
 # the squeaky-wheel pass of a plan runs when one greedy run takes at most this share
 # of the time left to improve the plan (docs/planner.md, section 2)
 SQUEAKY_SHARE = 1 / 3
