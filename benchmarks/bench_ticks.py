@@ -179,7 +179,9 @@ def cold(path: Path, limit: float) -> float:
     code = ("import sys; from models import load_snapshot; from planner import plan; "
             f"plan(load_snapshot(sys.argv[1]), time_limit_s={limit!r})")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, str(path)], cwd=REPO, check=True)
+    # (the child runs in the repository, to import it: the file's path made absolute
+    # so that a sequence recorded anywhere is found)
+    subprocess.run([sys.executable, "-c", code, str(path.resolve())], cwd=REPO, check=True)
     return time.perf_counter() - t0
 
 
