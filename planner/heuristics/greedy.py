@@ -356,41 +356,32 @@ class GreedyPlanner:
         """R13 and R15: do the eviction budgets of the tick (count, GPU fraction) and
         the rolling budget (unless every victim is exempt) hold with victims ``new``
         added? A refusal sets ``budget_rejected``."""
-        pol = self.p.policy
-        tb = self.p.thrash
-        if tb is not None and new and not (self.placing_exempt
-                                           and len(st.victims) == len(st.exempt)) and (
-                len(st.victims) + len(new) > tb.left
-                or st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
-                > tb.gpus_left):
-            # R15: more than the window has left, unless every victim is exempt
+        if self._over_budgets(st, len(new),
+                              sum(self.p.running[v].job.total_gpus for v in new)):
             self.refusals += 1
             self.budget_rejected = True
             return False
-        if (pol.max_evictions_per_tick is not None
-                and len(st.victims) + len(new) > pol.max_evictions_per_tick):
-            self.refusals += 1
-            self.budget_rejected = True
-            return False
-        if pol.max_evicted_gpu_fraction is not None:
-            g = st.evicted_gpus + sum(self.p.running[v].job.total_gpus for v in new)
-            if g > pol.max_evicted_gpu_fraction * self.p.total_gpus_up_drain + 1e-9:
-                self.refusals += 1
-                self.budget_rejected = True
-                return False
         return True
 
     def evictions_closed(self, st: GreedyState) -> bool:
         """Would the budgets (R13, and R15 unless every victim is exempt) refuse any
         victim more in this state, for the job being placed (:meth:`placing`)? Then
-        every option with victims is refused, whatever its victims: the searches
-        skip scoring them (on the 12,500-node benchmark cluster the spare variant's
-        tier-2 jobs meet 43,000 such nodes once R15's window is spent)."""
-        n, g = len(st.victims) + 1, st.evicted_gpus + 1
+        every option with victims is refused, whatever its victims (each frees a GPU
+        at least): the searches skip scoring them (on the 12,500-node benchmark
+        cluster the spare variant's tier-2 jobs meet 43,000 such nodes once R15's
+        window is spent)."""
+        return self._over_budgets(st, 1, 1)
+
+    def _over_budgets(self, st: GreedyState, count: int, gpus: int) -> bool:
+        """Do ``count`` victims more, freeing ``gpus`` GPUs, break R15's window
+        (unless every victim is exempt; no victim more never does) or the tick's
+        budgets of R13?"""
+        n, g = len(st.victims) + count, st.evicted_gpus + gpus
         tb = self.p.thrash
-        if tb is not None and not (self.placing_exempt and len(st.victims) == len(st.exempt)) \
-                and (n > tb.left or g > tb.gpus_left):
-            return True
+        if tb is not None and count and not (self.placing_exempt
+                                             and len(st.victims) == len(st.exempt)) and (
+                n > tb.left or g > tb.gpus_left):
+            return True  # R15: more than the window has left
         pol = self.p.policy
         return ((pol.max_evictions_per_tick is not None and n > pol.max_evictions_per_tick)
                 or (pol.max_evicted_gpu_fraction is not None and g > (
