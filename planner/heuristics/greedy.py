@@ -850,8 +850,7 @@ class GreedyPlanner:
                 # those the limits refused, below, in case they loosen)
                 self.refusals += 1
                 self.budget_rejected = True
-                ss = self._relief_storages(ni)
-                ch.dropped.setdefault(ss, {}).setdefault(self._limits(st, ss), []).append(ni)
+                self._set_aside(ch, st, ni)
                 continue
             if e[6] is None or (e[6] and not self.within_limits(st, e[6])):
                 # a bound, or an option the limits no longer allow: score it now
@@ -860,15 +859,19 @@ class GreedyPlanner:
                 if opt is not None:
                     heapq.heappush(ch.heap, (*opt[:5], e[5], opt[5]))
                 elif self.refusals != refused:  # (a limit, not the node, said no)
-                    ss = self._relief_storages(ni)
-                    ch.dropped.setdefault(ss, {}).setdefault(
-                        self._limits(st, ss), []).append(ni)
+                    self._set_aside(ch, st, ni)
                 continue
             chosen.append(e)
             seen.add(ni)
         for e in chosen:
             heapq.heappush(ch.heap, e)
         return [(e[0], e[2], e[4], e[6]) for e in chosen]
+
+    def _set_aside(self, ch: ShapeHeap, st: GreedyState, ni: int) -> None:
+        """Node ni leaves the shape's heap because a limit refused it: kept in
+        ``ch.dropped`` with the limits it faced, to come back when they loosen."""
+        ss = self._relief_storages(ni)
+        ch.dropped.setdefault(ss, {}).setdefault(self._limits(st, ss), []).append(ni)
 
     def place(self, st: GreedyState, info: PendingInfo) -> list[tuple[int, int]] | None:
         """Place one job by the greedy search: evict its victims, occupy its GPUs and
