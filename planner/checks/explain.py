@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from models import Deferred, Job
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
@@ -77,51 +79,80 @@ def _shape(info: PendingInfo) -> tuple:
             info.need_nvlink, j.nodes, j.same_block, j.same_nvlink_domain, j.gpu_type)
 
 
-def _avail(problem: Problem, info: PendingInfo, mode: str) -> dict[int, int]:
-    """Free GPUs plus, per mode, GPUs of running jobs that could be let go, per node:
+def _node_table(problem: Problem) -> tuple[np.ndarray, np.ndarray, list[topo.Layout], np.ndarray]:
+    """Per node (by index): its free GPUs (masks), the code of its NVLink layout,
+    the layouts by code, and its place in the order of node ids. Masks of nodes of
+    up to 62 GPUs are int64, of wider nodes Python ints (an object array)."""
+    def compute() -> tuple[np.ndarray, np.ndarray, list[topo.Layout], np.ndarray]:
+        nodes = problem.nodes
+        wide = any(nd.node.gpus > _NARROW for nd in nodes)
+        free = np.array([nd.free for nd in nodes], dtype=object if wide else np.int64)
+        codes: dict[int, int] = {}
+        layouts: list[topo.Layout] = []
+        for nd in nodes:
+            if codes.setdefault(id(nd.layout), len(codes)) == len(layouts):
+                layouts.append(nd.layout)
+        code = np.fromiter((codes[id(nd.layout)] for nd in nodes), np.int64, len(nodes))
+        by_id = sorted(range(len(nodes)), key=lambda i: nodes[i].node.id)
+        place = np.empty(len(nodes), np.int64)
+        place[by_id] = np.arange(len(nodes))
+        return free, code, layouts, place
+
+    return _once(problem, ("nodes",), compute)
+
+
+_NARROW = 62  # GPUs of the widest node whose masks fit an int64
+
+
+def _counts(masks: np.ndarray) -> np.ndarray:
+    """The GPUs in each mask."""
+    if masks.dtype != object and hasattr(np, "bitwise_count"):
+        return np.bitwise_count(masks).astype(np.int64)
+    return np.fromiter((int(m).bit_count() for m in masks), np.int64, len(masks))
+
+
+def _avail(problem: Problem, info: PendingInfo, mode: str) -> np.ndarray:
+    """Per node, free GPUs plus, per mode, GPUs of running jobs that could be let go:
     "free" none, "rightful" evictable jobs of tiers the job may preempt, "stormy"
     those plus jobs protected only by the storm rule (R11), "ending" those plus jobs
-    protected only because they end soon (R17)."""
-    key = ("avail", mode, info.rights)
-    memo = _cache(problem)
-    if key not in memo:
-        out = {n.idx: n.free for n in problem.nodes}
+    protected only because they end soon (R17). Masks by node index (read only)."""
+    def compute() -> np.ndarray:
+        out = _node_table(problem)[0].copy()
         if mode != "free":
-            for i, by_tier in _let_go(problem, mode).items():
-                for tier, m in by_tier.items():
-                    if tier in info.rights:
-                        out[i] |= m
-        memo[key] = out
-    return memo[key]
+            for tier, m in _let_go(problem, mode).items():
+                if tier in info.rights:
+                    out |= m
+        return out
+
+    return _once(problem, ("avail", mode, info.rights), compute)
 
 
-def _let_go(problem: Problem, mode: str) -> dict[int, dict[int, int]]:
-    """Per node, per tier, the GPUs of running jobs that ``_avail``'s mode lets go
+def _let_go(problem: Problem, mode: str) -> dict[int, np.ndarray]:
+    """Per tier, per node, the GPUs of running jobs that ``_avail``'s mode lets go
     (shared by every tier's rights)."""
     def split() -> dict[str, dict[int, dict[int, int]]]:
         # one pass over the running jobs: the evictable ones ("") and those protected
-        # only by R11 or R17, per node and tier
+        # only by R11 or R17, per tier and node
         parts: dict[str, dict[int, dict[int, int]]] = {"": {}, "R11": {}, "R17": {}}
         for v in problem.running.values():
             into = parts[""] if v.evictable else parts.get(v.rule)
             if into is not None:
-                tier = v.job.tier
+                by_node = into.setdefault(v.job.tier, {})
                 for i, m in v.parts:
-                    by_tier = into.setdefault(i, {})
-                    by_tier[tier] = by_tier.get(tier, 0) | m
+                    by_node[i] = by_node.get(i, 0) | m
         return parts
 
-    def compute() -> dict[int, dict[int, int]]:
+    def compute() -> dict[int, np.ndarray]:
         parts = _once(problem, ("let go",), split)
         rule = {"stormy": "R11", "ending": "R17"}.get(mode)
-        if rule is None:
-            return parts[""]
-        both = {i: dict(by_tier) for i, by_tier in parts[""].items()}
-        for i, by_tier in parts[rule].items():
-            mine = both.setdefault(i, {})
-            for tier, m in by_tier.items():
-                mine[tier] = mine.get(tier, 0) | m
-        return both
+        free = _node_table(problem)[0]
+        out: dict[int, np.ndarray] = {}
+        for part in ("", rule) if rule is not None else ("",):
+            for tier, by_node in parts[part].items():
+                m = np.zeros_like(free)
+                m[np.fromiter(by_node, np.int64, len(by_node))] = list(by_node.values())
+                out[tier] = out[tier] | m if tier in out else m
+        return out
 
     return _once(problem, ("let go", mode), compute)
 
@@ -132,9 +163,10 @@ def _fits_with(problem: Problem, info: PendingInfo, mode: str) -> bool:
     key = ("fits", mode, info.rights, id(info.candidates), j.gpus_per_node, info.need_nvlink,
            j.nodes, j.same_block, j.same_nvlink_domain)
 
-    def compute() -> bool:
-        hosts = _hosts(problem, info, mode)
-        return _enough(problem, info, (i for i in info.candidates if i in hosts))
+    def compute() -> bool:  # (_enough's answer does not depend on the nodes' order)
+        hosts, inside = _hosts(problem, info, mode), problem.candidate_set(info)
+        few, many = (hosts, inside) if len(hosts) <= len(inside) else (inside, hosts)
+        return _enough(problem, info, (i for i in few if i in many))
 
     return _once(problem, key, compute)
 
@@ -145,22 +177,29 @@ def _hosts(problem: Problem, info: PendingInfo, mode: str) -> frozenset[int]:
     available are asked once)."""
     gpn, nvlink = info.job.gpus_per_node, info.need_nvlink
 
-    def alike() -> list[tuple[Any, int, list[int]]]:
-        avail = _avail(problem, info, mode)
-        out: dict[tuple[int, int], tuple[Any, int, list[int]]] = {}
-        for n in problem.nodes:
-            k = (id(n.layout), avail.get(n.idx, 0))
-            group = out.get(k)
-            if group is None:
-                group = out[k] = (n.layout, k[1], [])
-            group[2].append(n.idx)
-        return list(out.values())
+    def alike() -> tuple[list[tuple[int, int]], np.ndarray]:
+        # the (layout code, GPUs available) pairs, and each node's pair
+        code, avail = _node_table(problem)[1], _avail(problem, info, mode)
+        if not len(code):
+            return [], code
+        if avail.dtype != object:
+            order = np.lexsort((avail, code))
+            c, m = code[order], avail[order]
+            new = np.ones(len(order), bool)
+            new[1:] = (c[1:] != c[:-1]) | (m[1:] != m[:-1])
+            inverse = np.empty(len(order), np.int64)
+            inverse[order] = np.cumsum(new) - 1
+            return list(zip(c[new].tolist(), m[new].tolist(), strict=True)), inverse
+        seen: dict[tuple[int, int], int] = {}
+        inverse = np.fromiter((seen.setdefault((int(c), m), len(seen))
+                               for c, m in zip(code, avail, strict=True)), np.int64, len(code))
+        return list(seen), inverse
 
     def compute() -> frozenset[int]:
-        groups = _once(problem, ("alike", mode, info.rights), alike)
-        fits = topo.layout_fits
-        return frozenset(i for layout, m, members in groups if fits(layout, m, gpn, nvlink)
-                         for i in members)
+        pairs, inverse = _once(problem, ("alike", mode, info.rights), alike)
+        layouts, fits = _node_table(problem)[2], topo.layout_fits
+        ok = np.fromiter((fits(layouts[c], m, gpn, nvlink) for c, m in pairs), bool, len(pairs))
+        return frozenset(np.flatnonzero(ok[inverse]).tolist())
 
     return _once(problem, ("hosts", mode, info.rights, gpn, nvlink), compute)
 
@@ -226,21 +265,22 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
         else {(): info.candidates} if info.candidates else {})
     big = [k for k, members in groups.items() if len(members) >= job.nodes] or list(groups)
     # the group with the most nodes that could host a shard, then the most GPUs there
+    counts = _once(problem, ("counts", info.rights), lambda: _counts(avail))
     key = big[0] if len(big) == 1 else min(
         big, key=lambda k: (-sum(i in ok for i in groups[k]),
-                            -sum(avail.get(i, 0).bit_count() for i in groups[k]), str(k)))
+                            -int(counts[groups[k]].sum()), str(k)))
     members = groups.get(key, [])
     good = len(ok) if members is info.candidates else sum(i in ok for i in members)
     # the two nodes of the group, not among those, with the most GPUs available
-    rank = _once(problem, ("rank", info.rights), lambda: sorted(
-        avail, key=lambda i: (-avail[i].bit_count(), nodes[i].node.id)))
+    rank = _once(problem, ("rank", info.rights), lambda: np.lexsort(
+        (_node_table(problem)[3], -counts)).tolist())
     inside = problem.candidate_set(info) if members is info.candidates else set(members)
     best = list(itertools.islice((i for i in rank if i in inside and i not in ok), 2))
     names = [nodes[i].node.id for i in best]
     memo = _cache(problem)  # running jobs per node, shared by every shape
-    if "on_node" not in memo:  # running jobs per node, in id order
+    if "on_node" not in memo:  # running jobs per node (put in id order below)
         on_node: dict[int, list] = {}
-        for v in sorted(problem.running.values(), key=lambda v: v.job.id):
+        for v in problem.running.values():
             for i, _m in v.parts:
                 on_node.setdefault(i, []).append(v)
         memo["on_node"] = on_node
@@ -386,12 +426,18 @@ def _reserved_note(problem: Problem, info: PendingInfo) -> str:
     one of its shards, in a sentence ("" when none)."""
     job = info.job
 
+    def fit() -> list[int]:  # the reserved nodes with free GPUs for a shard of the job
+        nodes = problem.nodes
+        return [ni for ni in sorted(problem.reserved)
+                if node_can_host(nodes[ni], job, problem.policy)
+                and nodes[ni].fits(nodes[ni].free, job.gpus_per_node, info.need_nvlink)]
+
     def compute() -> str:
         hosts = problem.candidate_set(info)
-        room = sorted(problem.nodes[ni].node.id for ni in problem.reserved
-                      if ni not in hosts and node_can_host(problem.nodes[ni], job, problem.policy)
-                      and problem.nodes[ni].fits(problem.nodes[ni].free, job.gpus_per_node,
-                                                 info.need_nvlink))
+        fitting = _once(problem, ("reserved fit", job.tier, job.gpu_type, job.gpus_per_node,
+                                  job.topology, job.same_block, job.same_nvlink_domain,
+                                  info.need_nvlink), fit)
+        room = sorted(problem.nodes[ni].node.id for ni in fitting if ni not in hosts)
         if not room:
             return ""
         res = problem.policy.reserve
@@ -470,7 +516,7 @@ def _ending_soon(problem: Problem, info: PendingInfo) -> Deferred:
                     ending.setdefault(i, []).append(v)
         best = None  # (time all its ending jobs are gone, node id, those jobs)
         for i in info.candidates:
-            if i in ending and not nodes[i].fits(rightful.get(i, 0), job.gpus_per_node,
+            if i in ending and not nodes[i].fits(int(rightful[i]), job.gpus_per_node,
                                                 info.need_nvlink):
                 end = max(v.job.expected_end_at for v in ending[i])
                 cand = (end, nodes[i].node.id, sorted(v.job.id for v in ending[i]))
