@@ -9,6 +9,7 @@ more valuable jobs (OUTRANKED).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -266,9 +267,22 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     big = [k for k, members in groups.items() if len(members) >= job.nodes] or list(groups)
     # the group with the most nodes that could host a shard, then the most GPUs there
     counts = _once(problem, ("counts", info.rights), lambda: _counts(avail))
-    key = big[0] if len(big) == 1 else min(
-        big, key=lambda k: (-sum(i in ok for i in groups[k]),
-                            -int(counts[groups[k]].sum()), str(k)))
+    if len(big) == 1:
+        key = big[0]
+    else:  # (only a grouped job's groups are more than one)
+        def labelled() -> tuple[dict[tuple, int], np.ndarray, np.ndarray]:
+            at = {k: x for x, k in enumerate(groups)}
+            sizes = [len(m) for m in groups.values()]
+            return (at, np.fromiter(itertools.chain.from_iterable(groups.values()), np.int64,
+                                    sum(sizes)), np.repeat(np.arange(len(at)), sizes))
+
+        at, members, labels = _once(problem, ("labels", id(info.candidates), job.same_block,
+                                              job.same_nvlink_domain), labelled)
+        hit = np.zeros(len(nodes), np.int64)
+        hit[np.fromiter(ok, np.int64, len(ok))] = 1
+        n_ok = np.bincount(labels, weights=hit[members], minlength=len(at)).tolist()
+        n_gpus = np.bincount(labels, weights=counts[members], minlength=len(at)).tolist()
+        key = min(big, key=lambda k: (-n_ok[at[k]], -n_gpus[at[k]], str(k)))
     members = groups.get(key, [])
     good = len(ok) if members is info.candidates else sum(i in ok for i in members)
     # the two nodes of the group, not among those, with the most GPUs available
@@ -619,18 +633,22 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
         return used_gpus(d), by_node, already
 
     def compute() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
+        # from the problem's evictable jobs per node, cheapest first (cost, then id):
+        # sorted again, stably, by GPUs on the node
+        ids, vmask = problem.victims_by_node()
+        run, victims = problem.running, d.victims
         by_node: dict[int, list] = {}
         already: dict[int, list[tuple[int, int]]] = {}
-        victims = d.victims
-        for vid, v in problem.running.items():
-            if v.evictable:
-                for i, m in v.parts:
-                    if vid in victims:
-                        already.setdefault(i, []).append((v.job.tier, m))
-                    else:
-                        by_node.setdefault(i, []).append((v, m))
-        for vms in by_node.values():
-            vms.sort(key=lambda vm: (-vm[1].bit_count(), vm[0].cost, vm[0].job.id))
+        for i, vids in ids.items():
+            kept = []
+            for vid in vids:
+                if vid in victims:
+                    already.setdefault(i, []).append((run[vid].job.tier, vmask[(vid, i)]))
+                else:
+                    kept.append((run[vid], vmask[(vid, i)]))
+            if kept:
+                kept.sort(key=lambda vm: -vm[1].bit_count())
+                by_node[i] = kept
         return used_gpus(d), by_node, already
 
     return _once(problem, ("victims by node", d is _NOTHING),
@@ -688,8 +706,11 @@ def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
     job = info.job
     pol = problem.policy
     opts = _node_options(problem, info, d)
-    need = sorted(opts, key=lambda o: (len(o[1]), sum(v.job.total_gpus for v in o[1])))
-    need = need[: job.nodes]
+    # the job.nodes options with the fewest victims, then GPUs (the first in order
+    # among equals): those without victims when there are enough of them
+    bare = list(itertools.islice((o for o in opts if not o[1]), job.nodes))
+    need = bare if len(bare) == job.nodes else heapq.nsmallest(
+        job.nodes, opts, key=lambda o: (len(o[1]), sum(v.job.total_gpus for v in o[1])))
     n_victims = sum(len(vs) for _i, vs in need)
     n_gpus = sum(v.job.total_gpus for _i, vs in need for v in vs)
     used = len(d.victims)
@@ -745,9 +766,11 @@ def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
                 cap[v.storage] = min(cap.get(v.storage, float("inf")), v.storm_cap_gb)
         return {s for s, f in add.items() if loads.get(s, 0.0) + f > cap[s] + 1e-9}
 
+    if len(opts) < job.nodes or (job.nodes == 1 and any(not overloaded(o[1]) for o in opts)):
+        return None  # (a job of one node: one option within the limit will do)
     over = [overloaded(o[1]) for o in opts]
-    if len(opts) >= job.nodes and (sum(not x for x in over) < job.nodes or _gang_overloads(
-            problem, info, [o for o, x in zip(opts, over) if not x], overloaded)):
+    if sum(not x for x in over) < job.nodes or _gang_overloads(
+            problem, info, [o for o, x in zip(opts, over) if not x], overloaded):
         # name the loaded targets that the ways of making room would overload
         busy = sorted({s for x in over for s in x if loads.get(s, 0.0) > 0})
         named = ", ".join(busy[:3]) + (f" and {len(busy) - 3} more" if len(busy) > 3 else "")
