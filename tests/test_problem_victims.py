@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from models import load_snapshot
 from models.rules import eviction_cost, immune_for_s
-from planner.core.problem import build_problem
+from planner.core.problem import GpuOwners, build_problem
 
 NOW = "2026-11-30T08:00:00Z"
 OLD = "2026-11-30T04:00:00Z"  # 4 h before NOW: past every tier's min runtime
@@ -145,3 +147,24 @@ def test_every_running_job_reads_as_the_contract_formulas_give_it() -> None:
             assert (v.evictable, v.rule, v.cost, v.storm_cap_gb) == _reference(snap, j), j.id
             seen.add(v.rule)
     assert {"", "R6", "R8", "R11", "R17"} <= seen
+
+
+def test_the_owner_map_answers_per_gpu_from_the_jobs_of_each_node() -> None:
+    owners = GpuOwners(2)
+    owners.add(0, 0b1111, "a")  # GPUs 0-3 of node 0
+    owners.add(0, 0b100000, "b")  # GPU 5 of node 0
+    owners.add(1, 0b11, "a")  # a gang: GPUs 0-1 of node 1
+    assert [owners.get((0, g)) for g in range(8)] == ["a"] * 4 + [None, "b", None, None]
+    assert owners[(1, 1)] == "a" and (1, 1) in owners and (1, 2) not in owners
+    assert (2, 0) not in owners and (0, -1) not in owners and "x" not in owners
+    with pytest.raises(KeyError):
+        owners[(0, 4)]
+    assert len(owners) == 7
+    assert sorted(owners) == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 5), (1, 0), (1, 1)]
+    assert dict(owners.items()) == {(0, 0): "a", (0, 1): "a", (0, 2): "a", (0, 3): "a",
+                                    (0, 5): "b", (1, 0): "a", (1, 1): "a"}
+    kept = owners.copy()
+    owners.drop(0, "a")  # a leaves node 0: its GPUs there are nobody's; the copy keeps them
+    assert owners.get((0, 0)) is None and owners.get((0, 5)) == "b" and owners[(1, 0)] == "a"
+    assert kept[(0, 0)] == "a" and len(kept) == 7 and len(owners) == 3
+    assert owners != kept and kept == dict(kept.items())

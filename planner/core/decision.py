@@ -48,8 +48,7 @@ def victims_under(problem: Problem, victims: set[str], parts: list[tuple[int, in
     """The ``victims`` that hold some of the GPUs ``parts`` (node index, GPU mask),
     by the problem's owner map."""
     owner = problem.owner
-    return {v for ni, m in parts for g in bits(m)
-            if (v := owner.get((ni, g))) is not None and v in victims}
+    return {v for ni, m in parts for v, _m in owner.on(ni, m) if v in victims}
 
 
 def used_gpus(d: Decision) -> dict[int, int]:

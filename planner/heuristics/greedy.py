@@ -33,7 +33,7 @@ from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
 from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
-from planner.core.problem import PendingInfo, Problem
+from planner.core.problem import GpuOwners, PendingInfo, Problem
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class VictimUse:
     to cheaper victims): victim -> placed jobs on its GPUs, and job -> those
     victims, so that a job leaving knows the victims only it used."""
 
-    def __init__(self, owner: dict[tuple[int, int], str]):
+    def __init__(self, owner: GpuOwners):
         self.owner = owner  # (node idx, GPU) -> running job
         self.users: dict[str, set[str]] = {}
         self.uses: dict[str, set[str]] = {}
@@ -182,11 +182,8 @@ class VictimUse:
         """Job j holds GPUs ``parts``: it uses the ``victims`` that own some of them."""
         vs = self.uses.setdefault(j, set())
         for ni, m in parts:
-            while m:
-                low = m & -m
-                m ^= low
-                v = self.owner.get((ni, low.bit_length() - 1))
-                if v is not None and v in victims:
+            for v, _m in self.owner.on(ni, m):
+                if v in victims:
                     vs.add(v)
                     self.users.setdefault(v, set()).add(j)
 
@@ -1208,11 +1205,9 @@ class GreedyPlanner:
         back = mask & node.free
         if back:
             st.free[ni] = st.free.get(ni, 0) | back
-        for g in range(node.node.gpus):
-            if mask >> g & 1:
-                owner = self.p.owner.get((ni, g))
-                if owner is not None and owner in st.victims:
-                    st.freed.setdefault(ni, {})[owner] = st.freed[ni].get(owner, 0) | (1 << g)
+        for owner, m in self.p.owner.on(ni, mask):
+            if owner in st.victims:
+                st.freed.setdefault(ni, {})[owner] = st.freed[ni].get(owner, 0) | m
         st.version[ni] = st.version.get(ni, 0) + 1
         st.log.append(ni)
 
