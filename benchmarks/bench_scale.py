@@ -150,13 +150,14 @@ def main() -> None:
         print(json.dumps(child(path, planner, float(limit), float(started))), flush=True)
         os._exit(0)  # (as the command line exits after a plan)
 
-    from benchmarks.bench_planner import machine
+    from benchmarks.bench_planner import compile_sources, machine
     from planner.sim.generate import generate
 
+    compiled = compile_sources()  # (each process imports bytecode, as a user's does)
     configs = [("cpsat", float(x)) for x in args.limits.split(",")] + [
         (p, 1.0) for p in ("greedy", "k8s", "slurm")]
-    results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv),
-                               "sizes": {}}
+    results: dict[str, Any] = {"machine": {**machine(), "bytecode_compiled_files": compiled},
+                               "command": " ".join(sys.argv), "sizes": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for pair in args.sizes.split(","):
             nodes, pending = (int(x) for x in pair.split(":"))
