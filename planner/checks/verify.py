@@ -246,9 +246,13 @@ class _Checker:
         self.out: list[Violation] = []
         running = snap.running()
         down = {n.id for n in snap.nodes if n.state == "down"}
-        self.on_down = sorted(
-            j.id for j in (running if down else [])
-            if any(p.node in down for p in j.placement or []))
+        on_down = []
+        for j in running if down else ():  # (a loop: a generator per job took 0.1 s at
+            for p in j.placement or ():    # 35,000 running jobs)
+                if p.node in down:
+                    on_down.append(j.id)
+                    break
+        self.on_down = sorted(on_down)
         self.down_set = set(self.on_down)
         self.r15_running = len(running) - len(self.on_down)  # R15: not on down nodes
         self.placed, self.victims = _entries(snap, plan)
