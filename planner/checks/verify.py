@@ -248,8 +248,8 @@ class _Checker:
         down = {n.id for n in snap.nodes if n.state == "down"}
         on_down = []
         for j in running if down else ():  # (a loop: a generator per job took 0.1 s at
-            for p in j.placement or ():    # 35,000 running jobs)
-                if p.node in down:
+            for part in j.placement or ():  # 35,000 running jobs)
+                if part.node in down:
                     on_down.append(j.id)
                     break
         self.on_down = sorted(on_down)
