@@ -44,14 +44,24 @@ def _enough(problem: Problem, info: PendingInfo, hosts: Iterable[int]) -> bool:
     """Do ``hosts`` hold the job's shards (distinct nodes, in one block or NVLink
     domain when it asks for that)? Stops at the first node that makes enough."""
     job = info.job
-    grouped = keeps_group(job)
-    groups: dict[tuple | None, int] = {}
+    if not keeps_group(job):
+        return any(k + 1 >= job.nodes for k, _i in enumerate(hosts))
+    keys = _group_keys(problem, job)
+    groups: dict[tuple, int] = {}
     for i in hosts:
-        key = gang_group(problem.nodes[i].node, job) if grouped else None
+        key = keys[i]
         groups[key] = groups.get(key, 0) + 1
         if groups[key] >= job.nodes:
             return True
     return False
+
+
+def _group_keys(problem: Problem, job: Job) -> list[tuple]:
+    """Each node's gang_group for jobs asking what ``job`` asks (one block, one NVLink
+    domain), by node index (shared by every such job)."""
+    ask = (job.same_block, job.same_nvlink_domain)
+    return _once(problem, ("group keys", ask),
+                 lambda: [gang_group(nd.node, job) for nd in problem.nodes])
 
 
 def _cache(problem: Problem) -> dict:
@@ -256,8 +266,9 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
 
     def by_group() -> dict[tuple, list[int]]:  # (shared by the shapes of one candidate list)
         out: dict[tuple, list[int]] = {}
+        keys = _group_keys(problem, job)
         for i in info.candidates:
-            out.setdefault(gang_group(nodes[i].node, job), []).append(i)
+            out.setdefault(keys[i], []).append(i)
         return out
 
     groups: dict[tuple, list[int]] = (
@@ -384,9 +395,9 @@ def _gang_overloads(problem: Problem, info: PendingInfo, ok: list[tuple[int, lis
     if job.nodes < 2:
         return False
     groups: dict[tuple, list[tuple[int, list]]] = {}
+    keys = _group_keys(problem, job) if keeps_group(job) else None
     for o in ok:
-        key = gang_group(problem.nodes[o[0]].node, job) if keeps_group(job) else ()
-        groups.setdefault(key, []).append(o)
+        groups.setdefault(keys[o[0]] if keys is not None else (), []).append(o)
     looked = 0
     for members in groups.values():
         for combo in itertools.combinations(members, job.nodes):
@@ -579,35 +590,42 @@ def _node_options_uncached(problem: Problem, info: PendingInfo,
     out = []
     nodes = problem.nodes
     fits = topo.layout_fits
+    missing = _NO_ANSWER
     for i in info.candidates:
-        if i in per_node:
-            chosen = per_node[i]
-        elif alone is not None and i not in touched and i in alone:
-            chosen = per_node[i] = alone[i]
-        else:
-            layout = nodes[i].layout
-            taken = used.get(i, 0)
-            avail = nodes[i].free
-            for tier, m in already.get(i, ()):
-                if tier in rights:
-                    avail |= m
-            avail &= ~taken
-            chosen = []
-            for v, m in by_node.get(i, ()):
-                if v.job.tier not in rights:
-                    continue
-                if fits(layout, avail, gpn, nvlink):
-                    break
-                avail |= m & ~taken
-                chosen.append(v)
-            if not fits(layout, avail, gpn, nvlink):
-                chosen = None
-            per_node[i] = chosen
-            if alone is not None and i not in touched:
-                alone[i] = chosen
+        chosen = per_node.get(i, missing)
+        if chosen is missing:
+            if alone is not None and i not in touched and i in alone:
+                chosen = per_node[i] = alone[i]
+            else:
+                layout = nodes[i].layout
+                taken = used.get(i, 0)
+                avail = nodes[i].free
+                for tier, m in already.get(i, ()):
+                    if tier in rights:
+                        avail |= m
+                avail &= ~taken
+                chosen = []
+                # (without NVLink a shard fits any GPUs enough in number)
+                ok = fits(layout, avail, gpn, True) if nvlink else avail.bit_count() >= gpn
+                for v, m in by_node.get(i, ()):
+                    if ok:
+                        break
+                    if v.job.tier not in rights:
+                        continue
+                    avail |= m & ~taken
+                    chosen.append(v)
+                    ok = fits(layout, avail, gpn, True) if nvlink else avail.bit_count() >= gpn
+                if not ok:
+                    chosen = None
+                per_node[i] = chosen
+                if alone is not None and i not in touched:
+                    alone[i] = chosen
         if chosen is not None:
             out.append((i, chosen))
     return out
+
+
+_NO_ANSWER: Any = object()  # (no answer kept yet for a node: its options are None or a list)
 
 
 def _victims_by_node(problem: Problem, d: Decision) -> tuple[
