@@ -229,7 +229,8 @@ def test_a_long_lived_process_measures_again_when_the_measurement_is_old(
     assert planner.warm_up() == pytest.approx(2.0)
     assert fake == ["cpsat", "python"]  # 299 s old: kept
     planner.warm_up(deterministic=True)
-    clock.monotonic = lambda: now + 300.0
+    # (300 s and a millisecond: now + 300.0 - now can round to just under 300.0)
+    clock.monotonic = lambda: now + 300.001
     planner.warm_up(deterministic=True)  # deterministic mode looks at no clock
     assert fake == ["cpsat", "python"]
     assert planner.warm_up() == pytest.approx(2.0)
