@@ -604,14 +604,15 @@ class _Ejector:
         for ni, m in parts:
             avail = g.available(st, info, ni)
             rest = m & ~avail
-            while rest:
-                low = rest & -rest
-                rest ^= low
-                v = self.p.owner.get((ni, low.bit_length() - 1))
-                if (v is None or v in st.victims or not running[v].evictable
+            held = 0  # (a GPU of rest no running job holds: not available)
+            for v, part in self.p.owner.on(ni, rest):
+                if (v in st.victims or not running[v].evictable
                         or running[v].job.tier not in info.rights):
                     return False
                 need.add(v)
+                held |= part
+            if held != rest:
+                return False
         new = sorted(need)
         if new and not g.within_limits(st, new):
             return False

@@ -128,14 +128,10 @@ def _fill(problem: Problem, victims: set[str], rem: dict[int, int], queue: list[
 def _usable(problem: Problem, victims: set[str], info: PendingInfo, ni: int, mask: int) -> int:
     """The GPUs of ``mask`` on node ``ni`` the job may take: free ones, and those of
     victims whose tier its own tier may preempt (R7, R10)."""
-    out = 0
-    m = mask
-    while m:
-        low = m & -m
-        owner = problem.owner.get((ni, low.bit_length() - 1))
-        if owner is None or (owner in victims and problem.running[owner].job.tier in info.rights):
-            out |= low
-        m ^= low
+    out = mask
+    for owner, held in problem.owner.on(ni, mask):
+        if not (owner in victims and problem.running[owner].job.tier in info.rights):
+            out &= ~held
     return out
 
 
