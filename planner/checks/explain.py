@@ -90,11 +90,11 @@ def _shape(info: PendingInfo) -> tuple:
             info.need_nvlink, j.nodes, j.same_block, j.same_nvlink_domain, j.gpu_type)
 
 
-def _node_table(problem: Problem) -> tuple[np.ndarray, np.ndarray, list[topo.Layout], np.ndarray]:
-    """Per node (by index): its free GPUs (masks), the code of its NVLink layout,
-    the layouts by code, and its place in the order of node ids. Masks of nodes of
-    up to 62 GPUs are int64, of wider nodes Python ints (an object array)."""
-    def compute() -> tuple[np.ndarray, np.ndarray, list[topo.Layout], np.ndarray]:
+def _node_table(problem: Problem) -> tuple[np.ndarray, np.ndarray, list[topo.Layout]]:
+    """Per node (by index, which is the order of node ids): its free GPUs (masks),
+    the code of its NVLink layout, and the layouts by code. Masks of nodes of up to
+    62 GPUs are int64, of wider nodes Python ints (an object array)."""
+    def compute() -> tuple[np.ndarray, np.ndarray, list[topo.Layout]]:
         nodes = problem.nodes
         wide = any(nd.node.gpus > _NARROW for nd in nodes)
         free = np.array([nd.free for nd in nodes], dtype=object if wide else np.int64)
@@ -104,10 +104,7 @@ def _node_table(problem: Problem) -> tuple[np.ndarray, np.ndarray, list[topo.Lay
             if codes.setdefault(id(nd.layout), len(codes)) == len(layouts):
                 layouts.append(nd.layout)
         code = np.fromiter((codes[id(nd.layout)] for nd in nodes), np.int64, len(nodes))
-        by_id = sorted(range(len(nodes)), key=lambda i: nodes[i].node.id)
-        place = np.empty(len(nodes), np.int64)
-        place[by_id] = np.arange(len(nodes))
-        return free, code, layouts, place
+        return free, code, layouts
 
     return _once(problem, ("nodes",), compute)
 
@@ -297,8 +294,9 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     members = groups.get(key, [])
     good = len(ok) if members is info.candidates else sum(i in ok for i in members)
     # the two nodes of the group, not among those, with the most GPUs available
-    rank = _once(problem, ("rank", info.rights), lambda: np.lexsort(
-        (_node_table(problem)[3], -counts)).tolist())
+    # (most GPUs first, then by id: node indices are in id order, and the sort is stable)
+    rank = _once(problem, ("rank", info.rights),
+                 lambda: np.argsort(-counts, kind="stable").tolist())
     inside = problem.candidate_set(info) if members is info.candidates else set(members)
     best = list(itertools.islice((i for i in rank if i in inside and i not in ok), 2))
     names = [nodes[i].node.id for i in best]
