@@ -564,9 +564,10 @@ class _Run:
         self.proven = (len(res.statuses) == len(res.phases)
                        and all(s == "OPTIMAL" for s in res.statuses)
                        and not model.model.approximate and not model.model.pruned
+                       and res.realised  # (the plan is the solution the phases proved)
                        and self.best is res.best)  # (not the hint, which ranked higher)
-        self.bound_info = res.bound_info
-        self.cost_bound = res.cost_bound if self.best is res.best else None
+        self.bound_info = res.bound_info if res.realised else None
+        self.cost_bound = res.cost_bound if self.best is res.best and res.realised else None
         if not self.proven:  # an unproven plan may still leave a swap or a move
             ejection = Eject(self.best)
             yield ejection, self.eject_budget()

@@ -149,7 +149,8 @@ class CpsatModel:
         self.caps: list[tuple[cp_model.IntVar, list[str], list[int], int]] = []  # storm caps
         # R15: victim -> "exempt" literal, and the literal "within what the window has left"
         self.exempt: dict[str, cp_model.IntVar] = {}
-        self._exempt_demand: dict[int, tuple[list, list[int]]] = {}  # see _exempt_vars
+        # R15's touches: cell (node, island or ("gpu", g)) -> [(victim, literal)]
+        self._touch: dict[tuple[int, Any], list[tuple[str, Any]]] = defaultdict(list)
         self.within: cp_model.IntVar | None = None
         self._build()
 
@@ -583,13 +584,69 @@ class CpsatModel:
 
     def _exempt_vars(self) -> None:
         """R15's exempt literals (before the capacity rows, which split an exempt
-        victim's GPUs off from classes of other tiers under ``exempt_if: all``). A
-        victim's literal needs a shard of a class of an exempt tier, with the right to
-        take its GPUs, on one of its nodes; on each node at most one exempt victim
-        (wholly there) per GPU such shards take (rows in _r15_thrash_budget)."""
+        victim's GPUs off from classes of other tiers under ``exempt_if: all``:
+        :meth:`_exempt_vars_all`). Under ``exempt_if: any`` a victim is exempt when a
+        job of an exempt tier uses one of its GPUs, whatever the others do: its literal
+        needs a touch ``t`` in one of the cells it holds GPUs in (an island of a node,
+        or a GPU of a node modelled GPU by GPU), and in each cell the victims touched
+        need as many GPUs of exempt shards that may take their GPUs (Hall's condition
+        over the victims' tiers: each touch is a GPU of its own, victims hold disjoint
+        GPUs). Extraction gives each touched victim one GPU of an exempt shard there
+        first (_pick)."""
         tb = self.p.thrash
         if tb is None or not self._thrash_binds():
             return
+        if tb.exempt_all:
+            self._exempt_vars_all()
+            return
+        m = self.m
+        # cell -> (mask, [(rights, GPUs per unit, var)]) of the exempt classes' shards
+        cells: dict[tuple[int, Any], tuple[int, list[tuple[frozenset, int, Any]]]] = {}
+        for c in self.classes:
+            if c.tier not in tb.exempt_tiers:
+                continue
+            for ni in c.candidates:
+                isl = self.p.nodes[ni].islands
+                for key, v in c.shards.get(ni, ()):
+                    if isinstance(key, tuple):  # GPU level: a pattern or one GPU
+                        gm = key[1] if key[0] == "pat" else 1 << key[1]
+                        for g in range(gm.bit_length()):
+                            if gm >> g & 1:
+                                cells.setdefault((ni, ("gpu", g)), (1 << g, []))[1].append(
+                                    (c.rights, 1, v))
+                    else:
+                        cells.setdefault((ni, key), (isl[key], []))[1].append(
+                            (c.rights, c.gpn if c.single_island else 1, v))
+        touches: dict[str, list] = defaultdict(list)
+        for (ni, key), (mask, demand) in sorted(cells.items(), key=repr):
+            rights = frozenset().union(*(r for r, _k, _v in demand))
+            by_tier: dict[int, list] = defaultdict(list)
+            for vid in self._victims_on.get(ni, ()):
+                t = self.p.running[vid].job.tier
+                if vid in self.evict and t in rights and self._vmask[(vid, ni)] & mask:
+                    x = m.new_bool_var(f"t[{vid},{ni},{key}]")
+                    by_tier[t].append(x)
+                    touches[vid].append(x)
+                    self._touch[(ni, key)].append((vid, x))
+            tiers = sorted(by_tier)
+            for r in range(1, len(tiers) + 1):
+                for sub in itertools.combinations(tiers, r):
+                    xs = [x for t in sub for x in by_tier[t]]
+                    ds = [(k, v) for rs, k, v in demand if rs & set(sub)]
+                    m.add(_wsum([*xs, *(v for _k, v in ds)],
+                                [1] * len(xs) + [-k for k, _v in ds]) <= 0)
+        self._exempt_literals(touches)
+
+    def _exempt_vars_all(self) -> None:
+        """R15's exempt literals under ``exempt_if: all``: a victim's literal needs a
+        shard of a class of an exempt tier, with the right to take its GPUs, on one of
+        its nodes; on each node at most one exempt victim (wholly there) per GPU such
+        shards take. Only exempt classes take an exempt victim's GPUs there (the
+        capacity rows), so a literal without a shard on its GPUs leaves a victim no job
+        uses, which extraction drops (``clean``): the plan is never worse than the
+        solution."""
+        tb = self.p.thrash
+        assert tb is not None
         m = self.m
         users: dict[str, list] = defaultdict(list)  # victim -> shard counts that exempt it
         demand: dict[int, tuple[list, list[int]]] = {}  # node -> exempt shards, GPUs each
@@ -604,14 +661,25 @@ class CpsatModel:
                 for vid in self._victims_on.get(ni, ()):
                     if vid in self.evict and self.p.running[vid].job.tier in c.rights:
                         users[vid].extend(vs)
-        self._exempt_demand = demand
+        self._exempt_literals(users)
+        alone: dict[int, list] = defaultdict(list)  # node -> exempt literals of its victims
+        for vid, x in self.exempt.items():
+            nodes = {ni for ni, _m in self.p.running[vid].parts}
+            if len(nodes) == 1:
+                alone[next(iter(nodes))].append(x)
+        for ni, xs in alone.items():
+            vs, cs = demand.get(ni, ([], []))
+            m.add(_wsum([*vs, *xs], [*(-c for c in cs), *([1] * len(xs))]) <= 0)
+
+    def _exempt_literals(self, means: dict[str, list]) -> None:
+        """Each victim's exempt literal: it implies the eviction and needs one of
+        ``means[victim]`` (positive counts)."""
+        m = self.m
         for vid, e in self.evict.items():
-            if not users[vid]:
-                continue
-            x = m.new_bool_var(f"ex[{vid}]")
-            self.exempt[vid] = x
-            m.add_implication(x, e)
-            m.add(_wsum([*users[vid], x], [1] * len(users[vid]) + [-1]) >= 0)
+            if means[vid]:
+                x = self.exempt[vid] = m.new_bool_var(f"ex[{vid}]")
+                m.add_implication(x, e)
+                m.add(_wsum([*means[vid], x], [1] * len(means[vid]) + [-1]) >= 0)
 
     def _exempt_only(self, c: _Class) -> bool:
         """Under ``exempt_if: all``, may shards of class c take exempt victims' GPUs?"""
@@ -631,14 +699,6 @@ class CpsatModel:
         sizes = {vid: self.p.running[vid].job.total_gpus for vid in self.evict}
         gpus_left = tb.gpus_left
         gpu_binds = sum(sizes.values()) > gpus_left
-        alone: dict[int, list] = defaultdict(list)  # node -> exempt literals of its victims
-        for vid, x in self.exempt.items():
-            nodes = {ni for ni, _m in self.p.running[vid].parts}
-            if len(nodes) == 1:
-                alone[next(iter(nodes))].append(x)
-        for ni, xs in alone.items():
-            vs, cs = self._exempt_demand.get(ni, ([], []))
-            m.add(_wsum([*vs, *xs], [*(-c for c in cs), *([1] * len(xs))]) <= 0)
         es, xs = list(self.evict.values()), list(self.exempt.values())
         left = tb.left
         # X - E <= max(0, B - H) holds either way: the whole rule when no victim can be
@@ -805,11 +865,22 @@ class CpsatModel:
             hints.append((e, vid in d.victims))
         for cap, vids, caps, total in self.caps:
             hints.append((cap, min([total] + [cv for v, cv in zip(vids, caps) if v in d.victims])))
+        if self.within is not None or self._touch:
+            exempt = exempt_victims(self.p, preemptors_of(self.p, d))
+            hints += [(x, vid in exempt and vid in d.victims) for vid, x in self.exempt.items()]
+        if self._touch:  # a touch where a job of an exempt tier takes one of the victim's GPUs
+            used: dict[int, int] = defaultdict(int)  # node -> GPUs exempt jobs take
+            for jid, parts in d.placements.items():
+                if self.p.exempt(self.p.pending[jid].job.tier):
+                    for ni, mask in parts:
+                        used[ni] |= mask
+            for (ni, key), lst in self._touch.items():
+                cell = (1 << key[1]) if isinstance(key, tuple) else self.p.nodes[ni].islands[key]
+                hints += [(x, vid in d.victims and bool(self._vmask[(vid, ni)] & cell & used[ni]))
+                          for vid, x in lst]
         if self.within is not None:
             tb = self.p.thrash
             assert tb is not None
-            exempt = exempt_victims(self.p, preemptors_of(self.p, d))
-            hints += [(x, vid in exempt and vid in d.victims) for vid, x in self.exempt.items()]
             hints.append((self.within, len(d.victims) <= tb.left and sum(
                 self.p.running[v].job.total_gpus for v in d.victims) <= tb.gpus_left))
         self.set_hints(hints)
@@ -832,6 +903,7 @@ class CpsatModel:
         out += list(self.evict.values())
         out += [cap for cap, *_rest in self.caps]
         out += list(self.exempt.values())
+        out += [x for lst in self._touch.values() for _v, x in lst]
         if self.within is not None:
             out.append(self.within)
         return out
@@ -879,11 +951,26 @@ def make_solver(time_limit_s: float, deterministic: bool, workers: int, seed: in
 
 
 def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
-    """Concrete victims and GPU indices from a solution (None if it does not realise)."""
+    """Concrete victims and GPU indices from a solution (None if it does not realise).
+    Under ``exempt_if: any`` the exempt shards first take one GPU of each victim they
+    touch; where that order leaves another shard without GPUs, the GPUs are dealt
+    again without it (the plan may then lose what R15 then refuses: ``clean``)."""
+    d = _realise(model, solver, spread=bool(model._touch))
+    if d is None and model._touch:
+        d = _realise(model, solver, spread=False)
+    return d
+
+
+def _realise(model: CpsatModel, solver: cp_model.CpSolver, *, spread: bool) -> Decision | None:
+    """:func:`_extract` with or without ``spread`` (R15 touches first)."""
     p = model.p
     d = Decision(victims={v for v, e in model.evict.items() if solver.value(e)})
     # R15: the victims the solution counts as exempt go to shards of exempt classes first
     exempt = frozenset(v for v, x in model.exempt.items() if solver.value(x))
+    # and in each cell the victims it touches get one GPU of an exempt shard each before
+    # any gets a second (a victim is exempt once an exempt job uses one of its GPUs)
+    touch = {cell: {v for v, x in lst if solver.value(x)} for cell, lst in model._touch.items()}
+    touched: set[str] = set()
     split = p.thrash is not None and p.thrash.exempt_all
     # which jobs of each class, and their shards per node/island
     freed: dict[int, dict[str, int]] = defaultdict(dict)
@@ -919,6 +1006,8 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
                 gm = key[1] if key[0] == "pat" else 1 << key[1]
                 if _take_pool(free, freed, p, ni, rights, gm, avoid) != gm:
                     return None
+                if p.exempt(c.tier):
+                    touched.update(v for v, fm in freed.get(ni, {}).items() if fm & gm)
                 _consume(free, freed, ni, gm)
                 if key[0] == "pat":
                     per_class[ci].append(gm)
@@ -928,11 +1017,20 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
             isl = info.islands[key]
             n_gpus = val * c.gpn if c.single_island else val
             chunks = [c.gpn] * val if c.single_island else [n_gpus]
-            prefer = exempt if p.exempt(c.tier) else frozenset()
             for size in chunks:
-                mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer, avoid)
+                prefer: frozenset[str] = frozenset()
+                if not p.exempt(c.tier):
+                    pass
+                elif split or not spread:  # (exempt victims' GPUs first, as they come)
+                    prefer = exempt
+                else:
+                    prefer = frozenset(touch.get((ni, key), set()) - touched)
+                mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer, avoid,
+                             spread=spread)
                 if mask is None:
                     return None
+                if p.exempt(c.tier):
+                    touched.update(v for v, fm in freed.get(ni, {}).items() if fm & mask)
                 _consume(free, freed, ni, mask)
                 if c.single_island:
                     per_class[ci].append(mask)
@@ -990,18 +1088,27 @@ def _pick(free: dict[int, int], freed: dict[int, dict[str, int]], p: Problem, ni
           rights: frozenset[int], isl: int, size: int,
           shared: dict[int, int] | None = None,
           prefer: frozenset[str] = frozenset(),
-          avoid: frozenset[str] = frozenset()) -> int | None:
+          avoid: frozenset[str] = frozenset(), spread: bool = False) -> int | None:
     """``size`` GPUs of island ``isl`` for a shard with these rights: GPUs freed by
-    victims it may use (those in ``prefer`` first, then those that the fewest other
-    shards could use; never those in ``avoid``), then free GPUs (usable by everyone)
-    last."""
+    victims it may use (with ``spread`` one GPU of each victim in ``prefer`` first;
+    those in ``prefer``, then those that the fewest other shards could use; never
+    those in ``avoid``), then free GPUs (usable by everyone) last."""
     mask = 0
     got = 0
     shared = shared or {}
-    usable = [(v not in prefer, shared.get(p.running[v].job.tier, 0), v, fm)
-              for v, fm in freed.get(ni, {}).items()
-              if p.running[v].job.tier in rights and v not in avoid]
-    pools = [fm for _x, _n, _v, fm in sorted(usable)]
+    usable = sorted((v not in prefer, shared.get(p.running[v].job.tier, 0), v, fm)
+                    for v, fm in freed.get(ni, {}).items()
+                    if p.running[v].job.tier in rights and v not in avoid)
+    for later, _n, _v, fm in usable if spread else ():  # one GPU of each (R15: exempt)
+        g = fm & isl & ~mask
+        if later or got == size:
+            break
+        if g:
+            mask |= g & -g
+            got += 1
+    if got == size:
+        return mask
+    pools = [fm for _x, _n, _v, fm in usable]
     pools.append(free.get(ni, 0))
     for pool in pools:
         g = pool & isl & ~mask
@@ -1031,13 +1138,17 @@ class PhaseResult:
     """What the lexicographic phases gave: the last extracted decision (None if no
     phase gave one), the status of each phase run (``SKIPPED`` when no time was
     left for it), the last phase's (objective, bound) and the proven lower bound
-    on eviction cost in GPU-s (None unless a cost phase ran)."""
+    on eviction cost in GPU-s (None unless a cost phase ran). ``realised``: every
+    extracted decision places every job its solution admits (else a bound or a
+    proof of the phases says nothing of the plan: :func:`_extract` could not realise
+    the solution, which ``clean`` then cut)."""
 
     phases: list[list[int]]
     statuses: list[str]
     best: Decision | None
     bound_info: tuple[float, float] | None
     cost_bound: float | None
+    realised: bool = True
 
 
 def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, deterministic: bool,
@@ -1059,6 +1170,7 @@ def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, determinist
     # SOLVE_OVERHEAD_S; extraction takes ~2 us/var)
     overhead = 0.0 if deterministic else (solve_overhead_s()
                                           + 4e-6 * speed * len(model.m.proto.variables))
+    realised = True
     model.hint(hint)
     for pi, ks in enumerate(phases):
         if pi and not deterministic and remaining < overhead + min_solve_s() / 2:
@@ -1092,6 +1204,8 @@ def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, determinist
             statuses[-1] = "EXTRACT_FAILED"
             break
         best = d
+        realised = realised and len(d.placements) >= sum(solver.value(c.count)
+                                                         for c in model.classes)
         val = int(solver.value(expr))  # exact integer (objective_value is a double)
         bound_info = (solver.objective_value, solver.best_objective_bound)
         if model.items[ks[0]][0] == "cost":
@@ -1111,4 +1225,4 @@ def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, determinist
         # hint the next phase with this solution (bulk read of the response)
         sol = solver.response_proto.solution
         model.set_hints([(v, sol[v.index]) for v in model.decision_vars()])
-    return PhaseResult(phases, statuses, best, bound_info, cost_bound)
+    return PhaseResult(phases, statuses, best, bound_info, cost_bound, realised)
