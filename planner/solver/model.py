@@ -1019,12 +1019,9 @@ def _realise(model: CpsatModel, solver: cp_model.CpSolver, *, spread: bool) -> D
             chunks = [c.gpn] * val if c.single_island else [n_gpus]
             for size in chunks:
                 prefer: frozenset[str] = frozenset()
-                if not p.exempt(c.tier):
-                    pass
-                elif split or not spread:  # (exempt victims' GPUs first, as they come)
-                    prefer = exempt
-                else:
-                    prefer = frozenset(touch.get((ni, key), set()) - touched)
+                if p.exempt(c.tier):  # (exempt victims' GPUs first; spread: those touched)
+                    prefer = frozenset(touch.get((ni, key), set()) - touched) if spread \
+                        else exempt
                 mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer, avoid,
                              spread=spread)
                 if mask is None:
