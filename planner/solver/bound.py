@@ -43,6 +43,7 @@ from ortools.sat.python import cp_model
 from planner.core.budget import Budget
 from planner.core.decision import Decision, preemptors_of
 from planner.core.problem import Problem
+from planner.solver.cpmodel import CpModel
 from planner.solver.model import COST_SCALE, make_solver
 
 # a phase whose time limit leaves less than this is not started (on any machine:
@@ -97,7 +98,7 @@ class Relaxation:
 
     def __init__(self, problem: Problem):
         self.p = p = problem
-        self.m = m = cp_model.CpModel()
+        self.m = m = CpModel()
         tb = p.thrash
         self.split = bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
         eligible = [i for i in p.pending.values() if i.held_until is None and i.candidates]

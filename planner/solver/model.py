@@ -45,6 +45,7 @@ from planner.core import topology as topo
 from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, exempt_victims, preemptors_of
 from planner.core.problem import MB_PER_GB, PendingInfo, Problem
+from planner.solver.cpmodel import CpModel
 from planner.solver.speed import scaled
 
 COST_SCALE = 100  # eviction cost in 1/100 GPU-s inside the model
@@ -135,7 +136,7 @@ class CpsatModel:
         self.keep_nodes = keep_nodes or {}  # job id -> nodes the hint uses for it
         self.pruned = False
         self._rmask: dict[tuple[int, frozenset[int]], int] = {}
-        self.m = cp_model.CpModel()
+        self.m = CpModel()
         self.approximate = False
         self.classes: list[_Class] = []
         self.evict: dict[str, cp_model.IntVar] = {}

@@ -54,6 +54,8 @@ from functools import cache
 
 from ortools.sat.python import cp_model
 
+from planner.solver.cpmodel import CpModel
+
 ENV = "PREEMPT_PLANNER_SPEED"
 MIN_FACTOR = 0.5
 MAX_FACTOR = 4.0
@@ -84,7 +86,7 @@ REF_PYTHON_S = 1.16e-3
 def _knapsack() -> cp_model.CpModel:
     """The fixed CP-SAT model: 13 items, each into one of 3 bins or none, the most
     value within the bins' capacities."""
-    m = cp_model.CpModel()
+    m = CpModel()
     n = 13
     weight = [(7 * i * i + 3 * i + 5) % 23 + 4 for i in range(n)]
     value = [(5 * i * i + 11 * i + 2) % 31 + 1 for i in range(n)]
