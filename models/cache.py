@@ -166,9 +166,9 @@ class SnapshotCache:
         the last snapshot's (which passed): the GPUs of each node held by running jobs,
         or None when it is not sure (then check_snapshot decides, and says what is
         wrong). Taken over: what depends only on a record that is the last one's, with
-        the same policy, nodes and storage targets; checked again: what depends on
-        ``now``, the ids, the priorities, and the records that changed, placements
-        against the GPUs every other running job holds."""
+        the same policy, nodes and storage targets, and its times where ``now`` did
+        not go back; checked again: the ids, the priorities, and the records that
+        changed, placements against the GPUs every other running job holds."""
         last = self._last
         if (last is None or snap.policy is not last.policy
                 or len(snap.storage) != len(last.storage) or len(snap.nodes) != len(last.nodes)
@@ -197,12 +197,15 @@ class SnapshotCache:
                         if held.get(g) == jid:
                             del held[g]
         now = snap.now
+        # a job's times may not be after now: a record taken over passed at the last
+        # now, so at a later one too
+        later = now >= last.now
         fresh = []
         for j in snap.jobs:
-            if time_errors("", j, now):
-                return None
             if kept.get(j.id) is not j:
                 fresh.append(j)
+            elif not later and time_errors("", j, now):
+                return None
         for i, j in enumerate(fresh):
             errors = job_errors(f"jobs[{i}]", j, snap)
             if errors:
