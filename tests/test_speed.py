@@ -183,9 +183,14 @@ def test_the_fixed_overheads_and_margins_scale_with_the_factor(
     r.measured_build(20_000, 0.02 + 20_000 * 12e-6)  # exactly the prior rate after it
     assert r.build_pair_s == pytest.approx(12e-6)
     # the reserve of a plan of nothing pending: 5% of the budget and the margin
-    nothing: Any = SimpleNamespace(pending={}, nodes=[])
+    nothing: Any = SimpleNamespace(pending={}, nodes=[], running={})
     assert r.reserve_s(nothing, 1.0) == pytest.approx(0.05 + 0.04)
     assert r.reserve_s(nothing, 1.0, deterministic=True) == pytest.approx(0.05 + 0.02)
+    # and freeing what the tick built: 2 us per running job, pending job and node,
+    # here 1,500 running jobs on 500 nodes (nothing pending: no pairs) 0.004 s, x 2
+    idle: Any = SimpleNamespace(pending={}, nodes=[0] * 500, running=dict.fromkeys(range(1500)))
+    assert r.reserve_s(idle, 1.0) == pytest.approx(0.05 + 0.04 + 0.008)
+    assert r.reserve_s(idle, 1.0, deterministic=True) == pytest.approx(0.05 + 0.02 + 0.004)
 
 
 def test_plan_gives_the_solver_at_least_its_least_time_scaled(

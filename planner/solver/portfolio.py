@@ -75,6 +75,10 @@ BUILD_FIXED_S = 0.01
 # the reserve for assembly and checks keeps this margin on the benchmark machine
 # (reserve_margin_s(): on this one), besides a share of the budget and their work
 RESERVE_MARGIN_S = 0.02
+# freeing what a tick built, per running job, pending job and node, before plan()
+# returns (its problem, and a snapshot it read: on the benchmark machine 0.017 s and
+# 0.049 s at 4,096 nodes, 0.069 s and 0.146 s at 12,500, given the snapshot or its file)
+FREE_S_PER_RECORD = 2e-6
 # The least solve worth building the whole model for, in multiples of its build
 # time: an exact model pays only near its proof (1.4 s at 256 nodes and 100 jobs on
 # the benchmark machine), a pruned model (more than EXACT_PAIRS pairs, counted as
@@ -159,11 +163,13 @@ class Rates:
         500,000) ** 0.65 on big clusters (measured on the benchmark machine with the
         garbage collector paused, assembly, verifier and thrash.exempt_free_first of
         whole plans: 0.06 s at 500 x 1,024, 0.3 s at 2,000 x 4,096, 1.4-2 s at 5,000 x
-        12,500, where plans cut short by the time limit take less), times this
-        machine's ``speed`` (1 in deterministic mode, whose budget has no deadline to
-        keep it from)."""
+        12,500, where plans cut short by the time limit take less), and freeing what
+        the tick built (FREE_S_PER_RECORD), times this machine's ``speed`` (1 in
+        deterministic mode, whose budget has no deadline to keep it from)."""
         pairs = len(problem.pending) * len(problem.nodes)
         work = min(1.5e-7 * pairs, 0.05 * (pairs / 500_000) ** 0.65)
+        work += FREE_S_PER_RECORD * (len(problem.running) + len(problem.pending)
+                                     + len(problem.nodes))
         return (0.05 * time_limit_s + reserve_margin_s(deterministic)
                 + (1.0 if deterministic else self.speed) * work)
 
