@@ -120,29 +120,31 @@ class SnapshotCache:
         values = dict(data)
         tables: dict[str, dict[str, tuple[bytes, Any]]] = {}
         reused = validated = 0
+        dumps = marshal.dumps
         for key, model in _LISTS:
             docs = data.get(key, [])
             if not isinstance(docs, list):
                 raise TypeError(key)
             last, table = self._records[key], {}
             out: list[Any] = []
-            missed: list[int] = []  # positions of the documents validated again
-            prints = []
+            missed: list[tuple[int, str, bytes]] = []  # the documents validated again
             for doc in docs:
-                if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+                jid = doc.get("id") if isinstance(doc, dict) else None
+                if not isinstance(jid, str):
                     raise TypeError(key)
-                fp = fingerprint(doc)
-                prints.append(fp)
-                hit = last.get(doc["id"])
+                fp = dumps(doc, 2)  # (fingerprint(doc), without a call per record)
+                hit = last.get(jid)
                 if hit is not None and hit[0] == fp:
                     out.append(hit[1])
+                    table[jid] = hit
                 else:
-                    missed.append(len(out))
+                    missed.append((len(out), jid, fp))
                     out.append(None)
-            for k, obj in zip(missed, _validated(model, [docs[k] for k in missed]), strict=True):
+            objs = _validated(model, [docs[k] for k, _i, _f in missed])
+            for (k, jid, fp), obj in zip(missed, objs, strict=True):
                 out[k] = obj
-            for doc, fp, obj in zip(docs, prints, out, strict=True):
-                table[doc["id"]] = (fp, obj)
+                table[jid] = (fp, obj)
+            # (a table of a document with an id twice is not kept: check_snapshot refuses it)
             reused, validated = reused + len(docs) - len(missed), validated + len(missed)
             values[key], tables[key] = out, table
         pol = None
