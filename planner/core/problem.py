@@ -535,23 +535,32 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     (tests/test_incremental.py)."""
     policy = snap.policy
     now = snap.now
+    changed = changed_nodes(snap, previous)
     nodes: list[NodeInfo] = []
     node_index: dict[str, int] = {}
     # nodes of one NVLink layout share its parse (a cluster has a few kinds of node)
     layouts: dict[tuple, tuple] = {}
+    # a node that is the previous problem's object keeps its layout and storage
+    # target (the same ids in the same order, the same storage targets: changed_nodes)
+    kept = previous.nodes if previous is not None and changed is not None else None
     for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
+        full = (1 << n.gpus) - 1
+        if kept is not None and kept[i].node is n:
+            nd = kept[i]
+            nodes.append(NodeInfo(i, n, full, 0, 0, nd.islands, nd.composites, nd.storage,
+                                  nd.layout))
+            node_index[n.id] = i
+            continue
         kind = (n.nvlink if isinstance(n.nvlink, str) else repr(n.nvlink), n.gpus)
         known = layouts.get(kind)
         if known is None:
             layout = topo.layout(n.nvlink_raw(), n.gpus)
             known = layouts[kind] = (*clique_layout(layout), layout)
         islands, comps, layout = known
-        full = (1 << n.gpus) - 1
         nodes.append(NodeInfo(i, n, full, 0, 0, islands, comps, snap.storage_of(n), layout))
         node_index[n.id] = i
     running: dict[str, VictimInfo] = {}
     statics: dict[str, _Static] = {}
-    changed = changed_nodes(snap, previous)
     # what the previous problem lends (nothing where its cluster is another)
     before, lasted, before_info = ((previous._statics, previous._lasting, previous.running)
                                    if previous is not None and changed is not None
