@@ -542,11 +542,11 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     layouts: dict[tuple, tuple] = {}
     # a node that is the previous problem's object keeps its layout and storage
     # target (the same ids in the same order, the same storage targets: changed_nodes)
-    kept = previous.nodes if previous is not None and changed is not None else None
+    same = previous.nodes if previous is not None and changed is not None else None
     for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
         full = (1 << n.gpus) - 1
-        if kept is not None and kept[i].node is n:
-            nd = kept[i]
+        if same is not None and same[i].node is n:
+            nd = same[i]
             nodes.append(NodeInfo(i, n, full, 0, 0, nd.islands, nd.composites, nd.storage,
                                   nd.layout))
             node_index[n.id] = i
