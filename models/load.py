@@ -423,12 +423,12 @@ def gc_paused(*, acyclic: bool = False) -> Iterator[None]:
     at 1,024 nodes).
 
     ``acyclic``: the work makes no cyclic garbage (reading a snapshot, planning:
-    tests/test_load_ways.py and tests/test_gc.py check it). Resuming the collector would then walk every
-    object made meanwhile once more, for nothing (0.17 s at 12,500 nodes): instead
-    the objects alive go to the oldest generation (``gc.freeze()`` then
-    ``gc.unfreeze()``), where only a full collection looks at them. Not done when
-    the process keeps frozen objects of its own (``gc.get_freeze_count()``), nor
-    when the work raises."""
+    tests/test_load_ways.py and tests/test_gc.py check it). Resuming the collector
+    would then walk every object made meanwhile once more, for nothing (0.17 s at
+    12,500 nodes): instead the objects alive go to the oldest generation
+    (``gc.freeze()`` then ``gc.unfreeze()``), where only a full collection looks at
+    them. Not done when the process keeps frozen objects of its own
+    (``gc.get_freeze_count()``), nor when the work raises."""
     if not gc.isenabled():
         yield
         return

@@ -190,7 +190,7 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
 
     def finish(p: Plan) -> Plan:
         nonlocal problem, snap, planned, last, previous
-        reserved = len(problem.reserved)
+        n_reserved = len(problem.reserved)
         proving = problem if bound_s > 0 else None
         t_free = time.perf_counter()
         # what this tick built is freed here, not as this call returns: the caller
@@ -233,11 +233,10 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
                        if end - t_free >= 0.01 else "")))
         if proving is not None:
             _bound(proving, p, bound_s, deterministic=deterministic, workers=workers, seed=seed)
-        if reserved and p.solver.gap is not None:
-            n = reserved
+        if n_reserved and p.solver.gap is not None:
             p.solver.detail = _with(p.solver.detail, (
-                f"the gap and bound are among the plans that keep the {n} node"
-                f"{'s' if n > 1 else ''} of policy.reserve open"))
+                f"the gap and bound are among the plans that keep the {n_reserved} node"
+                f"{'s' if n_reserved > 1 else ''} of policy.reserve open"))
         return p
 
     if planner == "cpsat":
