@@ -334,3 +334,30 @@ def test_a_first_run_that_cannot_be_whole_keeps_only_what_its_plan_needs(
     p = planner.plan(_snap(), time_limit_s=0.5)
     assert seen[0] is None
     assert sorted(x.job for x in p.placements) == ["a", "b", "c"]
+
+
+def test_a_plan_whose_plain_greedy_floor_was_cut_short_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plain greedy plan (the greedy baseline's) is the floor of a CP-SAT plan; here
+    # it gets no time (a budget already over: it reaches none of a, b, c and d, the
+    # jobs that may start; e is in its cooldown) and the whole model is out of reach,
+    # so the plan is the spare variant's (a on n0, b and c on n1 evicting r: 8/8/0)
+    # and says that the greedy planner run to its end may find a better one
+    from planner.solver import portfolio
+
+    real = portfolio.Greedy.run
+
+    def starved(self: Any, problem: Any, budget: Budget) -> Any:
+        return real(self, problem, Budget(0.0) if self.settings == {} else budget)
+
+    monkeypatch.setattr(portfolio.Greedy, "run", starved)
+    monkeypatch.setattr(cpsat._Run, "short", lambda self: 1.0)
+    p = planner.plan(_snap(), time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0} and p.status != "optimal"
+    assert ("the time left too little for the plain greedy plan (the greedy baseline's): "
+            "it did not reach 4 pending job(s), so the greedy planner, run to its end, may "
+            "find a better plan") in (p.solver.detail or "")
+    # with its time, the floor says nothing
+    monkeypatch.setattr(portfolio.Greedy, "run", real)
+    q = planner.plan(_snap(), time_limit_s=1.0)
+    assert "plain greedy plan" not in (q.solver.detail or "")
