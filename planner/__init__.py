@@ -113,10 +113,9 @@ class Loop:
     where nothing it rests on changed (the plan was not carried out: a dry run, a
     client asking again), is a candidate (``planner.core.decision.carried``). The
     plan is the one :func:`plan` makes of the same snapshot with the same options,
-    or, where the last plan was carried, a plan at least as good as that one by the
-    search's objective (tests/test_incremental.py: never worse than plan()'s there
-    either, but where thrash.exempt_free_first's swap after the search ranks plans
-    the search found equal apart: docs/planner.md, section 1b).
+    or, where the last plan was carried, a plan at least as good as that one
+    (tests/test_incremental.py: in deterministic mode never worse than plan()'s
+    there either: docs/planner.md, section 1b).
 
     It holds the last tick's snapshot and problem (about 220 MB at 12,500 nodes).
     Calls are serialised (a lock), so threads may share one loop.

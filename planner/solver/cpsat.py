@@ -400,6 +400,8 @@ class _Run:
         if self.model is None:
             self.why = "the model could not be built in time"
             yield from self.without_model()
+        if self.carried is not None and self.det:  # (see candidates())
+            yield Carried(self.carried), self.work
 
     def candidates(self) -> Iterator[tuple[Strategy, Budget]]:
         """The greedy variants, their squeaky-wheel passes and the baselines, as the
@@ -474,7 +476,10 @@ class _Run:
                                               - len(spare.free_only))
         if isinstance(floor, FloorLane):
             floor.wait_s = self.pace.greedy_s
-        if self.carried is not None:  # (kept where it is better: the passes start from it)
+        if self.carried is not None and not self.det:
+            # (kept where it is better: the passes and the search start from it; in
+            # deterministic mode it competes at the end instead, so that the search is
+            # plan()'s and the plan never below it: steps())
             yield Carried(self.carried), work
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
                                 or len(neighbourhoods(self.problem)) > 1)
