@@ -247,8 +247,8 @@ class _Checker:
         running = snap.running()
         down = {n.id for n in snap.nodes if n.state == "down"}
         on_down = []
-        for j in running if down else ():  # (a loop: a generator per job took 0.1 s at
-            for part in j.placement or ():  # 35,000 running jobs)
+        for j in running if down else ():  # (a loop: a generator per job takes 0.1 s
+            for part in j.placement or ():  # at 35,000 running jobs)
                 if part.node in down:
                     on_down.append(j.id)
                     break

@@ -234,9 +234,8 @@ class _Run:
         self.in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates
         self.lane: SecondLane | None = None
         self.floor: FloorLane | None = None  # the plain greedy plan's lane, when forked
-        # the plain greedy plan's run here, and the pending jobs it did not reach
-        self.floor_run: Strategy | None = None
-        self.floor_short = 0
+        # the plain greedy plan's run here (plan() says where it was cut short)
+        self.floor_run: Greedy | None = None
         self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
         self.greedy: Decision | None = None  # the best greedy plan, before polishing
         self.polish_s = 0.0  # the time its first polishing passes took
@@ -538,7 +537,6 @@ class _Run:
             yield floor, work
             if isinstance(floor, Greedy):
                 self.floor_run = floor
-                self.floor_short = len(floor.unreached) + len(floor.free_only)
         elif isinstance(floor, FloorLane) and floor.lane is not None:
             floor.lane.close()  # (its plan is not wanted: the other core freed now)
         for name in ("slurm",) if spare.budget_rejected else ("k8s", "slurm"):
@@ -670,24 +668,25 @@ class _Run:
         by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
         unreached = by.unreached - best.placements.keys()
         free_only = by.free_only - best.placements.keys()
+        said = []  # sentences after the detail so far
         if unreached or by.free_only:
-            info = info.model_copy(update={"detail": "; ".join(x for x in (info.detail, (
-                f"{CUT_NOTE}: "
-                f"{len(by.free_only)} pending job(s) after it could take only free GPUs "
-                f"({len(free_only)} found none), {len(unreached)} were not considered; "
-                "those deferred are OUTRANKED (see 'Choosing time_limit_s' in the README)"))
-                if x)})
-        if self.floor_short and by is not self.floor_run and status != "optimal":
+            said.append(f"{CUT_NOTE}: "
+                        f"{len(by.free_only)} pending job(s) after it could take only free "
+                        f"GPUs ({len(free_only)} found none), {len(unreached)} were not "
+                        "considered; those deferred are OUTRANKED (see 'Choosing "
+                        "time_limit_s' in the README)")
+        floor = self.floor_run
+        short = 0 if floor is None else len(floor.unreached) + len(floor.free_only)
+        if short and by is not floor and status != "optimal":
             # the floor (the greedy baseline's plan) is no floor where it was cut short
-            info = info.model_copy(update={"detail": "; ".join(x for x in (info.detail, (
-                f"the time left too little for the plain greedy plan (the greedy "
-                f"baseline's): it did not reach {self.floor_short} pending job(s), so the "
-                "greedy planner, run to its end, may find a better plan"))
-                if x)})
-        note = self.reduction.note()  # (first: it is what happened first)
-        if note or self.carried_note:
+            said.append(f"the time left too little for the plain greedy plan (the greedy "
+                        f"baseline's): it did not reach {short} pending job(s), so the "
+                        "greedy planner, run to its end, may find a better plan")
+        # the reduction's note first: it is what happened first
+        before = [x for x in (self.reduction.note(), self.carried_note) if x]
+        if before or said:
             info = info.model_copy(update={"detail": "; ".join(
-                x for x in (note, self.carried_note, info.detail) if x)})
+                x for x in (*before, info.detail, *said) if x)})
         return assemble(self.whole, best, status, info, unreached=unreached,
                         free_only=free_only)
 

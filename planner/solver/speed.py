@@ -64,10 +64,9 @@ RUNS = 3  # runs of each measurement; the fastest counts
 # A plan's problem build (cold, planner.core.problem.build_problem) takes this long
 # per running job on the benchmark machine (from_build()): 16-19 us on generated
 # clusters of 1,024 to 12,500 nodes in processes that measured a factor of 0.84-1.0
-# (2026-12-04), less a tenth since the build keeps the GPUs' holders per node
-# (problem.GpuOwners: side by side, 0.75-0.97 of the time before at 1,024 to 12,500
-# nodes, 0.85-0.86 at 12,500 in a quiet moment); builds shorter than BUILD_LEAST_S
-# are not used
+# (2026-12-04), less the tenth that keeping the GPUs' holders per node saves
+# (problem.GpuOwners: 0.75-0.97 of the time of a dictionary entry per GPU, side by
+# side at 1,024 to 12,500 nodes); builds shorter than BUILD_LEAST_S are not used
 BUILD_RUNNING_S = 1.6e-5
 BUILD_LEAST_S = 0.1
 # a process measures again at the start of a plan when its measurement is this old
