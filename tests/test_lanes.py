@@ -234,6 +234,7 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     monkeypatch.setattr(cpsat.GreedyPlanner, "solve", logged)
     monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
     monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
     monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 1e6, "slurm": 1e6})  # never room
     # for a baseline here
@@ -285,6 +286,16 @@ def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
     assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
     assert events[:3] == [("floor",), ("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
     assert events[-1] == ("greedy",)
+    # With fewer (job, candidate node) pairs to search than FLOOR_LANE_PAIRS (here
+    # one, j's only candidate being n1, against 3), the plain greedy run takes less
+    # than a fork and its wait (a loop's steady ticks): no floor lane, the plain
+    # plan is made in this process
+    events.clear()
+    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 3)
+    p = plan(_budget_snap({}), time_limit_s=0.5)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
+    assert ("floor",) not in events
+    assert events[:2] == [("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
 
 
 @pytest.mark.parametrize("policy", [{}, {"max_evicted_gpu_fraction": 0.25}])

@@ -71,6 +71,12 @@ LNS_MIN_S = 0.15
 # this many LNS neighbourhoods (planner/solver/lns.py): there a round sees a small part of
 # the cluster, and re-runs that leave LNS most of its time often admit more
 SQUEAKY_NEIGHBOURHOODS = 4
+# the plain greedy plan is made in a second lane only where the tick searched has at
+# least this many (pending job, candidate node) pairs: below, its run takes less than
+# forking the child and waiting for it costs the parent (measured on 4,096 nodes:
+# 1-6 ms for the 300-5,760 pairs of a loop's steady ticks, against some 0.06 s a
+# tick with the lane; 32 ms at 185,551 pairs on 1,024 nodes, where the lane runs)
+FLOOR_LANE_PAIRS = 100_000
 # optional candidates (the storm variant without free sparing, the priority-first
 # variant, and the baselines when no eviction budget bound) run when they take at most
 # this share of the time left to improve the plan, and leave one whole LNS round
@@ -426,8 +432,9 @@ class _Run:
         floor: Greedy | FloorLane = Greedy({})  # the plain greedy plan (below)
         if (self.lane is None and not self.det and not alone
                 and self.usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
-                and lanes_available(self.workers)):
-            # on a big cluster the floor is made on the other core meanwhile
+                and self.pace.pairs >= FLOOR_LANE_PAIRS and lanes_available(self.workers)):
+            # on a big cluster, with much to search, the floor is made on the other
+            # core meanwhile
             lane_floor = FloorLane()
             if lane_floor.start(self.problem):
                 floor = self.floor = lane_floor
