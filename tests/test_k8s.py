@@ -1160,6 +1160,43 @@ def test_kubectl_script_rechecks_victims_before_acting(tmp_path: Path, result: A
     assert sum("/eviction" in c for c in calls) == 3 and "research/sweep-17 is gone" in err
 
 
+def test_a_rehearsal_script_changes_nothing(tmp_path: Path, result: Any) -> None:
+    # The plan of the test above, rehearsed: the same 4 evictions and 2 bindings
+    # are sent, each as a server-side dry run (?dryRun=All: validated, admission
+    # and PDBs checked, nothing stored), the 4 Events with --dry-run=server (so no
+    # eviction is recorded for 'k8s snapshot --events'), and no wait is run for
+    # pods a dry run does not delete (the 3 waits are said on stderr)
+    plan = load_plan(_hand_plan())
+    where = {"research/sweep-17": "gpu-a-001", "research/notebook-7f9c": "gpu-a-002",
+             "llm/pretrain-worker-0": "gpu-a-001", "llm/pretrain-worker-1": "gpu-a-002",
+             "llm/ft-gang-0": "", "llm/ft-gang-1": ""}
+    script = kubectl_script(plan, result.meta, rehearse=True)
+    assert script.splitlines()[2].startswith("# REHEARSAL (k8s apply --rehearse)")
+    calls, err = _run_script(tmp_path, script, where)
+    raw = [c for c in calls if c.startswith("create --raw")]
+    assert len(raw) == 4 + 2 and all(c.split()[2].endswith("?dryRun=All") for c in raw)
+    assert sum("/eviction?dryRun=All" in c for c in raw) == 4
+    assert sum("/binding?dryRun=All" in c for c in raw) == 2
+    assert calls.count("create --dry-run=server -f -") == 4 and "create -f -" not in calls
+    assert not any(c.startswith("wait") for c in calls)
+    assert err.count("preempt-planner: rehearsal: would run: kubectl wait --for=delete") == 3
+    # the script without --rehearse sends the same requests, for real
+    real, _err = _run_script(tmp_path, kubectl_script(plan, result.meta), where)
+    assert [c.replace("?dryRun=All", "").replace(" --dry-run=server", "")
+            for c in calls] == [c for c in real if not c.startswith("wait")]
+    # the command: only as a script; a List of objects cannot carry the dry run
+    plan_file, snap_file = tmp_path / "plan.json", tmp_path / "snap.json"
+    plan_file.write_text(json.dumps(_hand_plan()))
+    snap_file.write_text(json.dumps(result.snapshot))
+    base = ["k8s", "apply", str(plan_file), "--snapshot-meta", str(snap_file),
+            "--now", "2026-11-29T08:00:30Z", "--rehearse"]
+    out = tmp_path / "apply.sh"
+    assert main([*base, "--emit", "kubectl", "--out", str(out)]) == 0
+    assert out.read_text() == kubectl_script(plan, result.meta, rehearse=True, max_age_s=60.0)
+    out.unlink()
+    assert main([*base, "--out", str(out)]) == 2 and not out.exists()
+
+
 def test_assumption_warnings(result: Any) -> None:
     # The fixture cluster as it is: two pods without a mapped class, three running jobs
     # that say nothing about a signal, no events given. One line each, naming the jobs.

@@ -64,6 +64,10 @@ def register(subparsers: Any) -> None:
                                  "the plan's age is measured from the plan's now to this")
     a.add_argument("--force", action="store_true",
                    help="apply a plan older than max_plan_age_s (default 2 x interval_s)")
+    a.add_argument("--rehearse", action="store_true",
+                   help="with --emit kubectl: a script whose every request is a server-side "
+                        "dry run (dryRun=All), to try a plan on a real cluster with nothing "
+                        "evicted, bound or recorded")
     a.add_argument("--out", help="write here (default: stdout)")
     a.set_defaults(func=run_apply)
 
@@ -133,6 +137,9 @@ def run_apply(args: argparse.Namespace) -> int:
         emit = args.format
     elif args.format == "json" and emit == "kubectl":
         raise InputError(["-o json and --emit kubectl: a kubectl script is not JSON (give one)"])
+    if args.rehearse and emit != "kubectl":
+        raise InputError([("--rehearse: a rehearsal is a kubectl script of dry runs; give "
+                           "it with --emit kubectl")])
     check_output(args.out, "--out")
     stdin_options([("PLAN", args.plan), ("--snapshot-meta", args.snapshot_meta),
                    ("--config", args.config)])
@@ -159,7 +166,7 @@ def run_apply(args: argparse.Namespace) -> int:
         warn(w)
     if emit == "kubectl":
         text = kubectl_script(plan, meta, bindings=not args.no_bindings,
-                              max_age_s=None if args.force else limit)
+                              max_age_s=None if args.force else limit, rehearse=args.rehearse)
     else:
         text = json.dumps(object_list(plan, meta, bindings=not args.no_bindings), indent=2)
     write_output(text, args.out)

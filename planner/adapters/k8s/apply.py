@@ -250,8 +250,10 @@ def object_list(plan: Plan, meta: dict[str, Any] | None = None,
     return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 
-def _post(path: str, obj: dict[str, Any]) -> list[str]:
+def _post(path: str, obj: dict[str, Any], rehearse: bool = False) -> list[str]:
     body = json.dumps(obj, separators=(",", ":"), sort_keys=False)
+    if rehearse:  # (the API server checks the request, admission and PDBs included)
+        path += "?dryRun=All"
     return [f"kubectl create --raw {shlex.quote(path)} -f - <<'EOF'", body, "EOF"]
 
 
@@ -263,10 +265,18 @@ def _get_node(namespace: str, pod: str) -> str:
 
 
 def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
-                   bindings: bool = True, max_age_s: float | None = None) -> str:
+                   bindings: bool = True, max_age_s: float | None = None,
+                   rehearse: bool = False) -> str:
     """A POSIX shell script: evictions through the Eviction API (PodDisruptionBudgets
     apply; a refusal stops the script), then, per placed job, a wait for its
     victims' pods to be gone and the bindings.
+
+    ``rehearse``: the same script with nothing changed on the cluster: every
+    Eviction and Binding is sent with ``?dryRun=All`` (the API server validates it
+    and runs admission and PodDisruptionBudget checks, and stores nothing), each
+    eviction's Event with ``--dry-run=server`` (so 'k8s snapshot --events' counts
+    no eviction that did not happen), and the waits for victims' pods to be gone
+    are said, not run (nothing is deleted in a rehearsal).
 
     Every victim pod is re-checked just before its eviction: a pod that no longer
     exists or no longer runs on the node the snapshot saw is skipped (a comment, and
@@ -284,8 +294,11 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
         (f"# preempt-planner k8s apply: plan for {plan.model_dump(mode='json')['now']} "
         f"(status {plan.status}): {len(plan.evictions)} eviction(s), "
         f"{len(plan.placements)} placement(s)"),
-        "set -eu",
     ]
+    if rehearse:
+        lines.append("# REHEARSAL (k8s apply --rehearse): every request is a server-side dry "
+                     "run (dryRun=All); nothing on the cluster changes")
+    lines.append("set -eu")
     if max_age_s is not None:
         deadline = int(plan.now.timestamp() + max_age_s)
         lines += ["", (f"# not after {iso(datetime.fromtimestamp(deadline, plan.now.tzinfo))}: "
@@ -324,9 +337,9 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
                           f"if [ \"{_get_node(jp.namespace, pod)}\" != - ]; then"]
                 gone = f"{ref} is gone; not evicted"
             lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/eviction",
-                           evictions[key])
+                           evictions[key], rehearse)
             lines.append("# the record 'k8s snapshot --events' reads back (rolling budget, R15)")
-            lines += ["kubectl create -f - <<'EOF'",
+            lines += [f"kubectl create{' --dry-run=server' if rehearse else ''} -f - <<'EOF'",
                       json.dumps(events[key], separators=(",", ":")), "EOF"]
             lines += ["else", f"echo {shlex.quote('preempt-planner: skip: ' + gone)} >&2",
                       f"{flag[ev.job]}=1", "fi"]
@@ -346,8 +359,11 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
                 for v in victims:
                     vp = job_pods(v.job, meta)
                     names = " ".join(shlex.quote(f"pod/{n}") for n in vp.pods)
-                    lines.append(f"kubectl wait --for=delete {names} -n "
-                                 f"{shlex.quote(vp.namespace)} --timeout={timeout}s")
+                    wait = (f"kubectl wait --for=delete {names} -n "
+                            f"{shlex.quote(vp.namespace)} --timeout={timeout}s")
+                    lines.append("echo " + shlex.quote(f"preempt-planner: rehearsal: would run: "
+                                                       f"{wait}") + " >&2"
+                                 if rehearse else wait)
                 closing = ["else", "echo " + shlex.quote(
                     f"preempt-planner: skip: not placing {pl.job}: a pod of its victims was "
                     "not evicted") + " >&2", "fi"]
@@ -362,7 +378,7 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
             lines.append('if [ "$pp_place" = yes ]; then')
             for pod in jp.pods:
                 lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/binding",
-                               next(objs))
+                               next(objs), rehearse)
             lines.append("fi")
             lines += closing
     return "\n".join(lines) + "\n"
