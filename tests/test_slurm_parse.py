@@ -1696,3 +1696,20 @@ def test_expected_nodes_of_a_snapshot_merge_pieces_and_skip_synthetic_jobs() -> 
                          now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
     assert expected_nodes(res.snapshot) == {"2": {"gpu1", "gpu2"}, "3": {"gpu2"},
                                             "5": {"gpu2"}}
+
+
+def test_running_gpus_of_a_snapshot_sum_pieces_and_skip_synthetic_jobs() -> None:
+    # the GPUs the state file keeps with each eviction (R15's GPU budget), from the
+    # snapshot of the test above: job 2 holds 5 GPUs on gpu1 and 2 on gpu2 (7), job 3
+    # one, job 5 four; slurm-occupied@gpu1 (3 GPUs of no listed job) is no victim.
+    # A snapshot given by hand whose counts are not whole numbers loses those jobs.
+    from planner.adapters.slurm.run import running_gpus
+
+    res = build_snapshot(_without(load("22.05-typed/squeue.json"), 1),
+                         load("22.05-typed/sinfo.json"), cfg_of(tiers={"default": 3}),
+                         now=NOW_2205_TYPED, read_sidecar=lambda j: ({}, []))
+    assert running_gpus(res.snapshot) == {"2": 7, "3": 1, "5": 4}
+    odd = {"jobs": [{"id": "7", "state": "running", "gpus_per_node": "8"},
+                    {"id": "8", "state": "running", "gpus_per_node": 2, "nodes": 3},
+                    {"id": "9", "state": "pending", "gpus_per_node": 4}, "junk"]}
+    assert running_gpus(odd) == {"8": 6}

@@ -215,7 +215,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from models import InputError, load_plan, read_document
     from planner.adapters.slurm.apply import apply_plan
     from planner.adapters.slurm.parse import check_document
-    from planner.adapters.slurm.run import NO_STATE_FILE, expected_nodes
+    from planner.adapters.slurm.run import NO_STATE_FILE, expected_nodes, running_gpus
     from planner.adapters.slurm.state import AdapterState
 
     _setup_logging(args.log_level)
@@ -230,13 +230,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
         plan = load_plan(doc)
     except InputError as exc:
         raise InputError(exc.errors, args.plan) from None
-    nodes = None
+    nodes = gpus = None
     if args.snapshot:
         snap = read_document(args.snapshot)
         if not isinstance(snap, dict) or not isinstance(snap.get("jobs"), list):
             raise InputError([("this is not a contract snapshot (no jobs list); give the "
                                "snapshot the plan was made from")], f"--snapshot {args.snapshot}")
-        nodes = expected_nodes(snap)
+        nodes, gpus = expected_nodes(snap), running_gpus(snap)
     try:
         state = AdapterState.load(cfg.state_file)
     except ValueError as exc:
@@ -248,7 +248,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     as_json = getattr(args, "format", "table") == "json"
     report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
                         echo=None if as_json else (lambda line: print(line, flush=True)),
-                        force=args.force, expected_nodes=nodes)
+                        force=args.force, expected_nodes=nodes, gpus=gpus)
     if not args.dry_run:
         state.save()
     _warn(report.warnings)

@@ -114,6 +114,27 @@ def expected_nodes(snapshot: dict[str, Any]) -> dict[str, set[str]]:
     return out
 
 
+def running_gpus(snapshot: dict[str, Any]) -> dict[str, int]:
+    """Slurm job id -> the GPUs its running pieces hold in `snapshot` (summed), for
+    the evictions the state file keeps (R15's GPU budget). Pieces whose counts are
+    not whole numbers are left out (a snapshot given by hand is checked no further)."""
+    out: dict[str, int] = {}
+    for job in snapshot.get("jobs", []):
+        if not isinstance(job, dict) or job.get("state") != "running":
+            continue
+        meta = job.get("_slurm")
+        if not isinstance(meta, dict):
+            meta = {}
+        if meta.get("synthetic"):  # (GPUs Slurm holds for no job it lists: never a victim)
+            continue
+        per, count = job.get("gpus_per_node"), job.get("nodes", 1)
+        if type(per) is not int or type(count) is not int:
+            continue
+        jid = str(meta.get("job_id", job.get("id")))
+        out[jid] = out.get(jid, 0) + per * count
+    return out
+
+
 @dataclass
 class TickResult:
     snapshot: dict[str, Any]
@@ -181,11 +202,7 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     p = make_plan(snap, time_limit_s=cfg.planner.time_limit_s,
                   deterministic=cfg.planner.deterministic, workers=cfg.planner.workers,
                   planner=cfg.planner.planner, loop=loop)
-    gpus: dict[str, int] = {}  # Slurm job -> GPUs (pieces of one job summed)
-    for job in parsed.snapshot.get("jobs", []):
-        if job.get("state") == "running":
-            jid = str(job.get("_slurm", {}).get("job_id", job["id"]))
-            gpus[jid] = gpus.get(jid, 0) + job["gpus_per_node"] * job.get("nodes", 1)
+    gpus = running_gpus(parsed.snapshot)  # Slurm job -> GPUs (pieces of one job summed)
     # the plan was made from this very snapshot a moment ago: fresh by construction
     report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner, clock=clock,
                         sleep=sleep, echo=echo, gpus=gpus, fresh=True,
