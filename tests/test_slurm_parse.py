@@ -826,6 +826,45 @@ def test_cli_apply_dry_run_and_bad_plan(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["apply", str(tmp_path / "bad.json"), "--dry-run"]) == 2
 
 
+def test_cli_apply_keeps_victims_gpus_from_its_snapshot(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # `slurm apply` with a state file hands apply_plan each running job's GPUs from
+    # --snapshot (kept with the evictions, R15's GPU budget); without --snapshot
+    # there are none, and it says what that costs. (apply_plan is a stand-in: no
+    # Slurm command runs.)
+    import time
+
+    import planner.adapters.slurm.apply as slurm_apply
+    from planner.adapters.slurm.apply import ApplyReport
+    from planner.commands.slurm import main
+
+    seen: list[Any] = []
+
+    def fake(plan: Any, cfg: Any, **kw: Any) -> ApplyReport:
+        seen.append(kw["gpus"])
+        return ApplyReport(dry_run=kw["dry_run"])
+
+    monkeypatch.setattr(slurm_apply, "apply_plan", fake)
+    (tmp_path / "plan.json").write_text(json.dumps(_plan_document(parse_iso_now(time.time()))))
+    (tmp_path / "c.json").write_text(json.dumps({**CFG_2205,
+                                                 "state_file": str(tmp_path / "state.json")}))
+    snap = {"jobs": [{"id": "21", "state": "running", "gpus_per_node": 2, "nodes": 2,
+                      "_slurm": {"job_id": "21"}},
+                     {"id": "22@gpu1", "state": "running", "gpus_per_node": 1,
+                      "_slurm": {"job_id": "22"}},
+                     {"id": "22@gpu2", "state": "running", "gpus_per_node": 3,
+                      "_slurm": {"job_id": "22"}}]}
+    (tmp_path / "snap.json").write_text(json.dumps(snap))
+    base = ["apply", str(tmp_path / "plan.json"), "--config", str(tmp_path / "c.json")]
+    assert main([*base, "--snapshot", str(tmp_path / "snap.json")]) == 0
+    assert seen == [{"21": 4, "22": 4}]  # 2 x 2; 1 + 3 on two nodes
+    assert "without their GPUs" not in capsys.readouterr().err
+    assert main(base) == 0
+    assert seen[-1] is None
+    assert ("warning: no --snapshot: the evictions are kept in the state file without their "
+            "GPUs") in capsys.readouterr().err
+
+
 def test_apply_does_not_evict_for_a_job_it_could_not_pin() -> None:
     fake = FakeSlurm({"21": 0.0, "22": 0.0, "23": 0.0}, fail={"ReqNodeList"})
     rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)

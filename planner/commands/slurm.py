@@ -215,7 +215,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from models import InputError, load_plan, read_document
     from planner.adapters.slurm.apply import apply_plan
     from planner.adapters.slurm.parse import check_document
-    from planner.adapters.slurm.run import NO_STATE_FILE, expected_nodes, running_gpus
+    from planner.adapters.slurm.run import (
+        NO_SNAPSHOT_GPUS,
+        NO_STATE_FILE,
+        expected_nodes,
+        running_gpus,
+    )
     from planner.adapters.slurm.state import AdapterState
 
     _setup_logging(args.log_level)
@@ -244,6 +249,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if cfg.state_file is None and not args.dry_run:
         _warn([NO_STATE_FILE])
+    elif gpus is None and plan.evictions and not args.dry_run:
+        _warn([NO_SNAPSHOT_GPUS])
     # a plan older than max_plan_age_s raises StalePlan (an InputError: exit 2)
     as_json = getattr(args, "format", "table") == "json"
     report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,

@@ -134,6 +134,11 @@ def running_gpus(snapshot: dict[str, Any]) -> dict[str, int]:
         out[jid] = out.get(jid, 0) + per * count
     return out
 
+NO_SNAPSHOT_GPUS = ("no --snapshot: the evictions are kept in the state file without their "
+                    "GPUs, so the next snapshots count them toward the window's eviction "
+                    "count but not toward thrash.max_gpu_fraction (give --snapshot FILE, the "
+                    "snapshot the plan was made from)")
+
 
 @dataclass
 class TickResult:
