@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -76,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limits", default="1,5", help="comma-separated planner time limits")
     ap.add_argument("--out", help="write the results JSON here")
     args = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_planner import machine
+
+    at_start = machine()  # (the machine as the runs start: its load average then)
     data = generate(nodes=args.nodes, pending=args.pending, seed=args.seed)
     off = json.loads(json.dumps(data))
     off.setdefault("policy", {})["thrash"] = None
@@ -89,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                             capture_output=True, text=True, check=False).stdout.strip()
     doc = {"benchmark": "bench_thrash_tick", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-           "commit": commit, "machine": f"{platform.processor() or platform.machine()}, "
-           f"{__import__('os').cpu_count()} cores", "nodes": args.nodes, "pending": args.pending,
+           "commit": commit, "machine": at_start, "nodes": args.nodes, "pending": args.pending,
            "seed": args.seed, "command": " ".join(["python", "benchmarks/bench_thrash_tick.py",
                                                    *(argv or sys.argv[1:])]),
            "runs": runs}
