@@ -3,12 +3,13 @@
 Definitions (also in ``docs/simulation.md``):
 
 - allocated GPU-s: GPUs held by jobs, from their start to their completion or
-  eviction, plus each victim's grace; useful GPU-s: the progress jobs keep
+  eviction, plus each victim's time from eviction to exit (its flush, at most its
+  grace; ``cleanup_s`` without a signal); useful GPU-s: the progress jobs keep
   (completed work, saved checkpoints, progress of jobs still running at the end).
   ``allocated = useful + lost + restore + flush``.
 - goodput = useful / allocated; utilization = allocated / (GPUs x span).
 - wasted GPU-hours: ``lost`` (progress since the last checkpoint thrown away),
-  ``restore`` (restarts reloading), ``flush`` (GPUs held during victims' grace).
+  ``restore`` (restarts reloading), ``flush`` (GPUs held by victims from eviction to exit).
 - eviction rate: evictions in the last ``thrash_window_s`` over active jobs, at
   every recorded tick; a thrash window is a whole window (back to back from the
   start) whose evictions exceed ``thrash_fraction`` of its time-averaged active jobs.
