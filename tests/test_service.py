@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http.client
 import json
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -274,6 +276,88 @@ def test_keep_alive_survives_errors(server: PlannerServer) -> None:
             assert resp.status == want
     finally:
         conn.close()
+
+
+def test_a_string_body_is_not_read_as_a_server_path(server: PlannerServer) -> None:
+    # The loaders read a string as a file's path (the command line's way): a body
+    # that is a JSON string must not make the server read its own files (a real
+    # instance, /dev/zero, standard input), on /v1/plan with or without a cluster
+    # key, nor through /v1/verify's snapshot
+    real = str(Path(__file__).resolve().parents[1] / "instances" / "budget.json")
+    for path in ("/v1/plan", "/v1/plan?cluster=c1"):
+        for target in (real, "/dev/zero", "-", "/nonexistent"):
+            status, _, err = request(server, "POST", path, target)
+            assert (status, err["error"]) == (400, "invalid snapshot"), err
+            assert err["messages"] == [
+                "snapshot: must be a JSON object (the snapshot document itself)"]
+    status, _, err = request(server, "POST", "/v1/verify", {"snapshot": real, "plan": {}})
+    assert status == 400 and err["messages"][0] == (
+        "snapshot: must be a JSON object (the snapshot document itself)")
+
+
+def _exchange(srv: PlannerServer, data: bytes) -> bytes:
+    """Send raw bytes and read until the server closes (or 5 s of silence)."""
+    with socket.create_connection(_addr(srv), timeout=5) as s:
+        s.sendall(data)
+        out = b""
+        with contextlib.suppress(TimeoutError):
+            while chunk := s.recv(65536):
+                out += chunk
+        return out
+
+
+def test_an_unread_body_closes_the_connection(server: PlannerServer) -> None:
+    # A body the answer does not read (GET with a body, a 404 or 405 with a chunked
+    # body) would be taken for the next request on a kept-alive connection: the
+    # answer says Connection: close and the bytes after it are never parsed as a
+    # request (one answer, not two)
+    smuggled = b"GET /nothere HTTP/1.1\r\nHost: x\r\n\r\n"
+    for head in (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                 % len(smuggled),
+                 b"POST /v2/plan HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+                 b"DELETE /v1/plan HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                 % len(smuggled)):
+        out = _exchange(server, head + smuggled)
+        assert out.count(b"HTTP/1.1 ") == 1, out
+        assert b"\r\nConnection: close\r\n" in out
+    # a body read whole keeps the connection: two answers on one
+    body = json.dumps(SNAP).encode()
+    post = (b"POST /v1/plan?deterministic=1 HTTP/1.1\r\nHost: x\r\nContent-Length: %d"
+            b"\r\n\r\n" % len(body)) + body
+    out = _exchange(server, post + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close"
+                    b"\r\n\r\n")
+    assert out.count(b"HTTP/1.1 200 ") == 2, out
+
+
+def test_content_length_must_be_one_plain_number(server: PlannerServer) -> None:
+    for given in ([b"7", b"50"], [b"+5"], [b"1_0"], [b"-1"], [b"0x10"]):
+        head = b"POST /v1/plan HTTP/1.1\r\nHost: x\r\n" + b"".join(
+            b"Content-Length: %s\r\n" % g for g in given) + b"\r\n"
+        status, err = raw_exchange(server, head)
+        assert (status, err["error"]) == (400, "bad Content-Length"), (given, err)
+
+
+def test_a_bad_request_target_is_a_400(server: PlannerServer) -> None:
+    status, err = raw_exchange(server, b"GET http://[::1/v1/plan HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (status, err["error"]) == (400, "bad request target")
+
+
+def test_a_body_that_stops_arriving_is_a_408(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (READ_TIMEOUT_S shortened: a client that sends half its body and waits)
+    from planner.service import server as service
+
+    monkeypatch.setattr(service._Handler, "timeout", 0.5)
+    srv = make_server("127.0.0.1", 0, quiet=True)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    try:
+        status, err = raw_exchange(srv, b"POST /v1/plan HTTP/1.1\r\nHost: x\r\n"
+                                        b"Content-Length: 100\r\n\r\n{\"now\"")
+        assert (status, err["error"]) == (408, "request timeout")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
 
 
 # -------------------------------------------------------------------- verify

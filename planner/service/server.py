@@ -224,10 +224,17 @@ def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+# seconds a connection may leave the server waiting for the next bytes of a request
+# (its line, headers or body) before it is closed: a slow or idle client does not
+# hold a thread for ever (408 where a body stops arriving)
+READ_TIMEOUT_S = 60.0
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: PlannerServer
     protocol_version = "HTTP/1.1"
     server_version = "preempt-planner"
+    timeout = READ_TIMEOUT_S  # (StreamRequestHandler: the socket's timeout)
 
     # ------------------------------------------------------------- dispatch
     def do_GET(self) -> None:
@@ -254,12 +261,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         t0 = time.perf_counter()
         self._body_read = False
-        url = urlsplit(self.path)
-        path = url.path.rstrip("/") or "/"
-        endpoint = path if path in ROUTES else "other"
-        self._metric: tuple[str, str, float] | None = (endpoint, method, t0)
+        # a body this request's answer does not read would be taken for the next
+        # request on a kept-alive connection: such a connection closes after the
+        # answer, unless the body is read whole (_raw_body)
+        self._keep = self.close_connection
+        if self._has_body():
+            self.close_connection = True
+        self._metric: tuple[str, str, float] | None = ("other", method, t0)
         status = 500
         try:
+            try:
+                url = urlsplit(self.path)
+            except ValueError:
+                raise _HTTPError(400, "bad request target",
+                                 [f"cannot parse the request target {self.path!r}"]) from None
+            path = url.path.rstrip("/") or "/"
+            self._metric = (path if path in ROUTES else "other", method, t0)
             allowed = ROUTES.get(path)
             if allowed is None:
                 raise _HTTPError(404, "not found", [(f"no endpoint {path}; endpoints: "
@@ -279,8 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = generate_latest(self.server.metrics.registry)
                 status = self._send(200, body, CONTENT_TYPE_LATEST, head=method == "HEAD")
         except _HTTPError as exc:
-            if not self._body_read and self.headers.get("Content-Length", "0") != "0" \
-                    or exc.status == 411:
+            if not self._body_read and self._has_body() or exc.status in (408, 411):
                 self.close_connection = True  # an unread body would poison keep-alive
             status = self._send_json(exc.status, {"error": exc.error, "messages": exc.messages},
                                      headers=exc.headers, head=method == "HEAD")
@@ -310,29 +326,43 @@ class _Handler(BaseHTTPRequestHandler):
     _body_read = False
     _metric: tuple[str, str, float] | None = None  # (endpoint, method, start) to count
 
+    def _has_body(self) -> bool:
+        """Does the request say it carries a body (a Transfer-Encoding, or a
+        Content-Length that is not 0)?"""
+        if self.headers.get("Transfer-Encoding", "").strip().lower() not in ("", "identity"):
+            return True
+        return any(v.strip() != "0" for v in self.headers.get_all("Content-Length") or [])
+
     def _raw_body(self) -> bytes:
-        """The request body's bytes; 411/413/400 before or instead of reading it."""
-        if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
+        """The request body's bytes; 411/413/400/408 before or instead of reading it."""
+        if self.headers.get("Transfer-Encoding", "").strip().lower() not in ("", "identity"):
             raise _HTTPError(411, "length required",
                              ["chunked bodies are not accepted; send Content-Length"])
-        raw = self.headers.get("Content-Length")
-        if raw is None:
+        given = self.headers.get_all("Content-Length") or []
+        if not given:
             raise _HTTPError(411, "length required", ["the request needs a Content-Length"])
-        try:
-            length = int(raw)
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            raise _HTTPError(400, "bad Content-Length", [f"Content-Length {raw!r}"]) from None
+        if len(given) > 1:
+            raise _HTTPError(400, "bad Content-Length",
+                             [(f"{len(given)} Content-Length headers ({', '.join(given)}); "
+                               "send one")])
+        raw = given[0].strip()
+        if not (raw.isascii() and raw.isdigit()):  # (int() would take '+5', '1_0')
+            raise _HTTPError(400, "bad Content-Length", [f"Content-Length {raw!r}"])
+        length = int(raw)
         limit = self.server.max_body_bytes
         if length > limit:
             raise _HTTPError(413, "request body too large",
                              [f"Content-Length {length} exceeds the limit of {limit} bytes"])
-        data = self.rfile.read(length)
+        try:
+            data = self.rfile.read(length)
+        except TimeoutError:
+            raise _HTTPError(408, "request timeout",
+                             [f"the body did not arrive within {READ_TIMEOUT_S:g} s"]) from None
         self._body_read = True
         if len(data) != length:
             raise _HTTPError(400, "incomplete body",
                              [f"got {len(data)} of {length} bytes"])
+        self.close_connection = self._keep  # (read whole: the connection may stay open)
         return data
 
     def _body(self) -> Any:
@@ -443,6 +473,8 @@ class _Handler(BaseHTTPRequestHandler):
         messages = []
         snap = plan = None
         try:
+            if not isinstance(doc["snapshot"], dict):  # (a string would be a file's path)
+                raise InputError([NOT_AN_OBJECT])
             snap = load_snapshot(doc["snapshot"])
         except InputError as exc:
             messages += [f"snapshot: {e}" if not e.startswith("snapshot") else e
@@ -552,6 +584,9 @@ def _parse_json(data: bytes) -> tuple[Any, list[str]]:
     return doc, []
 
 
+NOT_AN_OBJECT = "snapshot: must be a JSON object (the snapshot document itself)"
+
+
 def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
     """Parse, validate and plan one request body (in a worker process, or on the
     request's thread without ``processes``). Returns
@@ -562,6 +597,8 @@ def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
     doc, problem = _parse_json(data)
     if problem:
         return "malformed JSON", problem
+    if not isinstance(doc, dict):  # (the loaders read a string as a file's path)
+        return "invalid snapshot", [NOT_AN_OBJECT]
     opts = dict(opts)
     key = opts.pop("cluster", None)
     try:
