@@ -760,6 +760,9 @@ def load_plan(source: dict[str, Any] | str | Path, name: str | None = None) -> P
     if not isinstance(source, dict):
         raise InputError(["plan: must be a JSON/YAML object"], name)
     missing = [] if "version" in source else ["plan.version: Field required"]
+    odd = _not_finite(source, "plan")
+    if odd is not None:
+        raise InputError(missing + [f"{odd}: Input should be a finite number"], name)
     try:
         plan = Plan.model_validate_json(json.dumps(source, default=_json_value), strict=True)
     except ValidationError as exc:
@@ -767,6 +770,24 @@ def load_plan(source: dict[str, Any] | str | Path, name: str | None = None) -> P
     if missing:
         raise InputError(missing, name)
     return plan
+
+
+def _not_finite(doc: Any, path: str) -> str | None:
+    """The path of the first NaN or infinity in a document (the contract's numbers
+    are finite), or None."""
+    if isinstance(doc, float):
+        return None if math.isfinite(doc) else path
+    if isinstance(doc, dict):
+        items: Any = doc.items()
+    elif isinstance(doc, list):
+        items = enumerate(doc)
+    else:
+        return None
+    for k, v in items:
+        found = _not_finite(v, f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}")
+        if found is not None:
+            return found
+    return None
 
 
 def _json_value(value: Any) -> Any:

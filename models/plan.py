@@ -16,7 +16,12 @@ from pydantic import (
     model_serializer,
 )
 
+from models.policy import MAX_SECONDS
 from models.snapshot import PlacementPart
+
+# a plan read back (slurm apply, k8s apply, verify) is checked like a snapshot:
+# durations from 0 to MAX_SECONDS, amounts not negative (NaN and infinities are
+# refused by load_plan)
 
 PlanStatus = Literal["optimal", "feasible", "fallback"]
 Reason = Literal["COOLDOWN", "CASCADE_GUARD", "NO_FIT", "PROTECTED", "STORM", "BUDGET",
@@ -85,9 +90,9 @@ class Eviction(_Out):
     tier: int
     preemptors: list[str]
     signal: str | None
-    grace_s: float
-    flush_s: float
-    cost_gpu_s: float
+    grace_s: float = Field(ge=0, le=MAX_SECONDS)
+    flush_s: float = Field(ge=0, le=MAX_SECONDS)
+    cost_gpu_s: float = Field(ge=0)
     requeue_hold_until: AwareDatetime
 
     @field_serializer("requeue_hold_until")
@@ -98,7 +103,7 @@ class Eviction(_Out):
 class Placement(_Out):
     job: str
     placement: list[PlacementPart]
-    start_after_s: float = 0
+    start_after_s: float = Field(0, ge=0, le=MAX_SECONDS)
 
 
 class Deferred(_Out):

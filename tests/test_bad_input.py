@@ -464,6 +464,50 @@ def test_types_are_strict_and_the_version_is_required() -> None:
     assert exc.value.errors == ["version: Field required"]
 
 
+def test_a_plan_read_back_has_finite_durations_in_range(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A plan that 'slurm apply', 'k8s apply' or 'verify' reads is bad input (exit 2,
+    # the field named) when a duration is NaN, infinite, negative or beyond 10^9 s:
+    # a grace of NaN or 1e308 would have an adapter wait for ever for its victim
+    from models import InputError, load_plan
+
+    snap = json.loads(EXAMPLE.read_text())
+    snap_file = _write(tmp_path, snap)
+    assert cli.main(["plan", str(snap_file), "-o", "json", "--deterministic",
+                     "--out", str(tmp_path / "plan.json")]) == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["evictions"] and load_plan(plan).evictions[0].grace_s == \
+        plan["evictions"][0]["grace_s"]
+    cases = [
+        (("evictions", 0, "grace_s"), float("nan"),
+         "plan.evictions[0].grace_s: Input should be a finite number"),
+        (("evictions", 0, "flush_s"), float("inf"),
+         "plan.evictions[0].flush_s: Input should be a finite number"),
+        (("evictions", 0, "grace_s"), -5,
+         "plan.evictions[0].grace_s: Input should be greater than or equal to 0"),
+        (("evictions", 0, "grace_s"), 1e308,
+         "plan.evictions[0].grace_s: Input should be less than or equal to 1000000000"),
+        (("placements", 0, "start_after_s"), -1,
+         "plan.placements[0].start_after_s: Input should be greater than or equal to 0"),
+        (("evictions", 0, "cost_gpu_s"), -1.5,
+         "plan.evictions[0].cost_gpu_s: Input should be greater than or equal to 0"),
+    ]
+    for path, value, said in cases:
+        doc = copy.deepcopy(plan)
+        node: Any = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(InputError) as exc:
+            load_plan(doc)
+        assert said in exc.value.errors, (path, exc.value.errors)
+    doc = copy.deepcopy(plan)
+    doc["evictions"][0]["grace_s"] = float("nan")
+    (tmp_path / "bad.json").write_text(json.dumps(doc))  # (json writes NaN)
+    assert cli.main(["verify", str(snap_file), str(tmp_path / "bad.json")]) == 2
+    assert "grace_s: Input should be a finite number" in capsys.readouterr().err
+
+
 def test_typos_in_fields_and_options_get_a_suggestion(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(EXAMPLE.read_text())
