@@ -571,7 +571,8 @@ class FakeSlurm:
     `where` (job -> hostlist) makes the status query answer ``id|STATE|nodes`` as
     real squeue does with ``%N``; without it only ``id|STATE`` (nodes unknown).
     `fail` fails every command containing one of its strings; `fail_times` fails
-    such a command only that many times."""
+    such a command only that many times. `ends` (job -> state) is the state a victim
+    ends in when it stops (default COMPLETED)."""
 
     def __init__(self, running: dict[str, float], fail: frozenset[str] | set[str] = frozenset(),
                  squeue: dict[str, Any] | None = None, nodes: dict[str, Any] | None = None,
@@ -585,6 +586,7 @@ class FakeSlurm:
         self.fail_times = fail_times
         self.squeue, self.nodes = squeue, nodes
         self.where = where
+        self.ends: dict[str, str] = {}
 
     def clock(self) -> float:
         return self.t
@@ -595,7 +597,7 @@ class FakeSlurm:
     def _update(self) -> None:
         for j, at in self.signalled.items():
             if self.state.get(j) == "RUNNING" and self.t >= at + self.stop_after[j]:
-                self.state[j] = "COMPLETED"
+                self.state[j] = self.ends.get(j, "COMPLETED")
 
     def __call__(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
         self.calls.append((self.t, argv))
@@ -1270,8 +1272,16 @@ def test_mig_and_pcie_nodes_from_real_slurmrestd_output() -> None:
     mig_job = jobs["7800005"]  # --gres=gpu:1g.10gb:2
     assert (mig_job["gpu_type"], mig_job["topology"], mig_job["gpus_per_node"]) == \
         ("MIG-1g.10gb", "any", 2)
-    assert res.warnings[0] == unsaid("7800001", "7800002", "7800003", "7800004")
-    assert res.warnings[1:] == [w for w in res.warnings if w.startswith("slurm-occupied@")]
+    # the four running jobs are real records of a cluster whose jobs say "requeue":
+    # false (JobRequeue=0): Slurm refuses to requeue them, so they are never victims
+    # (tier 9, not preemptible, a note each) and their signal is not asked for
+    assert {j: jobs[j]["tier"] for j in ("7800001", "7800002", "7800003", "7800004")} == \
+        dict.fromkeys(("7800001", "7800002", "7800003", "7800004"), 9)
+    assert [n for n in res.notes if "never a victim" in n] == [
+        f"job {j}: not requeueable (--no-requeue, or JobRequeue=0): never a victim; its GPUs "
+        "are occupied in tier 9, not preemptible"
+        for j in ("7800001", "7800002", "7800003", "7800004")]
+    assert res.warnings == [w for w in res.warnings if w.startswith("slurm-occupied@")]
     p = _plan(res.snapshot)
     where = {pl.job: pl.placement for pl in p.placements}
     # the MIG job goes to MIG slices that are free (not 0 of n0161, 4 of n0163,
@@ -1752,3 +1762,539 @@ def test_running_gpus_of_a_snapshot_sum_pieces_and_skip_synthetic_jobs() -> None
                     {"id": "8", "state": "running", "gpus_per_node": 2, "nodes": 3},
                     {"id": "9", "state": "pending", "gpus_per_node": 4}, "junk"]}
     assert running_gpus(odd) == {"8": 6}
+
+
+# ------------------------- 5. jobs Slurm cannot requeue: arrays, het jobs, no-requeue
+
+def _tick_evicting(**job20: Any):
+    """One tick of _evicting_cluster with job 20's squeue record updated by `job20`
+    (a value None deletes the field): (result, fake). In the unchanged cluster 30
+    (tier 1, 8 GPUs, pending) fits only on gpu1, by evicting 20 (tier 3, GPUs 4-7);
+    gpu2 and gpu3 hold 27 (tier 1) and gpu4 is drained."""
+    from planner.adapters.slurm.run import tick
+
+    fake = _evicting_cluster()
+    for j in fake.squeue["jobs"]:
+        if j["job_id"] == 20:
+            for key, value in job20.items():
+                if value is None:
+                    j.pop(key, None)
+                else:
+                    j[key] = value
+    result = tick(cfg_of(**CFG_2205), AdapterState(), runner=fake, clock=fake.clock,
+                  sleep=fake.sleep)
+    return result, fake
+
+
+def _slurm_actions(fake: FakeSlurm) -> list[tuple[str, ...]]:
+    """The scancel/scontrol commands a fake Slurm received, as (verb, job) pairs."""
+    out = []
+    for _, a in fake.calls:
+        if a[0] == "scancel":
+            out.append(("scancel", a[-1]))
+        elif a[0] == "scontrol":
+            job = a[2].removeprefix("JobId=")
+            out.append((a[1] if a[1] != "update" else a[3].partition("=")[0], job))
+    return out
+
+
+NEVER_NOTE = "job 20: {}: never a victim; its GPUs are occupied in tier 9, not preemptible"
+
+
+@pytest.mark.parametrize("fields,why", [
+    # task 7 of array 20: Slurm keeps the array's id for its last-started task, and a
+    # command on the bare id 20 (update, requeuehold, release) acts on every task
+    ({"array_job_id": 20, "array_task_id": 7}, "task 7 of job array 20"),
+    # the same in 23.02+'s number objects
+    ({"array_job_id": {"set": True, "infinite": False, "number": 20},
+      "array_task_id": {"set": True, "infinite": False, "number": 7}},
+     "task 7 of job array 20"),
+    # a task with an id of its own (20 = task 0 of array 12)
+    ({"array_job_id": 12, "array_task_id": 0}, "task 0 of job array 12"),
+    # sbatch --no-requeue (or JobRequeue=0): requeuehold is refused (ESLURM_DISABLED)
+    ({"requeue": False}, "not requeueable (--no-requeue, or JobRequeue=0)"),
+    # salloc/srun: only batch jobs are requeued (ESLURM_BATCH_ONLY)
+    ({"batch_flag": False}, "not a batch job (salloc or srun): Slurm requeues batch jobs only"),
+    # component +1 of het job 19: requeue is refused but for the leader
+    # (ESLURM_NOT_HET_JOB_LEADER), and the leader's requeues every component
+    ({"het_job_id": 19, "het_job_offset": 1, "het_job_id_set": "19-20"},
+     "a component of heterogeneous job 19"),
+    # every squeue --json (21.08 on) says batch_flag; without it 20 is not taken for
+    # a batch job (Slurm has no default: it depends on the submitting command)
+    ({"batch_flag": None}, "not known to be a batch job (squeue gives no batch_flag)"),
+    # a value that says neither yes nor no is not a yes
+    ({"requeue": "maybe"}, "not known to be requeueable (requeue 'maybe')"),
+    # several reasons: all of them
+    ({"array_job_id": 20, "array_task_id": 7, "requeue": False},
+     "task 7 of job array 20; not requeueable (--no-requeue, or JobRequeue=0)"),
+])
+def test_a_job_slurm_cannot_requeue_alone_is_never_a_victim(fields: dict[str, Any],
+                                                             why: str) -> None:
+    # 20 (even with a checkpoint signal) enters in tier 9, the unmanaged tier the
+    # adapter adds to the policy as not preemptible, with a note naming it; 30 then
+    # fits nowhere: nothing is pinned, signalled or requeued.
+    result, fake = _tick_evicting(comment="signal=TERM", **fields)
+    job = jobs_by_id(result.snapshot)["20"]
+    assert (job["tier"], job["_slurm"]["never_victim"]) == (9, why)
+    assert job["placement"] == [{"node": "gpu1", "gpus": [4, 5, 6, 7]}]
+    assert result.snapshot["policy"]["tiers"]["9"] == {"preemptible": False,
+                                                       "min_runtime_s": 0, "can_preempt": []}
+    assert NEVER_NOTE.format(why) in result.snapshot["_slurm"]["notes"]
+    assert result.plan.evictions == [] and result.plan.placements == []
+    assert [d.job for d in result.plan.deferred] == ["30"]
+    assert _slurm_actions(fake) == []
+
+
+def test_a_job_without_a_requeue_field_is_requeueable_as_slurms_default() -> None:
+    # `requeue` missing: Slurm's default (JobRequeue=1) is a requeueable job, so 20
+    # is evicted as in the unchanged cluster: 30 pinned to gpu1; 20 has no
+    # checkpoint signal (its comment is size_gb=1 restore_s=0), so it is not
+    # signalled but requeue-held at once, given its StartTime and released.
+    result, fake = _tick_evicting(requeue=None)
+    assert [e.job for e in result.plan.evictions] == ["20"]
+    assert jobs_by_id(result.snapshot)["20"]["tier"] == 3
+    assert _slurm_actions(fake) == [("ReqNodeList", "30"), ("requeuehold", "20"),
+                                    ("StartTime", "20"), ("release", "20")]
+
+
+@pytest.mark.parametrize("fields,what", [
+    # `sbatch --array=0-9 --gres=gpu:8`: one pending record for ten tasks, whose id
+    # names them all (pinning it would pin every task)
+    ({"array_job_id": 30, "array_task_id": None, "array_task_string": "0-9"},
+     "tasks 0-9 of job array 30"),
+    # a pending task split out of its array (23.02+ number objects)
+    ({"array_job_id": {"set": True, "infinite": False, "number": 12},
+      "array_task_id": {"set": True, "infinite": False, "number": 3},
+      "array_task_string": ""}, "task 3 of job array 12"),
+    # a pending het job's leader: its components start together or not at all
+    ({"het_job_id": 30, "het_job_offset": 0, "het_job_id_set": "30-31"},
+     "a component of heterogeneous job 30"),
+])
+def test_pending_array_and_het_records_are_left_out(fields: dict[str, Any], what: str) -> None:
+    fake = _evicting_cluster()
+    (job30,) = [j for j in fake.squeue["jobs"] if j["job_id"] == 30]
+    job30.update(fields)
+    res = build_snapshot(fake.squeue, fake.nodes, cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    assert sorted(jobs_by_id(res.snapshot)) == ["20", "27"]
+    assert res.notes == [(f"job 30: pending, {what}: left out (the planner places no array "
+                         "task or het job component: Slurm's commands on such an id can act "
+                         "on the whole array or het job)")]
+    # a record without array fields in either shape is no array task: 20 and 27
+    assert res.snapshot["jobs"][0]["tier"] == 3
+
+
+# ------------------------------- 6. victims that end on their own, before or after
+
+def test_a_completing_victim_at_the_recheck_is_left_alone() -> None:
+    # 22 finished its work on its own between the snapshot and the re-check and is
+    # COMPLETING (its epilog runs): it is on its way out, so it is not signalled nor
+    # requeued (requeuing it would run a finished job again). 21 and 23 are evicted.
+    fake = FakeSlurm({"21": 0.0, "22": float("inf"), "23": 0.0},
+                     where={"21": "gpu2", "22": "gpu2", "23": "gpu3"})
+    fake.state["22"] = "COMPLETING"
+    state = AdapterState()
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep,
+                     state=state)
+    assert rep.ok
+    assert [a for a in _slurm_actions(fake) if a[1] == "22"] == []
+    out = {v.job: v for v in rep.victims}
+    assert out["22"].skipped == "was COMPLETING before the signal (ended or requeued on its own)"
+    assert rep.warnings == [("victim 22: was COMPLETING before the signal (ended or requeued on "
+                            "its own); not evicted")]
+    assert out["21"].requeued and out["23"].requeued and set(state.preempted) == {"21", "23"}
+
+
+@pytest.mark.parametrize("end,why", [
+    ("CANCELLED", "cancelled by its owner or an admin"),
+    ("TIMEOUT", "it reached its time limit"),
+    ("NODE_FAIL", "a node of it failed"),
+    ("DEADLINE", "it reached its deadline"),
+    ("BOOT_FAIL", "a node of it failed to boot"),
+    ("OUT_OF_MEMORY", "it ran out of memory"),
+    ("PREEMPTED", "preempted by Slurm itself: is Slurm's own preemption still on for it?"),
+])
+def test_a_victim_that_ends_otherwise_after_its_signal_is_left_alone(end: str, why: str) -> None:
+    # 21 gets SIGTERM at t = 1000 and ends 1 s later in `end`, for a reason of its
+    # own: not requeued (no requeuehold, StartTime nor release), named in the
+    # report. Its eviction (signalled at 1000) still counts for R15; it gets no
+    # preemption record (it is not coming back by the planner's requeue). 22 (no
+    # exit) and 23 (no signal) are requeued as usual.
+    fake = FakeSlurm({"21": 1.0, "22": float("inf"), "23": 0.0})
+    fake.ends["21"] = end
+    state = AdapterState()
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep,
+                     state=state)
+    assert rep.ok
+    assert [a for a in _slurm_actions(fake) if a[1] == "21"] == [("scancel", "21")]
+    out = {v.job: v for v in rep.victims}
+    note = f"ended {end} after its signal ({why}): not requeued, left alone"
+    assert (out["21"].ended, out["21"].requeued, out["21"].note) == (end, False, note)
+    assert out["21"].stopped_at == "1970-01-01T00:16:41Z"  # the poll at t = 1001
+    assert f"victim 21: {note}" in rep.warnings
+    assert out["22"].requeued and out["23"].requeued
+    assert {"job": "21", "at": "1970-01-01T00:16:40Z"} in state.evictions
+    assert set(state.preempted) == {"22", "23"}
+
+
+@pytest.mark.parametrize("end", ["COMPLETED", "FAILED"])
+def test_a_victim_that_exits_after_its_signal_is_requeued(end: str) -> None:
+    # a trap that checkpoints and exits ends the job COMPLETED (exit 0) or FAILED:
+    # 21 exits 1 s after SIGTERM and is requeued at the poll of t = 1001:
+    # requeuehold, StartTime now + (1605 - 1001) = 604 s (its requeue_hold_until is
+    # 00:26:45 = 1605), release.
+    fake = FakeSlurm({"21": 1.0, "22": float("inf"), "23": 0.0})
+    fake.ends["21"] = end
+    rep = apply_plan(PLAN, cfg_of(), runner=fake, clock=fake.clock, sleep=fake.sleep)
+    assert rep.ok
+    assert [a for _, a in fake.calls if a[-1] in ("21", "JobId=21") or a[2:3] == ["JobId=21"]
+            ] == [["scancel", "--signal=TERM", "--batch", "21"],
+                  ["scontrol", "requeuehold", "21"],
+                  ["scontrol", "update", "JobId=21", "StartTime=now+604"],
+                  ["scontrol", "release", "21"]]
+    out = {v.job: v for v in rep.victims}["21"]
+    assert (out.ended, out.requeued, out.released, out.stopped_in_grace) == \
+        (None, True, True, True)
+
+
+# ------------------------------------------------------------ 7. the unmanaged tier
+
+@pytest.mark.parametrize("change,names", [
+    ({"tiers": {"partitions": {"tier1": 1, "tier3": 9}}}, "tiers.partitions.tier3"),
+    ({"tiers": {"qos": {"low": 9}, "accounts": {"ops": 9}}}, "tiers.qos.low, tiers.accounts.ops"),
+    ({"tiers": {"partitions": {"tier1": 1}, "default": 9}}, "tiers.default"),
+    ({"tiers": {"partitions": {"tier1": 1}},
+      "policy": {"tiers": {"9": {"preemptible": True}}}}, "policy.tiers.9"),
+    ({"tiers": {"partitions": {"tier1": 1, "tier3": 4}, "unmanaged": 4}},
+     "tiers.partitions.tier3"),
+])
+def test_the_unmanaged_tier_must_be_a_tier_nothing_else_uses(change: dict[str, Any],
+                                                             names: str) -> None:
+    # The unmanaged tier holds GPUs the planner must never take (unmapped jobs, jobs
+    # Slurm cannot requeue) and is added to the policy as not preemptible only when
+    # the policy does not have it: a mapping to it, or a policy tier of that number,
+    # would make those jobs victims. Refused, naming what collides.
+    tier = change["tiers"].get("unmanaged", 9)
+    with pytest.raises(ConfigError) as exc:
+        cfg_of(**change)
+    assert str(exc.value) == (
+        f"config: tiers.unmanaged: tier {tier} is also used by {names}; the unmanaged tier "
+        "holds the GPUs of jobs the planner must never evict (jobs no mapping covers, array "
+        "tasks, jobs Slurm cannot requeue), in a tier the adapter makes non-preemptible, so "
+        "no mapping, default or policy tier may use it: set tiers.unmanaged to a tier "
+        "number nothing else uses")
+
+
+def test_an_unmanaged_tier_collision_is_exit_2_on_the_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    from planner.commands.slurm import main
+
+    snap = ["snapshot", "--squeue-json", str(FIX / "22.05/squeue.json"),
+            "--nodes-json", str(FIX / "22.05/sinfo.json"), "--now", str(NOW_2205)]
+    # a site whose lowest tier is 9: tier3 mapped to 9, the unmanaged tier's default
+    (tmp_path / "c.yaml").write_text("tiers: {partitions: {tier1: 1, tier3: 9}}\n")
+    assert main([*snap, "--config", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "tiers.unmanaged: tier 9 is also used by tiers.partitions.tier3;" in err
+    assert "Value error" not in err
+    # --default-tier 9 with the unmanaged tier 9
+    (tmp_path / "ok.yaml").write_text("tiers: {partitions: {tier1: 1}}\n")
+    assert main([*snap, "--config", str(tmp_path / "ok.yaml"), "--default-tier", "9"]) == 2
+    assert "tiers.unmanaged: tier 9 is also used by --default-tier;" in capsys.readouterr().err
+    # a policy_file with tier 9 (read when the snapshot is made)
+    (tmp_path / "policy.yaml").write_text("tiers: {'9': {preemptible: true}}\n")
+    (tmp_path / "pf.yaml").write_text("tiers: {partitions: {tier1: 1, tier3: 3}}\n"
+                                      "policy_file: policy.yaml\n")
+    assert main([*snap, "--config", str(tmp_path / "pf.yaml")]) == 2
+    collision = (f"tiers.unmanaged: tier 9 is also used by policy_file "
+                 f"{tmp_path / 'policy.yaml'}: tiers.9;")
+    assert collision in capsys.readouterr().err
+    # `slurm run` refuses it before its first tick (no Slurm command: none exists here)
+    (tmp_path / "pf.yaml").write_text("tiers: {partitions: {tier1: 1, tier3: 3}}\n"
+                                      "policy_file: policy.yaml\n"
+                                      "commands: {squeue: /nonexistent/squeue}\n")
+    assert main(["run", "--config", str(tmp_path / "pf.yaml"), "--ticks", "1"]) == 2
+    assert collision in caplog.text and "/nonexistent/squeue" not in caplog.text
+    # the unmanaged tier moved out of the way: accepted, and tier3's jobs are in 9
+    (tmp_path / "moved.yaml").write_text("tiers: {partitions: {tier1: 1, tier2: 2, tier3: 9}, "
+                                         "unmanaged: 10}\n"
+                                         "policy: {tiers: {'9': {min_runtime_s: 0}}}\n")
+    assert main([*snap, "--config", str(tmp_path / "moved.yaml")]) == 0
+    assert jobs_by_id(json.loads(capsys.readouterr().out))["20"]["tier"] == 9
+
+
+# ------------------------------------------------- 8. the state file: interrupts, lock
+
+def test_an_interrupted_tick_keeps_what_it_did_in_the_state_file(tmp_path: Path) -> None:
+    # 20 traps TERM and never exits; the first sleep of the poll is interrupted (a
+    # second SIGINT/SIGTERM). Everything runs at the fake clock's t = 1000
+    # (1970-01-01T00:16:40Z): pin 30 to gpu1, signal 20, requeue-hold it on the way
+    # out. The state file holds all of it: the pin, 20's preemption (count 1) and
+    # its eviction with its 4 GPUs (gpu1's 4-7).
+    from planner.adapters.slurm.run import tick
+
+    fake = _evicting_cluster()
+    for j in fake.squeue["jobs"]:
+        if j["job_id"] == 20:
+            j["comment"] = "signal=TERM"
+    fake.stop_after["20"] = float("inf")
+
+    def interrupted(_: float) -> None:
+        raise KeyboardInterrupt
+
+    path = tmp_path / "state.json"
+    with pytest.raises(KeyboardInterrupt):
+        tick(cfg_of(**CFG_2205, state_file=str(path)), AdapterState.load(path), runner=fake,
+             clock=fake.clock, sleep=interrupted)
+    assert _slurm_actions(fake) == [("ReqNodeList", "30"), ("scancel", "20"),
+                                    ("requeuehold", "20"), ("StartTime", "20"),
+                                    ("release", "20")]
+    at = "1970-01-01T00:16:40Z"
+    assert json.loads(path.read_text()) == {
+        "pinned": {"30": ["gpu1"]}, "preempted": {"20": {"at": at, "count": 1}},
+        "evictions": [{"job": "20", "at": at, "gpus": 4}]}
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_cli_apply_keeps_the_state_when_interrupted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    # `slurm apply` interrupted (Ctrl-C, or SIGTERM, which it turns into the same
+    # interrupt) after it pinned 27 and evicted 21: the state file holds both
+    # (apply_plan is a stand-in that records them and is interrupted); the status
+    # is 130, and SIGTERM's handler is the one before again
+    import time
+
+    import planner.adapters.slurm.apply as slurm_apply
+    from planner.commands.slurm import main
+
+    def interrupted(plan: Any, cfg: Any, **kw: Any) -> Any:
+        kw["state"].pinned["27"] = ["gpu2", "gpu3"]
+        kw["state"].record_eviction("21", "2026-11-29T09:00:00Z", 4)
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # (the handler interrupts this at once)
+            raise AssertionError("SIGTERM did not interrupt the apply")
+        raise KeyboardInterrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+
+    monkeypatch.setattr(slurm_apply, "apply_plan", interrupted)
+    (tmp_path / "plan.json").write_text(json.dumps(_plan_document(parse_iso_now(time.time()))))
+    (tmp_path / "c.json").write_text(json.dumps({**CFG_2205,
+                                                 "state_file": str(tmp_path / "state.json")}))
+    assert main(["apply", str(tmp_path / "plan.json"), "--config", str(tmp_path / "c.json")]) \
+        == 130
+    assert json.loads((tmp_path / "state.json").read_text()) == {
+        "pinned": {"27": ["gpu2", "gpu3"]}, "preempted": {},
+        "evictions": [{"job": "21", "at": "2026-11-29T09:00:00Z", "gpus": 4}]}
+    assert signal.getsignal(signal.SIGTERM) is before
+    # the lock was let go on the way out
+    from planner.adapters.slurm.state import state_lock
+
+    with state_lock(tmp_path / "state.json") as lock:
+        assert lock == tmp_path / "state.json.lock"
+
+
+def test_run_holds_the_state_lock_for_its_life_and_apply_is_refused_meanwhile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    from planner.adapters.slurm.run import run_loop
+    from planner.adapters.slurm.state import StateLockError, state_lock
+    from planner.commands.slurm import main
+
+    state = tmp_path / "state.json"
+    lock = tmp_path / "state.json.lock"
+    cfg = cfg_of(**CFG_2205, state_file=str(state))
+    fake = _fake_cluster()
+    refused: list[str] = []
+
+    def runner(argv: list[str], timeout: float) -> tuple[int, str, str]:
+        # while the loop runs, another instance cannot take the lock
+        try:
+            with state_lock(state):
+                refused.append("not locked")
+        except StateLockError as exc:
+            refused.append(str(exc))
+        return fake(argv, timeout)
+
+    assert run_loop(cfg, interval_s=0.01, ticks=2, runner=runner) == 0
+    assert refused and all(r.startswith(f"{lock} is locked: another `slurm run` or `slurm "
+                                        f"apply` (pid {os.getpid()}) holds it") for r in refused)
+    # after the loop the lock is free again; held by someone else, a loop and an
+    # apply fail at once (status 2), before any Slurm command
+    with state_lock(state):
+        fake = _fake_cluster()
+        assert run_loop(cfg, interval_s=0.01, ticks=1, runner=fake) == 2
+        assert fake.calls == []
+        assert f"{lock} is locked: another `slurm run` or `slurm apply`" in caplog.text
+        marker = tmp_path / "ran"
+        script = tmp_path / "slurm-cmd"
+        script.write_text(f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+        script.chmod(0o755)
+        (tmp_path / "c.json").write_text(json.dumps({
+            **CFG_2205, "state_file": str(state),
+            "commands": {c: str(script) for c in ("squeue", "sinfo", "scontrol", "scancel")}}))
+        (tmp_path / "plan.json").write_text(
+            json.dumps(_plan_document(parse_iso_now(time.time()))))
+        args = ["apply", str(tmp_path / "plan.json"), "--config", str(tmp_path / "c.json")]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"error: {lock} is locked: another `slurm run` or `slurm apply`" in err
+        assert not marker.exists()
+        # a dry run changes nothing and takes no lock
+        assert main([*args, "--dry-run"]) == 0
+        assert not marker.exists()
+
+
+BAD_STATES = [
+    ("", "it is empty (a JSON object was expected)"),
+    ("[]", "it holds a list, not a JSON object with preempted, pinned and evictions"),
+    ("{not json", ("it is not valid JSON (Expecting property name enclosed in double quotes at "
+                  "line 1 column 2)")),
+    ('{"preempted": {"21": "2026-01-01"}}',
+     'preempted["21"] must be an object {"at": time, "count": n}, not a string'),
+    ('{"preempted": {"21": {"at": "yesterday", "count": 1}}}',
+     "preempted[\"21\"].at must be an ISO-8601 time, not 'yesterday'"),
+    ('{"pinned": {"30": "gpu1"}}',
+     'pinned["30"] must be a list of node names (strings), not "gpu1"'),
+    ('{"pinned": {"30": [1, 2]}}', ('pinned["30"] must be a list of node names (strings), not '
+                                   "[1, 2]")),
+    ('{"pinned": []}', "pinned must be an object (job -> list of nodes), not a list"),
+    ('{"evictions": {"20": "2026-11-29T09:00:00Z"}}',
+     'evictions must be a list of {"job": id, "at": ISO-8601 time, "gpus": n} records'),
+    ('{"evictions": ["20"]}',
+     'evictions must be a list of {"job": id, "at": ISO-8601 time, "gpus": n} records'),
+]
+
+
+@pytest.mark.parametrize("text,what", BAD_STATES)
+def test_a_broken_state_file_is_refused_naming_the_file_and_the_fault(
+        tmp_path: Path, text: str, what: str) -> None:
+    from planner.adapters.slurm.state import StateFileError
+
+    path = tmp_path / "state.json"
+    path.write_text(text)
+    with pytest.raises(StateFileError) as exc:
+        AdapterState.load(path)
+    assert str(exc.value) == (
+        f"{path}: not a valid adapter state file: {what}. Fix it, or move it aside to start "
+        "with an empty history (the evictions of the last day, the preemption times and the "
+        "pins it holds are then forgotten)")
+
+
+def test_a_broken_state_file_is_exit_2_in_snapshot_apply_and_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    from planner.commands.slurm import main
+
+    state = tmp_path / "state.json"
+    state.write_text('{"preempted": {"21": "2026-01-01"}}')
+    fault = (f"{state}: not a valid adapter state file: preempted[\"21\"] must be an object "
+             '{"at": time, "count": n}, not a string.')
+    never = tmp_path / "never-run"  # (every Slurm command: not reached)
+    (tmp_path / "c.json").write_text(json.dumps({
+        **CFG_2205, "state_file": str(state),
+        "commands": {c: str(never) for c in ("squeue", "sinfo", "scontrol", "scancel")}}))
+    cfg = ["--config", str(tmp_path / "c.json")]
+    assert main(["snapshot", *cfg, "--squeue-json", str(FIX / "22.05/squeue.json"),
+                 "--nodes-json", str(FIX / "22.05/sinfo.json"), "--now", str(NOW_2205)]) == 2
+    assert f"error: {fault}" in capsys.readouterr().err
+    (tmp_path / "plan.json").write_text(json.dumps(_plan_document(parse_iso_now(time.time()))))
+    for extra in ([], ["--dry-run"]):
+        assert main(["apply", str(tmp_path / "plan.json"), *cfg, *extra]) == 2
+        assert f"error: {fault}" in capsys.readouterr().err
+    assert main(["run", *cfg, "--ticks", "1"]) == 2
+    assert fault in caplog.text
+    assert state.read_text() == '{"preempted": {"21": "2026-01-01"}}'  # untouched
+
+
+def test_the_state_is_saved_durably(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the file's data and then its directory entry are fsync'd (atomic_write): a
+    # crash after a tick cannot lose the evictions the tick recorded
+    import stat
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    state = AdapterState(path=tmp_path / "sub" / "state.json")
+    state.record_eviction("20", "2026-11-29T09:00:00Z", 4)
+    state.save()
+    assert synced == ["file", "dir"]
+    assert AdapterState.load(tmp_path / "sub" / "state.json").evictions == [
+        {"job": "20", "at": "2026-11-29T09:00:00Z", "gpus": 4}]
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["state.json"]
+
+
+# --------------------------------------------------------------- 9. smaller ones
+
+def test_a_job_id_must_be_a_whole_number() -> None:
+    from planner.adapters.slurm.scalars import job_id
+
+    assert [job_id(v) for v in (20, "20", "20_7", "1_000", 20.0, True, "", "-3", 0, "２",
+                                {"set": True, "number": 20}, None)] == \
+        [20, 20, None, None, None, None, None, None, None, None, None, None]
+    assert num("20_7") is None  # (float() reads it as 207)
+    # "20_7" (array task 7 of 20, as squeue prints it) was job 207. Now it is left out
+    # with a note; its 4 GPUs of gpu1 are still in use by gpu1's gres_used ("gpu:4",
+    # no IDX) and held by no listed job: slurm-occupied@gpu1 holds them, the lowest
+    # free indices 0-3 standing in.
+    fake = _evicting_cluster()
+    for j in fake.squeue["jobs"]:
+        if j["job_id"] == 20:
+            j["job_id"] = "20_7"
+        if j["job_id"] == 27:
+            j["job_id"] = "27"  # all digits: job 27
+    res = build_snapshot(fake.squeue, fake.nodes, cfg_of(**CFG_2205), now=NOW_2205,
+                         read_sidecar=lambda j: ({}, []))
+    jobs = jobs_by_id(res.snapshot)
+    assert sorted(jobs) == ["27", "30", "slurm-occupied@gpu1"]
+    assert jobs["slurm-occupied@gpu1"]["placement"] == [{"node": "gpu1", "gpus": [0, 1, 2, 3]}]
+    assert "jobs[0]: job_id '20_7' is not a Slurm job id (a whole number); left out (its GPUs " \
+        "count as occupied where the node's gres_used reports them)" in res.notes
+
+
+def test_recent_evictions_dated_after_now_count_as_now() -> None:
+    # now = 1000 s after the epoch. A day is kept: 1000 - 86400 <= t. An eviction
+    # 120 s in the future (another host's clock ahead, or this one set back) is
+    # counted at now, not dropped; one of 86,401 s ago is forgotten.
+    now = 86400.0 + 1000
+    state = AdapterState(evictions=[
+        {"job": "1", "at": parse_iso_now(now + 120), "gpus": 8},
+        {"job": "2", "at": parse_iso_now(now - 60)},
+        {"job": "3", "at": parse_iso_now(now - 86401), "gpus": 2}])
+    assert state.recent_evictions(now) == [
+        {"job": "2", "at": parse_iso_now(now - 60)},
+        {"job": "1", "at": parse_iso_now(now), "gpus": 8}]
+    assert [e["job"] for e in state.evictions] == ["1", "2"]  # (kept as recorded)
+    assert state.evictions[0]["at"] == parse_iso_now(now + 120)
+
+
+def test_apply_with_a_snapshot_whose_jobs_are_not_objects(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # {"jobs": ["27"]}: entries that are not job objects are skipped (no victim's
+    # nodes or GPUs from them), not a traceback
+    import time
+
+    from planner.adapters.slurm.run import expected_nodes, running_gpus
+    from planner.commands.slurm import main
+
+    odd = {"jobs": ["27", {"id": "21", "state": "running", "placement": "gpu1"},
+                   {"id": "22", "state": "running", "_slurm": [],
+                    "placement": [{"node": "gpu2"}, "gpu3", {"gpus": [0]}]}]}
+    assert expected_nodes(odd) == {"21": set(), "22": {"gpu2"}}
+    assert running_gpus(odd) == {} and expected_nodes({"jobs": "x"}) == {}
+    (tmp_path / "snap.json").write_text(json.dumps({"jobs": ["27"]}))
+    (tmp_path / "plan.json").write_text(json.dumps(_plan_document(parse_iso_now(time.time()))))
+    assert main(["apply", str(tmp_path / "plan.json"), "--dry-run", "--snapshot",
+                 str(tmp_path / "snap.json")]) == 0
+    assert "scancel --signal=TERM --batch 21" in capsys.readouterr().out

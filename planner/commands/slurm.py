@@ -21,6 +21,8 @@ import json
 import logging
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +104,10 @@ def _config(args: argparse.Namespace) -> SlurmConfig | None:
     suggestion), a --default-tier below 1 says so and gives None."""
     import os
 
+    from pydantic import ValidationError
+
     from models import InputError, read_document, suggest_fields
-    from planner.adapters.slurm.config import config_from_dict
+    from planner.adapters.slurm.config import config_from_dict, error_lines, unmanaged_problem
 
     name = args.config or os.environ.get(CONFIG_ENV) or None
     if name is None:
@@ -117,9 +121,8 @@ def _config(args: argparse.Namespace) -> SlurmConfig | None:
         try:
             cfg = config_from_dict(doc or {}, base=base, source=name)
         except ConfigError as exc:
-            errors = getattr(exc.__cause__, "errors", None)  # (pydantic's, when it says)
-            lines = ([f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                      for e in errors()] if errors is not None else [str(exc)])
+            cause = exc.__cause__  # (pydantic's errors, when it says)
+            lines = error_lines(cause) if isinstance(cause, ValidationError) else [str(exc)]
             raise InputError(suggest_fields(lines, SlurmConfig), name) from None
     tier = getattr(args, "default_tier", None)
     if tier is not None:
@@ -127,6 +130,9 @@ def _config(args: argparse.Namespace) -> SlurmConfig | None:
             print(f"error: --default-tier: must be a tier number >= 1, got {tier}",
                   file=sys.stderr)
             return None
+        if tier == cfg.tiers.unmanaged:
+            raise InputError([unmanaged_problem(["--default-tier"], tier) or ""],
+                             _config_name(args))
         cfg = cfg.model_copy(update={"tiers": cfg.tiers.model_copy(update={"default": tier})})
     return cfg
 
@@ -220,8 +226,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
         NO_STATE_FILE,
         expected_nodes,
         running_gpus,
+        save_after_failure,
     )
-    from planner.adapters.slurm.state import AdapterState
+    from planner.adapters.slurm.state import (
+        AdapterState,
+        StateFileError,
+        StateLockError,
+        state_lock,
+    )
 
     _setup_logging(args.log_level)
     check_output(args.report, "--report")  # (before any command runs)
@@ -242,22 +254,40 @@ def cmd_apply(args: argparse.Namespace) -> int:
             raise InputError([("this is not a contract snapshot (no jobs list); give the "
                                "snapshot the plan was made from")], f"--snapshot {args.snapshot}")
         nodes, gpus = expected_nodes(snap), running_gpus(snap)
-    try:
-        state = AdapterState.load(cfg.state_file)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if cfg.state_file is None and not args.dry_run:
-        _warn([NO_STATE_FILE])
-    elif gpus is None and plan.evictions and not args.dry_run:
-        _warn([NO_SNAPSHOT_GPUS])
-    # a plan older than max_plan_age_s raises StalePlan (an InputError: exit 2)
-    as_json = getattr(args, "format", "table") == "json"
-    report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
-                        echo=None if as_json else (lambda line: print(line, flush=True)),
-                        force=args.force, expected_nodes=nodes, gpus=gpus)
-    if not args.dry_run:
-        state.save()
+    with ExitStack() as held:
+        try:
+            # the state file's lock around load, apply and save (a dry run changes
+            # nothing): a `slurm run` or another `slurm apply` holding it is refused
+            if not args.dry_run:
+                held.enter_context(state_lock(cfg.state_file))
+            state = AdapterState.load(cfg.state_file)
+        except (StateLockError, StateFileError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if cfg.state_file is None and not args.dry_run:
+            _warn([NO_STATE_FILE])
+        elif gpus is None and plan.evictions and not args.dry_run:
+            _warn([NO_SNAPSHOT_GPUS])
+        # a plan older than max_plan_age_s raises StalePlan (an InputError: exit 2)
+        as_json = getattr(args, "format", "table") == "json"
+        try:
+            if not args.dry_run:
+                held.enter_context(_sigterm_interrupts())
+            report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
+                                echo=None if as_json else (lambda line: print(line,
+                                                                              flush=True)),
+                                force=args.force, expected_nodes=nodes, gpus=gpus)
+        except BaseException:
+            # interrupted (Ctrl-C, SIGTERM) or failed: what it carried out so far
+            # (pins, preemption times, evictions) is kept all the same
+            if not args.dry_run:
+                save_after_failure(state)
+            raise
+        if not args.dry_run:
+            try:
+                state.save()
+            except StateFileError as exc:
+                report.problems.append(str(exc))
     _warn(report.warnings)
     for problem in report.problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -271,6 +301,28 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if report.problems and not report.commands:
         return EXIT_USAGE
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM interrupts the block as Ctrl-C does (KeyboardInterrupt), so that an
+    apply stopped either way still requeue-holds the victims it signalled and
+    keeps what it carried out in the state file."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

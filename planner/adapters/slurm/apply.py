@@ -7,18 +7,24 @@ Order of work (one call of :func:`apply_plan`):
    Slurm starts the job there and nowhere else.
 2. Re-check every victim (``squeue --jobs=..``: state and nodes) and signal
    all of them at once (``scancel --signal=TERM --batch|--full``); a victim that
-   is no longer running, or that runs on other nodes than the snapshot (or its
+   is no longer running (COMPLETING counts as ended), or that runs on other
+   nodes than the snapshot (or its
    preemptors' planned nodes) says, is skipped and reported; victims without a
    checkpoint signal are requeued at once. When the re-check fails, no victim is
    signalled.
-3. Poll the victims; each one is finished as soon as it has stopped or its own
+3. Poll the victims; each one is finished as soon as it has exited (COMPLETED or
+   FAILED, as a job does that traps the signal, checkpoints and exits) or its own
    grace is over: ``scontrol requeuehold`` (kills it if still running), then
    ``scontrol update JobId=.. StartTime=now+N`` with N up to the plan's
    ``requeue_hold_until``, then ``scontrol release``. If setting the start time
    fails the job stays held (reported) rather than restarting at once. A
-   signalled victim is always held back: ``requeuehold`` is retried, and an
-   interrupted apply (an exception, a second SIGINT) still requeue-holds every
-   victim it signalled before it returns.
+   victim that ends in another state (CANCELLED, TIMEOUT, NODE_FAIL, DEADLINE,
+   BOOT_FAIL, OUT_OF_MEMORY, PREEMPTED, or requeued by someone else) ended for a
+   reason of its own: it is left alone, named in the report's warnings. A
+   signalled victim still running is always held back: ``requeuehold`` is
+   retried, and an interrupted apply (an exception, a second SIGINT) still
+   requeue-holds every victim it signalled and had not finished before it
+   returns.
 
 A plan older than the config's ``max_plan_age_s`` (default 2 x ``interval_s``),
 from its ``now`` to this host's clock, is refused (``StalePlan``) unless
@@ -57,6 +63,21 @@ _PLAN_JOB = re.compile(r"^(?P<id>[1-9][0-9]{0,11})(?:@(?P<node>[A-Za-z0-9][A-Za-
 ACTIVE = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING",
           "SIGNALING", "STAGE_OUT"}
 """Job states in which a victim still holds (or is releasing) its GPUs."""
+
+EXITED = {"COMPLETED", "FAILED"}
+"""End states of a victim that exited after its signal, as a job does that traps it,
+checkpoints and exits (with status 0 or not): it is requeued. A victim that ends
+in another state (CANCELLED, TIMEOUT, NODE_FAIL, ...) is left alone."""
+
+_ENDED_WHY = {
+    "CANCELLED": "cancelled by its owner or an admin",
+    "TIMEOUT": "it reached its time limit",
+    "NODE_FAIL": "a node of it failed",
+    "DEADLINE": "it reached its deadline",
+    "BOOT_FAIL": "a node of it failed to boot",
+    "OUT_OF_MEMORY": "it ran out of memory",
+    "PREEMPTED": "preempted by Slurm itself: is Slurm's own preemption still on for it?",
+}
 
 REQUEUE_ATTEMPTS = 3
 """``scontrol requeuehold`` tries for a signalled victim before it is reported."""
@@ -180,6 +201,7 @@ class VictimOutcome:
     begin_delay_s: int | None = None
     released: bool = False
     skipped: str | None = None  # why it was not evicted after all
+    ended: str | None = None  # the state it ended in on its own after the signal: left alone
     note: str = ""
 
 
@@ -485,6 +507,11 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
             for v in waiting:
                 now_state = polled.get(v.job) if polled is not None else None
                 stopped = now_state is not None and now_state not in ACTIVE
+                # (one not signalled that exited ended on its own too: no requeue)
+                if stopped and now_state != "GONE" and (
+                        now_state not in EXITED or v.outcome.signalled_at is None):
+                    _ended_on_its_own(v, str(now_state), now, state, report)
+                    continue
                 if stopped or now >= v.deadline:
                     v.outcome.stopped_in_grace = stopped and v.signal is not None
                     if not stopped and v.signal is not None:
@@ -509,10 +536,32 @@ def apply_plan(plan: Any, cfg: SlurmConfig, *, dry_run: bool = False,
     return report
 
 
+def _ended_on_its_own(v: _Victim, st: str, now: float, state: AdapterState,
+                      report: ApplyReport) -> None:
+    """A victim that ended after its signal in a state other than COMPLETED or FAILED
+    (cancelled, timed out, its node failed, requeued by someone else, ...): Slurm or
+    a person ended it for a reason of their own, so it is left alone (no requeue).
+    A signalled one still counts as an eviction of the budget (R15)."""
+    v.done = True
+    why = _ENDED_WHY.get(st, "it ended on its own" if st in EXITED else
+                         "it was requeued or ended by someone else")
+    v.outcome.ended = st
+    v.outcome.stopped_at = iso(now)
+    v.outcome.stopped_in_grace = v.signal is not None
+    after = "after its signal" if v.outcome.signalled_at else "before it was requeued"
+    note = f"ended {st} {after} ({why}): not requeued, left alone"
+    v.outcome.note = (v.outcome.note + "; " if v.outcome.note else "") + note
+    report.warnings.append(f"victim {v.job}: {note}")
+    log.info("slurm: victim %s: %s", v.job, note)
+    if v.outcome.signalled_at is not None and v.evicted_at is not None:
+        state.record_eviction(v.job, iso(v.evicted_at), v.gpus)
+
+
 def _skip_reason(v: _Victim, st: str, nodes_now: list[str] | None,
                  expected_nodes: Mapping[str, Iterable[str]] | None) -> str | None:
-    """Why a victim must not be evicted after all (it ended, or it moved); None."""
-    if st not in ACTIVE:
+    """Why a victim must not be evicted after all (it ended, is ending, or it
+    moved); None. COMPLETING counts as ended: the job is already on its way out."""
+    if st not in ACTIVE or st == "COMPLETING":
         return f"was {st or 'unknown'} before the signal (ended or requeued on its own)"
     if nodes_now is None:
         return None

@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from planner.adapters.checkpoint import CheckpointDefaultsBase
@@ -44,7 +45,10 @@ class TierMap(_Strict):
     important mapped tier wins), else from its account (``accounts``), else
     ``default``. Jobs left without a tier are not planned; if they run on GPUs
     they still occupy them and enter the snapshot in tier ``unmanaged`` (not
-    preemptible, added to the policy).
+    preemptible, added to the policy), as do running jobs Slurm cannot requeue
+    (array tasks, heterogeneous jobs, ``--no-requeue``, salloc/srun). No mapping,
+    ``default`` or ``policy.tiers`` entry may use the unmanaged tier
+    (:meth:`SlurmConfig.unmanaged_collisions`).
     """
 
     partitions: dict[str, int] = Field(default_factory=dict)
@@ -56,6 +60,16 @@ class TierMap(_Strict):
     def maps_any(self) -> bool:
         """True when at least one job could get a tier (a mapping or a default)."""
         return bool(self.partitions or self.qos or self.accounts) or self.default is not None
+
+    def uses_of(self, tier: int) -> list[str]:
+        """The mappings (``tiers.partitions.<name>``, ...) and ``tiers.default`` that
+        give `tier`."""
+        out = [f"tiers.{kind}.{name}" for kind, mapping in
+               (("partitions", self.partitions), ("qos", self.qos), ("accounts", self.accounts))
+               for name, t in mapping.items() if t == tier]
+        if self.default == tier:
+            out.append("tiers.default")
+        return out
 
 
 class NodeRule(_Strict):
@@ -154,6 +168,28 @@ class SlurmConfig(_Strict):
     commands: Commands = Field(default_factory=Commands)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
 
+    @model_validator(mode="after")
+    def _unmanaged_tier_apart(self) -> SlurmConfig:
+        problem = unmanaged_problem(self.unmanaged_collisions(), self.tiers.unmanaged)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def unmanaged_collisions(self, policy_tiers: Any = None,
+                             where: str = "policy.tiers") -> list[str]:
+        """What else uses the unmanaged tier: mappings, ``tiers.default`` and the
+        keys of ``policy.tiers`` (or of `policy_tiers`, named `where`). The
+        unmanaged tier holds GPUs the planner must never take (unmapped jobs, jobs
+        Slurm cannot requeue): a job mapped to it, or a policy that makes it
+        preemptible, would turn them into victims."""
+        tier = self.tiers.unmanaged
+        out = self.tiers.uses_of(tier)
+        if policy_tiers is None:
+            policy_tiers = (self.policy or {}).get("tiers")
+        if isinstance(policy_tiers, dict):
+            out += [f"{where}.{k}" for k in policy_tiers if str(k).strip() == str(tier)]
+        return out
+
     def resolved(self, base: Path) -> SlurmConfig:
         """A copy whose relative paths are taken relative to `base`."""
         changes: dict[str, Any] = {}
@@ -204,9 +240,27 @@ class SlurmConfig(_Strict):
         if self.policy_file is not None:
             data = dict(_read_document(Path(self.policy_file)))
             data = dict(data.get("policy", data))  # a snapshot file also works
+            # (the file's tiers count unless `policy` replaces them)
+            file_tiers = None if "tiers" in (self.policy or {}) else data.get("tiers")
+            collisions = self.unmanaged_collisions(file_tiers,
+                                                   f"policy_file {self.policy_file}: tiers")
+            problem = unmanaged_problem(collisions, self.tiers.unmanaged)
+            if problem:
+                raise ConfigError(problem)
         if self.policy:
             data.update(self.policy)
         return data
+
+
+def unmanaged_problem(collisions: list[str], tier: int) -> str | None:
+    """The refusal of an unmanaged tier that `collisions` also use; None if none."""
+    if not collisions:
+        return None
+    return (f"tiers.unmanaged: tier {tier} is also used by {', '.join(collisions)}; the "
+            "unmanaged tier holds the GPUs of jobs the planner must never evict (jobs no "
+            "mapping covers, array tasks, jobs Slurm cannot requeue), in a tier the adapter "
+            "makes non-preemptible, so no mapping, default or policy tier may use it: set "
+            "tiers.unmanaged to a tier number nothing else uses")
 
 
 def _read_document(path: Path) -> dict[str, Any]:
@@ -234,9 +288,19 @@ def config_from_dict(data: dict[str, Any], base: Path | None = None,
     try:
         cfg = SlurmConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError(f"{source}: " + "; ".join(lines)) from exc
+        raise ConfigError(f"{source}: " + "; ".join(error_lines(exc))) from exc
     return cfg.resolved(base) if base is not None else cfg
+
+
+def error_lines(exc: ValidationError) -> list[str]:
+    """One ``field.path: message`` line per error of a config's validation (a check of
+    the whole config, with no field path, says its own field)."""
+    out = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"])
+        out.append(f"{where}: {e['msg']}" if where else
+                   str(e["msg"]).removeprefix("Value error, "))
+    return out
 
 
 def load_config(path: str | Path | None = None) -> SlurmConfig:

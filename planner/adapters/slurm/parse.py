@@ -20,6 +20,12 @@ EndTime, start plus the enforced time limit) gives a running job's
 ``expected_end_at`` (R17), and ``submit_time`` a pending job's ``submitted_at``
 (R16).
 
+Running jobs Slurm cannot requeue on their own (:func:`never_victim`: array
+tasks, heterogeneous job components, ``requeue`` or ``batch_flag`` false) keep
+their GPUs in the non-preemptible unmanaged tier, as unmapped jobs do; pending
+array records and het components are left out. A ``job_id`` that is not a whole
+number (``"20_7"``) leaves its record out. Each of these is a note.
+
 The node view is cross-checked with the job list: GPUs a node reports in use
 (``gres_used``, e.g. ``gpu:a100:2(IDX:0,2)``; else ``tres_used`` ``gres/gpu=N``)
 that no listed job holds (another user's job, a hidden partition, a partial
@@ -51,9 +57,9 @@ from typing import Any
 from models import SHAPE_ERRORS, InputError
 from models.policy import MAX_GB, MAX_PRIORITY, MAX_SECONDS
 from planner.adapters.gpu_models import model_layout
-from planner.adapters.slurm.config import SlurmConfig
+from planner.adapters.slurm.config import ConfigError, SlurmConfig
 from planner.adapters.slurm.hostlist import HostlistError, expand
-from planner.adapters.slurm.scalars import as_int, iso, num, parse_time, states_of
+from planner.adapters.slurm.scalars import as_int, iso, job_id, num, parse_time, states_of
 from planner.adapters.slurm.state import AdapterState
 
 # -------------------------------------------------------------------- GRES
@@ -791,6 +797,8 @@ def build_snapshot(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any]
         return _build(squeue_json, nodes_json, cfg, now, read_sidecar, state)
     except InputError:
         raise
+    except ConfigError as exc:  # (the policy_file: unreadable, or tiers that collide)
+        raise InputError([str(exc)], "slurm config") from None
     except SHAPE_ERRORS as exc:  # (not where a job or a node list names it)
         raise _shape_error("squeue --json", "", exc) from None
 
@@ -836,10 +844,13 @@ def _build(squeue_json: Mapping[str, Any], nodes_json: Mapping[str, Any], cfg: S
     for i, raw in enumerate(squeue_json.get("jobs") or []):
         if not isinstance(raw, dict) or raw.get("job_id") is None:
             continue
-        try:
-            jid = str(as_int(raw.get("job_id")))
-        except SHAPE_ERRORS as exc:
-            raise _shape_error("squeue --json", f"jobs[{i}]: ", exc) from None
+        number = job_id(raw.get("job_id"))
+        if number is None:
+            notes.append(f"jobs[{i}]: job_id {raw.get('job_id')!r} is not a Slurm job id (a "
+                         "whole number); left out (its GPUs count as occupied where the "
+                         "node's gres_used reports them)")
+            continue
+        jid = str(number)
         try:
             _add_job(raw, jid, ctx)
         except SHAPE_ERRORS as exc:
@@ -912,20 +923,107 @@ def _add_job(raw: Mapping[str, Any], jid: str, ctx: _Ctx) -> None:
     if base in _RUNNING:
         if not raw.get("gres_detail"):
             return  # no GPUs: not the planner's business
-        built = _running_job(raw, jid, tier, ctx)
+        never = never_victim(raw)
+        built = _running_job(raw, jid, tier, ctx, never)
         if built or any("gpu" in str(d) for d in raw["gres_detail"]):
             ctx.tiers.count(raw, jid, tier, running=True)
+        if built and never:
+            ctx.notes.append(f"job {jid}: {never}: never a victim; its GPUs are occupied in "
+                             f"tier {ctx.cfg.tiers.unmanaged}, not preemptible")
         ctx.jobs.extend(built)
-        ctx.unmanaged_used |= bool(built) and tier is None
+        ctx.unmanaged_used |= bool(built) and (tier is None or bool(never))
         return
     if base != "PENDING" or not _asks_for_gpus(raw):
         return
     ctx.tiers.count(raw, jid, tier, running=False)
     if not set(flags) & _HELD_FLAGS and tier is not None:
         # (a pending job of no managed tier is left to Slurm)
+        apart = _array_of(raw) or _het_of(raw)
+        if apart:
+            ctx.notes.append(f"job {jid}: pending, {apart}: left out (the planner places no "
+                             "array task or het job component: Slurm's commands on such an id "
+                             "can act on the whole array or het job)")
+            return
         job = _pending_job(raw, jid, tier, ctx)
         if job:
             ctx.jobs.append(job)
+
+
+_NO_VAL = 0xFFFFFFFE  # (Slurm's NO_VAL and INFINITE: a number field that is not set)
+
+
+def _id_field(raw: Mapping[str, Any], key: str) -> int | None:
+    """A job's array or het id field (plain or a Slurm number object); None when
+    unset, 0 or NO_VAL."""
+    n = num(raw.get(key))
+    return int(n) if n is not None and 0 < n < _NO_VAL else None
+
+
+def _task_field(raw: Mapping[str, Any]) -> int | None:
+    n = num(raw.get("array_task_id"))
+    return int(n) if n is not None and 0 <= n < _NO_VAL else None
+
+
+def _array_of(raw: Mapping[str, Any]) -> str:
+    """How a squeue record belongs to a job array (``task 7 of job array 20``,
+    ``tasks 0-9 of job array 30``), or "" when it does not. Slurm keeps the array's
+    id for one of its tasks, and a command on that bare id acts on every task of
+    the array (update, requeuehold, release)."""
+    array = _id_field(raw, "array_job_id")
+    task = _task_field(raw)
+    tasks = raw.get("array_task_string")
+    tasks = tasks.strip() if isinstance(tasks, str) else ""
+    if array is None and task is None and not tasks:
+        return ""
+    of = f"job array {array}" if array is not None else "a job array"
+    if tasks:
+        return f"tasks {tasks} of {of}"
+    return f"task {task} of {of}" if task is not None else f"a record of {of}"
+
+
+def _het_of(raw: Mapping[str, Any]) -> str:
+    het = _id_field(raw, "het_job_id")
+    return f"a component of heterogeneous job {het}" if het is not None else ""
+
+
+def _flag(raw: Mapping[str, Any], key: str) -> bool | None:
+    """A boolean field of a squeue record; None when missing or unreadable."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    try:
+        return _bool(value)
+    except ValueError:
+        return None
+
+
+def never_victim(raw: Mapping[str, Any]) -> str:
+    """Why a running job must never be evicted, or "": Slurm could not requeue it, or
+    would act on more than this job:
+
+    - a task of a job array (its bare id may name the whole array);
+    - a component of a heterogeneous job (Slurm requeues a het job from its leader
+      only, and then every component);
+    - ``requeue`` false (``--no-requeue``, or ``JobRequeue=0``): ``requeuehold``
+      is refused; a missing ``requeue`` is Slurm's default (``JobRequeue=1``);
+    - ``batch_flag`` false (salloc, srun): only batch jobs are requeued; a
+      missing ``batch_flag`` is not taken for a batch job (every ``squeue --json``,
+      21.08 on, reports it, and Slurm has no default: it depends on the command).
+    """
+    why = [w for w in (_array_of(raw), _het_of(raw)) if w]
+    requeue = _flag(raw, "requeue")
+    if requeue is False:
+        why.append("not requeueable (--no-requeue, or JobRequeue=0)")
+    elif requeue is None and raw.get("requeue") is not None:
+        why.append(f"not known to be requeueable (requeue {raw.get('requeue')!r})")
+    batch = _flag(raw, "batch_flag")
+    if batch is False:
+        why.append("not a batch job (salloc or srun): Slurm requeues batch jobs only")
+    elif batch is None and raw.get("batch_flag") is not None:
+        why.append(f"not known to be a batch job (batch_flag {raw.get('batch_flag')!r})")
+    elif batch is None:
+        why.append("not known to be a batch job (squeue gives no batch_flag)")
+    return "; ".join(why)
 
 
 def _allocated_gpus(raw: Mapping[str, Any]) -> list[tuple[str, list[int]]]:
@@ -1005,8 +1103,11 @@ def _left_out(ctx: _Ctx, jid: str, names: Iterable[str], why: str) -> list[dict[
     return []
 
 
-def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, ctx: _Ctx
-                 ) -> list[dict[str, Any]]:
+def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, ctx: _Ctx,
+                 never: str = "") -> list[dict[str, Any]]:
+    """The snapshot job (or per-node pieces) of a running record: in its tier, or in
+    the non-preemptible unmanaged tier when it has none or `never` says why it must
+    never be a victim."""
     cfg, now = ctx.cfg, ctx.now
     detail = raw.get("gres_detail") or []
     try:
@@ -1038,8 +1139,9 @@ def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, ctx: _Ctx
         return []
     started = parse_time(raw.get("start_time"))
     started = min(started, now) if started is not None else now
-    effective_tier = tier if tier is not None else cfg.tiers.unmanaged
-    ckpt, extra = _checkpoint(raw, jid, ctx, started, managed_running=tier is not None)
+    managed = tier is not None and not never
+    effective_tier = tier if managed and tier is not None else cfg.tiers.unmanaged
+    ckpt, extra = _checkpoint(raw, jid, ctx, started, managed_running=managed)
     base = _common(raw, jid, effective_tier, ctx)
     base.update(extra)
     base.update({"state": "running", "started_at": iso(started), "checkpoint": ckpt})
@@ -1050,11 +1152,13 @@ def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, ctx: _Ctx
             ctx.warnings.append(f"job {jid}: still running {now - ends:.0f} s after its "
                                 f"EndTime {iso(ends)} (OverTimeLimit?): not spared as "
                                 "ending soon (R17)")
+    meta: dict[str, Any] = {"job_id": jid, "partition": raw.get("partition")}
+    if never:
+        meta["never_victim"] = never
     sizes = {len(g) for _, g in parts}
     if len(sizes) == 1:
         job = dict(base, gpus_per_node=sizes.pop(), nodes=len(parts),
-                   placement=[{"node": n, "gpus": g} for n, g in parts],
-                   _slurm={"job_id": jid, "partition": raw.get("partition")})
+                   placement=[{"node": n, "gpus": g} for n, g in parts], _slurm=meta)
         return [job]
     # Uneven GPUs per node (e.g. --gpus=12 over 2 nodes): the contract needs the
     # same count on every node, so each node becomes a piece "<id>@<node>";
@@ -1066,8 +1170,7 @@ def _running_job(raw: Mapping[str, Any], jid: str, tier: int | None, ctx: _Ctx
         piece = dict(base, id=f"{jid}@{name}", gpus_per_node=len(gpus), nodes=1,
                      placement=[{"node": name, "gpus": gpus}],
                      checkpoint=dict(ckpt, size_gb=ckpt["size_gb"] / len(parts)),
-                     _slurm={"job_id": jid, "partition": raw.get("partition"),
-                             "piece_of": jid})
+                     _slurm=dict(meta, piece_of=jid))
         out.append(piece)
     return out
 

@@ -5,7 +5,12 @@ One tick: ``squeue --json`` and the node listing (``sinfo -N --json`` on 22.05,
 application, one log line. The loop stops after ``--ticks N`` or on
 SIGINT/SIGTERM: the tick in progress is finished first (so no victim is left
 signalled but not requeued); a second signal stops at once, after requeue-holding
-the victims the tick already signalled.
+the victims the tick already signalled and saving the state file (the pins,
+preemption times and evictions it carried out).
+
+Unless it is a dry run, the loop holds the state file's lock
+(``<state_file>.lock``) for its life: a second ``slurm run`` or a ``slurm apply``
+with the same state file fails at once (status 2).
 
 The loop refuses to start with a config that maps no job to a tier, and stops
 (status 2) when the first tick that sees GPU jobs in squeue maps none of them.
@@ -19,15 +24,21 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.adapters.slurm.apply import ApplyReport, Runner, apply_plan, subprocess_runner
-from planner.adapters.slurm.config import SlurmConfig
+from planner.adapters.slurm.config import ConfigError, SlurmConfig
 from planner.adapters.slurm.parse import ParseResult, build_snapshot
 from planner.adapters.slurm.scalars import iso
-from planner.adapters.slurm.state import AdapterState
+from planner.adapters.slurm.state import (
+    AdapterState,
+    StateFileError,
+    StateLockError,
+    state_lock,
+)
 from planner.trap import atomic_write
 
 if TYPE_CHECKING:
@@ -105,12 +116,22 @@ def expected_nodes(snapshot: dict[str, Any]) -> dict[str, set[str]]:
     """Slurm job id -> the nodes its running pieces hold in `snapshot` (for the
     re-check of victims just before they are signalled)."""
     out: dict[str, set[str]] = {}
-    for job in snapshot.get("jobs", []):
-        meta = job.get("_slurm") or {}
-        if job.get("state") != "running" or meta.get("synthetic"):
+    jobs = snapshot.get("jobs")
+    for job in jobs if isinstance(jobs, list) else []:
+        # (a snapshot given by hand is checked no further: what is not a job with a
+        # placement is skipped)
+        if not isinstance(job, dict) or job.get("state") != "running":
             continue
-        jid = str(meta.get("job_id", job["id"]))
-        out.setdefault(jid, set()).update(p["node"] for p in job.get("placement", []))
+        meta = job.get("_slurm")
+        if not isinstance(meta, dict):
+            meta = {}
+        if meta.get("synthetic"):
+            continue
+        placement = job.get("placement")
+        nodes = {str(p["node"]) for p in (placement if isinstance(placement, list) else [])
+                 if isinstance(p, dict) and isinstance(p.get("node"), str)}
+        jid = str(meta.get("job_id", job.get("id")))
+        out.setdefault(jid, set()).update(nodes)
     return out
 
 
@@ -119,7 +140,8 @@ def running_gpus(snapshot: dict[str, Any]) -> dict[str, int]:
     the evictions the state file keeps (R15's GPU budget). Pieces whose counts are
     not whole numbers are left out (a snapshot given by hand is checked no further)."""
     out: dict[str, int] = {}
-    for job in snapshot.get("jobs", []):
+    jobs = snapshot.get("jobs")
+    for job in jobs if isinstance(jobs, list) else []:
         if not isinstance(job, dict) or job.get("state") != "running":
             continue
         meta = job.get("_slurm")
@@ -209,23 +231,42 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
                   planner=cfg.planner.planner, loop=loop)
     gpus = running_gpus(parsed.snapshot)  # Slurm job -> GPUs (pieces of one job summed)
     # the plan was made from this very snapshot a moment ago: fresh by construction
-    report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner, clock=clock,
-                        sleep=sleep, echo=echo, gpus=gpus, fresh=True,
-                        expected_nodes=expected_nodes(parsed.snapshot))
+    try:
+        report = apply_plan(p, cfg, dry_run=dry_run, state=state, runner=runner,
+                            clock=clock, sleep=sleep, echo=echo, gpus=gpus, fresh=True,
+                            expected_nodes=expected_nodes(parsed.snapshot))
+    except BaseException:
+        # interrupted (a second SIGINT/SIGTERM) or failed: the pins, preemption
+        # times and evictions it carried out so far are kept all the same
+        if not dry_run:
+            save_after_failure(state)
+        raise
     for warning in report.warnings:
         log.warning("slurm: %s", warning)
     if not dry_run:
-        # forget jobs Slurm no longer lists at all (held jobs are not in the
-        # snapshot but still known, so ask squeue rather than the snapshot)
-        known = _known_ids(runner, cfg)
-        if known is not None:
-            state.forget_except(known)
-        state.save()
+        try:
+            # forget jobs Slurm no longer lists at all (held jobs are not in the
+            # snapshot but still known, so ask squeue rather than the snapshot)
+            known = _known_ids(runner, cfg)
+            if known is not None:
+                state.forget_except(known)
+        finally:
+            state.save()
     result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0, len(parsed.notes),
                         len(parsed.warnings))
     if cfg.plan_dir is not None:
         _write_tick(cfg.plan_dir, number, clock(), result)
     return result
+
+
+def save_after_failure(state: AdapterState) -> None:
+    """Save `state` while an exception is on its way out: a file that cannot be
+    written is logged, not raised (the exception in flight, e.g. the
+    KeyboardInterrupt of a second signal, goes on)."""
+    try:
+        state.save()
+    except StateFileError as exc:
+        log.error("slurm: the adapter state was not saved: %s", exc)
 
 
 def _known_ids(runner: Runner, cfg: SlurmConfig) -> set[str] | None:
@@ -280,24 +321,49 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
     """Tick every `interval_s` until `ticks` are done or a stop signal; exit status.
 
     A failing tick (Slurm unreachable, bad snapshot) is logged and the loop goes
-    on; the status is 1 if the last tick failed or reported failures, else 0.
+    on; the status is 1 if the last tick failed or reported failures, else 0. A
+    state file that cannot be read, or whose lock another `slurm run` or `slurm
+    apply` holds, is status 2 before any tick (the lock is held until the loop
+    ends; a dry run takes none).
     """
-    from planner.adapters.slurm.parse import TierMappingError, tier_mapping_error
+    from planner.adapters.slurm.parse import tier_mapping_error
 
     interval = cfg.interval_s if interval_s is None else interval_s
     refused = tier_mapping_error(cfg)
     if refused is not None:
         log.error("slurm: %s", "; ".join(refused.errors))
         return 2
+    try:
+        cfg.policy_dict()  # (a policy_file unreadable, or using the unmanaged tier)
+    except ConfigError as exc:
+        log.error("slurm: %s", exc)
+        return 2
     if cfg.state_file is None:
         log.warning("slurm: %s", NO_STATE_FILE)
+    with ExitStack() as held:
+        try:
+            # the state file's lock for the loop's life (a dry run changes nothing
+            # and takes none): a second `slurm run` or a `slurm apply` fails fast
+            if not dry_run:
+                held.enter_context(state_lock(cfg.state_file))
+            state = AdapterState.load(cfg.state_file)
+        except (StateLockError, StateFileError) as exc:
+            log.error("slurm: %s", exc)
+            return 2
+        return _loop(cfg, state, interval, ticks, dry_run, runner, echo, stop)
+
+
+def _loop(cfg: SlurmConfig, state: AdapterState, interval: float, ticks: int | None,
+          dry_run: bool, runner: Runner, echo: Callable[[str], None] | None,
+          stop: threading.Event | None) -> int:
+    from planner.adapters.slurm.parse import TierMappingError
+
     flag = _StopFlag()
     if stop is not None:
         flag.event = stop
     flag.install()
     from planner import Loop
 
-    state = AdapterState.load(cfg.state_file)
     loop = Loop()  # (each tick takes over what the last did not change)
     status = 0
     n = 0
@@ -321,7 +387,7 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
 
                 if isinstance(exc, InputError):
                     log.error("tick %d: invalid snapshot: %s", n, "; ".join(exc.errors[:5]))
-                elif isinstance(exc, SlurmError):
+                elif isinstance(exc, SlurmError | StateFileError):
                     log.error("tick %d: %s", n, exc)
                 else:
                     log.exception("tick %d failed", n)

@@ -25,10 +25,30 @@ def num(value: Any) -> float | None:
     if isinstance(value, int | float):
         return value
     if isinstance(value, str):
+        if "_" in value:  # (Python reads "20_7" as 207: Slurm writes no such number)
+            return None
         try:
             return float(value)
         except ValueError:
             return None
+    return None
+
+
+def job_id(value: Any) -> int | None:
+    """A Slurm job id: a whole number > 0, or a string of ASCII digits only; None
+    for anything else (``"20_7"``, an array task as squeue prints it, is not job
+    207; ``20.0``, ``True`` and Slurm's number objects are not ids either).
+
+    >>> job_id(20), job_id("20"), job_id("20_7"), job_id(20.0), job_id(True)
+    (20, 20, None, None, None)
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        n = int(value)
+        return n if n > 0 else None
     return None
 
 
