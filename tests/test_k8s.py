@@ -1356,7 +1356,7 @@ def test_unreadable_annotations_are_ignored_with_the_documented_warnings() -> No
     ref = "pod default/queue-l4dv8: annotation preempt-planner.io/"
     for text in ("topology='ring' is not nvlink or any; ignored",
                  "same-block='yes please' is not true/false; ignored",
-                 "checkpoint: size_gb=-1 is not a number >= 0; ignored",
+                 "checkpoint: size_gb=-1 is not a number from 0 to 1e+09; ignored",
                  "checkpoint: last_at='yesterday' is not a time; ignored",
                  "checkpoint: unknown signal 'SIGBOGUS'; ignored"):
         assert ref + text in r.warnings, text
@@ -1364,3 +1364,371 @@ def test_unreadable_annotations_are_ignored_with_the_documented_warnings() -> No
     # the defaults stand; the readable restore_s of the sidecar is kept
     assert (job["topology"], job.get("same_block", False)) == ("nvlink", False)
     assert job["checkpoint"] == {"signal": None, "restore_s": 30.0}
+
+
+# ------------------------------------------- pods that are never victims, bad values
+def _gpu_nodes(*specs: tuple[str, dict[str, str]]) -> dict[str, Any]:
+    """Ready H100 nodes (NVSwitch boards: no NVLink warning), each with its allocatable."""
+    return {"apiVersion": "v1", "kind": "NodeList", "items": [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+         "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}}
+        for name, alloc in specs]}
+
+
+def _eight(*names: str) -> dict[str, Any]:
+    return _gpu_nodes(*((n, {"nvidia.com/gpu": "8"}) for n in names))
+
+
+def _cluster(nodes: dict[str, Any], pods: list[dict[str, Any]], **cfg: Any) -> Any:
+    """A snapshot of ``pods`` on ``nodes``: every pod without a tier annotation is tier 3
+    (default_tier), and no events are given."""
+    return build_snapshot(nodes, {"kind": "PodList", "items": pods}, load_config(cfg), NOW,
+                          default_tier=3)
+
+
+def _plan_of(result: Any) -> Any:
+    from planner import plan
+
+    return plan(load_snapshot(result.snapshot), deterministic=True)
+
+
+URGENT = {"preempt-planner.io/tier": "1"}  # a tier-1 pending pod evicts tier 3 for room
+
+
+def test_a_group_name_outside_the_safe_characters_is_no_group() -> None:
+    # A group name becomes part of a job id, which 'k8s apply --emit kubectl' writes into
+    # its script: a name with a newline in it ran the rest of it as a command. Such a
+    # name is no group: the running pods' GPUs are occupied (a stand-in job, tier 9),
+    # never evicted, and nothing is planned onto them.
+    evil = "x\ntouch /tmp/pwned\n#"
+    g = "scheduling.k8s.io/group-name"
+    pods = [_gpu_pod("team", "victim-0", 8, "n1", {g: evil}),
+            _gpu_pod("team", "victim-1", 8, "n2", {g: evil}),
+            _gpu_pod("prod", "urgent", 8, None, URGENT),
+            # 'a+pending' would have been the id of the pending part of group 'a'
+            _gpu_pod("t", "a-0", 4, "n3", {g: "a"}), _gpu_pod("t", "a-1", 4, None, {g: "a"}),
+            _gpu_pod("t", "b-0", 4, None, {g: "a+pending"}),
+            _gpu_pod("t", "b-1", 4, None, {g: "a+pending"})]
+    r = _cluster(_eight("n1", "n2", "n3"), pods)
+    jobs = {j["id"]: j for j in r.snapshot["jobs"]}
+    assert sorted(jobs) == ["k8s-occupied@n1", "k8s-occupied@n2", "prod/urgent", "t/group:a",
+                            "t/group:a+pending"]
+    # the pending part of group 'a' is a-1 alone; the pods of 'a+pending' are left out
+    assert r.meta["jobs"]["t/group:a+pending"]["pods"] == ["a-1"]
+    assert r.meta["jobs"]["t/group:a"]["pods"] == ["a-0"]
+    for n in ("n1", "n2"):
+        assert jobs[f"k8s-occupied@{n}"] == {
+            "id": f"k8s-occupied@{n}", "tier": 9, "priority": 0, "state": "running",
+            "gpus_per_node": 8, "nodes": 1, "topology": "any", "started_at": "2026-11-29T08:00:00Z",
+            "placement": [{"node": n, "gpus": list(range(8))}], "checkpoint": {"signal": None}}
+    assert r.meta["occupied"] == {"k8s-occupied@n1": ["team/victim-0"],
+                                  "k8s-occupied@n2": ["team/victim-1"]}
+    # tier 9 is added to the policy, not preemptible (the default policy has 1 to 3)
+    assert r.snapshot["policy"] == {"tiers": {"9": {"preemptible": False, "min_runtime_s": 0,
+                                                    "can_preempt": []}}}
+    assert ("pod(s) team/victim-0, team/victim-1: group name 'x\\ntouch /tmp/pwned\\n#' "
+            "(annotation scheduling.k8s.io/group-name) is not a name of the form "
+            "[A-Za-z0-9][A-Za-z0-9._-]{0,252}; not planned: running pods' GPUs are occupied "
+            "(never evicted), pending pods left out") in r.warnings
+    assert any(w.startswith("pod(s) t/b-0, t/b-1: group name 'a+pending'") for w in r.warnings)
+    assert not any("\n" in w for w in r.warnings)  # each warning stays one line
+    # the tier-1 pod needs a whole node: n1 and n2 are held by pods never evicted, so it
+    # evicts the running part of group 'a' (4 GPUs of n3, tier 3) and goes to n3
+    p = _plan_of(r)
+    assert [e.job for e in p.evictions] == ["t/group:a"]
+    assert [(pl.job, pl.placement[0].node) for pl in p.placements] == [("prod/urgent", "n3")]
+
+
+def test_no_text_of_a_meta_or_plan_leaves_its_line_in_the_kubectl_script(tmp_path: Path
+                                                                          ) -> None:
+    # A meta written before group names were checked (or edited by hand) and a plan may
+    # hold any text in job ids and node names. The script writes them into comment lines
+    # with every control character escaped: a newline no longer ends the comment.
+    from planner.adapters.k8s.apply import one_line
+
+    assert one_line("a\nb\r\x1bc\u2028d\te") == "a\\nb\\r\\x1bc\\u2028d\\te"
+    marker = tmp_path / "pwned"
+    evil = f"team/group:x\ntouch {marker}\n#"
+    node = f"n2\ntouch {marker}\n#"
+    meta = {"kind": "preempt-planner/k8s-meta", "version": 1, "jobs": {
+        evil: {"namespace": "team", "group": "x", "state": "running",
+               "pods": ["victim-0", "victim-1"], "nodes": {"victim-0": "n1", "victim-1": node}},
+        "prod/urgent": {"namespace": "prod", "group": None, "state": "pending",
+                        "pods": ["urgent"]}}}
+    plan = load_plan({
+        "version": 1, "now": "2026-11-29T08:00:00Z", "status": "feasible",
+        "objective": {"admitted_gpus": {"1": 8}, "priority_value": 0,
+                      "eviction_cost_gpu_s": 0.0, "evictions": 1},
+        "evictions": [{"job": evil, "tier": 3, "preemptors": ["prod/urgent"],
+                       "signal": None, "grace_s": 60.0, "flush_s": 0.0, "cost_gpu_s": 0.0,
+                       "requeue_hold_until": "2026-11-29T08:31:00Z"}],
+        "placements": [{"job": "prod/urgent", "start_after_s": 60.0,
+                        "placement": [{"node": node, "gpus": list(range(8))}]}],
+        "deferred": [], "storm": [], "warnings": [],
+        "solver": {"engine": "hand", "status": "FEASIBLE"}})
+    script = kubectl_script(plan, meta)
+    lines = script.splitlines()
+    assert f"# evict team/group:x\\ntouch {marker}\\n# (tier 3, grace 60 s) for prod/urgent" \
+        in lines
+    assert f"# re-check: skipped if team/victim-1 is gone or no longer on n2\\ntouch {marker}\\n#" \
+        in lines
+    assert f"# place prod/urgent on n2\\ntouch {marker}\\n#" in lines
+    # (the node name is also compared with what kubectl prints: as one quoted word, data)
+    # run against the stand-in kubectl (victim-0 on n1, victim-1 gone, urgent unbound):
+    # victim-0 is evicted, victim-1 skipped, so the urgent pod is not bound; and no
+    # 'touch' has run
+    calls, err = _run_script(tmp_path, script, {"team/victim-0": "n1", "prod/urgent": ""})
+    assert not marker.exists()
+    assert [c.split()[2] for c in calls if c.startswith("create --raw")] == [
+        "/api/v1/namespaces/team/pods/victim-0/eviction"]
+    assert "preempt-planner: skip: team/victim-1 is gone or no longer on n2" in err
+    assert not any("/binding" in c for c in calls)  # its victim was not wholly evicted
+
+
+def test_annotations_beyond_the_contract_limits_do_not_refuse_the_snapshot(
+        tmp_path: Path, capsys: Any) -> None:
+    # Each value parses but breaks a contract limit (docs/format.md, "Limits"): before,
+    # the snapshot of the whole cluster was refused (exit 2), or the conversion crashed
+    # (1e20 seconds overflow a datetime: exit 3). Now each is ignored with a warning
+    # naming the pod and the annotation, or the pod is left out.
+    ck = "preempt-planner.io/checkpoint"
+    g = "scheduling.k8s.io/group-name"
+    pods = [
+        _gpu_pod("ml", "t7", 4, "n1", {"preempt-planner.io/tier": "7"}),
+        _gpu_pod("ml", "t0", 4, "n1", {"preempt-planner.io/tier": "0"}),
+        _gpu_pod("ml", "pre", 2, "n2", {"preempt-planner.io/preemptions": "1000001"}),
+        _gpu_pod("ml", "pre-ok", 2, "n2", {"preempt-planner.io/preemptions": "1000000"}),
+        _gpu_pod("ml", "old", 2, "n2",
+                 {"preempt-planner.io/last-preempted-at": "0001-01-01T00:00:00Z"}),
+        _gpu_pod("ml", "ck", 2, "n2", {
+            "preempt-planner.io/last-checkpoint-at": "1e20",
+            ck: json.dumps({"size_gb": 2e9, "barrier_s": 1e300, "restore_s": 30,
+                            "last_at": "inf"})}),
+        # a gang whose shards are each within 1e9 GB but add up to 1.2e9
+        _gpu_pod("ml", "g-0", 8, "n3", {g: "big", ck: json.dumps({"size_gb": 6e8})}),
+        _gpu_pod("ml", "g-1", 8, "n4", {g: "big", ck: json.dumps({"size_gb": 6e8})}),
+        # pending pods no node can hold
+        _gpu_pod("ml", "huge", 2000, None),
+        _gpu_pod("ml", "wide", 16, None),
+        _gpu_pod("ml", "pg-0", 8, None, {g: "pg"}), _gpu_pod("ml", "pg-1", 16, None, {g: "pg"}),
+    ]
+    r = _cluster(_eight("n1", "n2", "n3", "n4"), pods)
+    load_snapshot(r.snapshot)
+    jobs = {j["id"]: j for j in r.snapshot["jobs"]}
+    assert sorted(jobs) == ["ml/ck", "ml/group:big", "ml/old", "ml/pre", "ml/pre-ok", "ml/t0",
+                            "ml/t7"]
+    assert jobs["ml/t7"]["tier"] == 3 and jobs["ml/t0"]["tier"] == 3  # default_tier stands
+    assert "preemptions" not in jobs["ml/pre"] and jobs["ml/pre-ok"]["preemptions"] == 1_000_000
+    assert "last_preempted_at" not in jobs["ml/old"]
+    # the sidecar's restore_s is kept, the rest ignored: no size, no barrier, no last_at
+    assert jobs["ml/ck"]["checkpoint"] == {"signal": None, "restore_s": 30.0}
+    assert jobs["ml/group:big"]["checkpoint"] == {"signal": None}  # 1.2e9 GB: ignored
+    said = r.warnings
+    p = "pod ml/{}: annotation preempt-planner.io/{}"
+    for w in (p.format("t7", "tier='7' is not a tier of the policy (1, 2, 3); ignored"),
+              p.format("t0", "tier='0' is not a tier of the policy (1, 2, 3); ignored"),
+              p.format("pre", "preemptions='1000001' is not a whole number from 0 to "
+                              "1,000,000; ignored"),
+              p.format("old", "last-preempted-at='0001-01-01T00:00:00Z' is outside "
+                              "1970-01-01 to 9000-01-01; ignored"),
+              p.format("ck", "last-checkpoint-at='1e20' is outside 1970-01-01 to "
+                             "9000-01-01; ignored"),
+              p.format("ck", "checkpoint: size_gb=2000000000.0 is not a number from 0 to "
+                             "1e+09; ignored"),
+              p.format("ck", "checkpoint: barrier_s=1e+300 is not a number from 0 to 1e+09; "
+                             "ignored"),
+              p.format("ck", "checkpoint: last_at='inf' is outside 1970-01-01 to 9000-01-01; "
+                             "ignored"),
+              ("job ml/group:big: the size_gb of its pods' preempt-planner.io/checkpoint "
+               "annotations add up to 1.2e+09 GB, more than 1e+09; ignored"),
+              ("pod ml/huge: requests 2000 nvidia.com/gpu, more than the 1,024 the contract "
+               "allows on one node; left out"),
+              ("pod ml/wide: requests 16 nvidia.com/gpu, more than any node has (the largest "
+               "has 8); left out"),
+              ("job ml/group:pg: pod ml/pg-1 requests 16 nvidia.com/gpu, more than any node "
+               "has (the largest has 8); its pending pods are left out")):
+        assert w in said, w
+    # --now beyond the contract's times: bad input (exit 2), not a crash (exit 3)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(_hand_plan()))
+    for now in ("1e20", "inf"):
+        assert main(["k8s", "snapshot", "--nodes", str(FIX / "nodes.json"), "--pods",
+                     str(FIX / "pods.json"), "--config", str(FIX / "config.yaml"),
+                     "--now", now]) == 2
+        assert f"--now: '{now}' is outside 1970-01-01 to 9000-01-01" in capsys.readouterr().err
+        assert main(["k8s", "apply", str(plan_file), "--now", now]) == 2
+        assert f"--now: '{now}' is outside 1970-01-01 to 9000-01-01" in capsys.readouterr().err
+
+
+def test_the_occupied_tier_is_nobody_elses() -> None:
+    # The stand-ins' tier (occupied_tier, 9) holds GPUs never evicted: a PriorityClass
+    # or the default tier mapped to it would make those pods unevictable too, so such
+    # a config is refused naming each use; another occupied_tier is accepted
+    with pytest.raises(InputError) as exc:
+        load_config({"priority_classes": {"infra": 9, "batch": {"tier": 9, "priority": 1},
+                                          "prod": 1}, "default_tier": 9})
+    assert exc.value.errors == [
+        ("config.occupied_tier: tier 9 is also used by default_tier, priority_classes.batch, "
+         "priority_classes.infra; set occupied_tier to a tier number nothing else uses (it "
+         "holds the GPUs of pods never evicted)")]
+    assert load_config({"priority_classes": {"infra": 9}, "occupied_tier": 10}).occupied_tier == 10
+
+
+def test_pods_of_other_namespaces_keep_their_gpus() -> None:
+    # 'namespaces: [prod]' used to drop the research pod entirely: its 8 GPUs on n1
+    # looked free, and the urgent pod was bound onto them. Now a stand-in job holds
+    # them (tier 9, never evicted); research's pending pod is still not planned.
+    pods = [_gpu_pod("research", "train", 8, "n1"), _gpu_pod("research", "queued", 8, None),
+            _gpu_pod("prod", "urgent", 8, None, URGENT),
+            _gpu_pod("prod", "batch", 4, "n2", {"preempt-planner.io/gpu-ids": "0,1,2,3"})]
+    r = _cluster(_eight("n1", "n2"), pods, namespaces=["prod"])
+    jobs = {j["id"]: j for j in r.snapshot["jobs"]}
+    assert sorted(jobs) == ["k8s-occupied@n1", "prod/batch", "prod/urgent"]
+    assert jobs["k8s-occupied@n1"]["placement"] == [{"node": "n1", "gpus": list(range(8))}]
+    assert r.meta["occupied"] == {"k8s-occupied@n1": ["research/train"]}
+    assert [w for w in r.warnings if "research" in w] == [
+        ("1 running GPU pod(s) outside the config's namespaces (research/train): never "
+         "evicted; their GPUs count as occupied (k8s-occupied@<node> jobs, tier 9, which "
+         "nothing is planned onto)")]
+    # the tier-1 pod's 8 GPUs: n1 is held, so it evicts prod/batch (tier 3) on n2
+    p = _plan_of(r)
+    assert [e.job for e in p.evictions] == ["prod/batch"]
+    assert [(pl.job, pl.placement[0].node) for pl in p.placements] == [("prod/urgent", "n2")]
+    # a stand-in maps to no pods: 'k8s apply' refuses to act on it
+    hand = copy.deepcopy(p.model_dump(mode="json"))
+    hand["evictions"][0]["job"] = "k8s-occupied@n1"
+    with pytest.raises(InputError) as exc:
+        eviction_objects(load_plan(hand), r.meta)
+    assert exc.value.errors[0].startswith("job 'k8s-occupied@n1': stands for the GPUs of pods "
+                                          "the planner must never evict")
+    # a policy that makes the stand-ins' tier preemptible is a config error (tier 2
+    # of the default policy; tier 3, the default tier, is refused as taken)
+    with pytest.raises(InputError) as exc:
+        _cluster(_eight("n1"), pods[:1], namespaces=["prod"], occupied_tier=2)
+    assert exc.value.errors[0].startswith("config: occupied_tier 2 is preemptible")
+    with pytest.raises(InputError) as exc:
+        _cluster(_eight("n1"), pods[:1], namespaces=["prod"], occupied_tier=3)
+    assert exc.value.errors[0].startswith(
+        "config.occupied_tier: tier 3 is also used by default_tier")
+
+
+def test_a_group_asking_for_different_gpu_resources_or_types_is_left_out() -> None:
+    # One pod of group g asks for a MIG slice, the other for a whole GPU: no one job
+    # can hold both (it was planned as MIG slices, and the whole-GPU pod bound onto
+    # one). Group h's running pods name different GPU types. Both are left out, and
+    # h's GPUs stay occupied.
+    g, h = {"scheduling.k8s.io/group-name": "g"}, {"scheduling.k8s.io/group-name": "h"}
+    mig = _gpu_pod("t", "g-master", 1, None, g)
+    mig["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+    pods = [mig, _gpu_pod("t", "g-worker", 1, None, g),
+            _gpu_pod("t", "h-0", 4, "n1", {**h, "preempt-planner.io/gpu-type": "H100"}),
+            _gpu_pod("t", "h-1", 4, "n2", {**h, "preempt-planner.io/gpu-type": "A100"}),
+            _gpu_pod("t", "solo", 2, None)]
+    nodes = _gpu_nodes(("n1", {"nvidia.com/gpu": "8"}), ("n2", {"nvidia.com/gpu": "8"}),
+                       ("m1", {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "7"}))
+    r = _cluster(nodes, pods)
+    jobs = {j["id"]: j for j in r.snapshot["jobs"]}
+    assert sorted(jobs) == ["k8s-occupied@n1", "k8s-occupied@n2", "t/solo"]
+    assert jobs["k8s-occupied@n1"]["placement"] == [{"node": "n1", "gpus": [0, 1, 2, 3]}]
+    assert jobs["k8s-occupied@n2"]["placement"] == [{"node": "n2", "gpus": [0, 1, 2, 3]}]
+    assert ("job t/group:g: its pods ask for different GPU resources (nvidia.com/gpu, "
+            "nvidia.com/mig-1g.10gb); left out (its running pods' GPUs are occupied, never "
+            "evicted)") in r.warnings
+    assert ("job t/group:h: its pods ask for different GPU types ('A100', 'H100'); left out "
+            "(its running pods' GPUs are occupied, never evicted)") in r.warnings
+
+
+def test_terminating_daemonset_and_static_pods_are_never_victims() -> None:
+    # A terminating pod is going already (its GPUs stay taken until it has gone); a
+    # DaemonSet's pod comes back at once; a static pod cannot be evicted through the
+    # API. The tier-1 pod used to evict them; now it evicts the plain tier-3 pod on n4.
+    leaving = _gpu_pod("t", "leaving", 8, "n1")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-29T08:09:00Z"
+    going = _gpu_pod("t", "going", 8, None)
+    going["metadata"]["deletionTimestamp"] = "2026-11-29T07:59:00Z"
+    agent = _gpu_pod("kube-system", "gpu-agent-x7k2p", 8, "n2")
+    agent["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                             "name": "gpu-agent", "uid": "u1"}]
+    mirror = _gpu_pod("kube-system", "infer-n3", 4, "n3",
+                      {"kubernetes.io/config.mirror": "abc"})
+    owned = _gpu_pod("kube-system", "probe-n3", 4, "n3")
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": "n3",
+                                             "uid": "u2"}]
+    pods = [leaving, going, agent, mirror, owned, _gpu_pod("t", "plain", 8, "n4"),
+            _gpu_pod("prod", "urgent", 8, None, URGENT)]
+    r = _cluster(_eight("n1", "n2", "n3", "n4"), pods)
+    jobs = {j["id"]: j for j in r.snapshot["jobs"]}
+    assert sorted(jobs) == ["k8s-occupied@n1", "k8s-occupied@n2", "k8s-occupied@n3",
+                            "prod/urgent", "t/plain"]
+    assert all(jobs[f"k8s-occupied@{n}"]["placement"] == [{"node": n, "gpus": list(range(8))}]
+               for n in ("n1", "n2", "n3"))
+    assert r.meta["occupied"]["k8s-occupied@n3"] == ["kube-system/infer-n3",
+                                                     "kube-system/probe-n3"]
+    held = ("never evicted; their GPUs count as occupied (k8s-occupied@<node> jobs, tier 9, "
+            "which nothing is planned onto)")
+    for w in ((f"1 running GPU pod(s) terminating (metadata.deletionTimestamp is set) "
+               f"(t/leaving): {held}"),
+              ("1 pending GPU pod(s) terminating (metadata.deletionTimestamp is set): left out, "
+               "not planned (t/going)"),
+              f"1 running GPU pod(s) of a DaemonSet (kube-system/gpu-agent-x7k2p): {held}",
+              ("2 running GPU pod(s) static (mirror pods of the kubelet's own manifests) "
+               f"(kube-system/infer-n3, kube-system/probe-n3): {held}")):
+        assert w in r.warnings, w
+    p = _plan_of(r)
+    assert [e.job for e in p.evictions] == ["t/plain"]
+    assert [(pl.job, pl.placement[0].node) for pl in p.placements] == [("prod/urgent", "n4")]
+
+
+def test_apply_refuses_a_broken_meta_and_says_the_objects_record_no_events(
+        tmp_path: Path, capsys: Any, result: Any) -> None:
+    plan_file, meta_file = tmp_path / "plan.json", tmp_path / "meta.json"
+    plan_file.write_text(json.dumps(_hand_plan()))
+    base = ["k8s", "apply", str(plan_file), "--snapshot-meta", str(meta_file),
+            "--now", "2026-11-29T08:00:30Z"]
+    # a job entry without 'pods' (hand-edited): bad input naming the job, not a KeyError
+    meta = copy.deepcopy(result.meta)
+    del meta["jobs"]["llm/group:pretrain"]["pods"]
+    meta_file.write_text(json.dumps(meta))
+    assert main(base) == 2
+    assert ("job 'llm/group:pretrain': its entry in the snapshot meta has no 'pods' list "
+            "(a hand-edited meta?)") in " ".join(capsys.readouterr().err.split())
+    # names that are no Kubernetes names would go into the API path of the eviction
+    meta["jobs"]["llm/group:pretrain"]["pods"] = ["../../../namespaces/kube-system/pods/x"]
+    meta_file.write_text(json.dumps(meta))
+    assert main(base) == 2
+    assert ("names pod '../../../namespaces/kube-system/pods/x', which Kubernetes does not "
+            "allow as a name") in " ".join(capsys.readouterr().err.split())
+    # the List of --emit evictions records nothing for R15: one warning says so, with how;
+    # the script of --emit kubectl creates the Events itself and says nothing
+    meta_file.write_text(json.dumps(result.meta))
+    assert main(base) == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert len(lines) == 1, err
+    assert ("--emit evictions: the List holds the 3 eviction(s) but no PreemptPlannerEviction "
+            "Events, so the next 'k8s snapshot --events' does not count them toward the "
+            "rolling eviction budget (R15) unless you record them: create one Event of reason "
+            "PreemptPlannerEviction per evicted pod (as the script of --emit kubectl does)"
+            ) in " ".join(err.split())
+    assert main([*base, "--emit", "kubectl"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_node_nvlink_label_that_is_no_layout_of_its_gpus_is_ignored() -> None:
+    # Like a pod's annotation, one node's label must not refuse the snapshot: islands
+    # that overlap, or a GPU beyond the node's 8, are ignored with a warning, and the
+    # layout known for the board (H100 80GB HBM3: NVSwitch) stands.
+    nodes = _eight("n1", "n2", "n3")
+    for node, value in zip(nodes["items"], ("[[0,1],[1,2]]", "[[0,1,2,3,4,5,6,7,8]]",
+                                            "[[0,1],[2,3]]"), strict=True):
+        node["metadata"]["labels"]["preempt-planner.io/nvlink"] = value
+    r = _cluster(nodes, [_gpu_pod("t", "a", 2, "n1")])
+    assert {n["id"]: n["nvlink"] for n in r.snapshot["nodes"]} == {
+        "n1": "nvswitch", "n2": "nvswitch", "n3": [[0, 1], [2, 3]]}
+    assert ("node n1: preempt-planner.io/nvlink='[[0,1],[1,2]]' is no NVLink layout of its 8 "
+            "GPUs (GPU 1 is also in island 0 (islands must not overlap)); using the configured "
+            "layout") in r.warnings
+    assert ("node n2: preempt-planner.io/nvlink='[[0,1,2,3,4,5,6,7,8]]' is no NVLink layout of "
+            "its 8 GPUs (GPU 8 out of range (node has 8 GPUs)); using the configured layout"
+            ) in r.warnings

@@ -73,13 +73,15 @@ def register(subparsers: Any) -> None:
 
 
 def _now(text: str | None) -> Any:
-    from planner.adapters.k8s.objects import parse_time
+    from planner.adapters.k8s.objects import parse_time, time_out_of_range
 
     if not text:
         return None
     now = parse_time(text)
     if now is None:
-        raise InputError([f"--now: {text!r} is not an ISO-8601 time with a zone"])
+        what = ("is outside 1970-01-01 to 9000-01-01" if time_out_of_range(text)
+                else "is not an ISO-8601 time with a zone")
+        raise InputError([f"--now: {text!r} {what}"])
     return now
 
 
@@ -126,7 +128,7 @@ def run_apply(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from planner.adapters.k8s import kubectl_script, object_list, read_meta
-    from planner.adapters.k8s.apply import check_plan_age, plan_age_limit
+    from planner.adapters.k8s.apply import EVENT_REASON, check_plan_age, plan_age_limit
 
     emit = args.emit or "evictions"
     if args.format in ("evictions", "kubectl"):
@@ -169,5 +171,11 @@ def run_apply(args: argparse.Namespace) -> int:
                               max_age_s=None if args.force else limit, rehearse=args.rehearse)
     else:
         text = json.dumps(object_list(plan, meta, bindings=not args.no_bindings), indent=2)
+        if plan.evictions:
+            warn(f"--emit evictions: the List holds the {len(plan.evictions)} eviction(s) but no "
+                 f"{EVENT_REASON} Events, so the next 'k8s snapshot --events' does not count "
+                 "them toward the rolling eviction budget (R15) unless you record them: "
+                 f"create one Event of reason {EVENT_REASON} per evicted pod (as the script of "
+                 "--emit kubectl does)")
     write_output(text, args.out)
     return 0

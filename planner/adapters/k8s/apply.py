@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +20,8 @@ from typing import Any
 
 from models import Eviction, InputError, Plan
 from planner.adapters.k8s.config import PREFIX, K8sConfig
-from planner.adapters.k8s.objects import iso, what_is
-from planner.adapters.k8s.snapshot import META_KIND
+from planner.adapters.k8s.objects import iso, valid_namespace, valid_pod_name, what_is
+from planner.adapters.k8s.snapshot import META_KIND, OCCUPIED_PREFIX
 
 _WAIT_MARGIN_S = 60
 
@@ -53,11 +54,32 @@ def grace_seconds(grace_s: float) -> int:
 
 
 def job_pods(job_id: str, meta: dict[str, Any] | None) -> JobPods:
-    entry = (meta or {}).get("jobs", {}).get(job_id)
+    """The namespace and pods of a job: its entry in the snapshot meta, else (a plain
+    ``<namespace>/<pod>`` id) that one pod. Every name must be a Kubernetes name (they
+    go into API paths and commands); a stand-in job (``k8s-occupied@<node>``) has no
+    pods to act on. InputError otherwise, naming the job."""
+    if job_id.startswith(OCCUPIED_PREFIX):
+        raise InputError([(f"job {job_id!r}: stands for the GPUs of pods the planner must never "
+                           "evict (DaemonSet, static or terminating pods, other namespaces, "
+                           "...); it is never evicted nor placed")])
+    jobs = (meta or {}).get("jobs", {})
+    entry = jobs.get(job_id) if isinstance(jobs, dict) else None
     if entry is not None:
-        return JobPods(entry["namespace"], tuple(entry["pods"]))
+        ns = entry.get("namespace") if isinstance(entry, dict) else None
+        pods = entry.get("pods") if isinstance(entry, dict) else None
+        if not isinstance(pods, list) or not pods:
+            raise InputError([(f"job {job_id!r}: its entry in the snapshot meta has no 'pods' "
+                               "list (a hand-edited meta?); take the meta 'k8s snapshot' "
+                               "wrote")])
+        bad = [] if valid_namespace(ns) else [f"namespace {ns!r}"]
+        bad += [f"pod {x!r}" for x in pods if not valid_pod_name(x)]
+        if bad or not isinstance(ns, str):
+            raise InputError([(f"job {job_id!r}: its entry in the snapshot meta names "
+                               f"{', '.join(bad)}, which Kubernetes does not allow as a name "
+                               "(a hand-edited meta?)")])
+        return JobPods(ns, tuple(pods))
     ns, sep, name = job_id.partition("/")
-    if sep and ns and name and not any(c in name for c in "/:+@"):
+    if sep and valid_namespace(ns) and valid_pod_name(name):
         return JobPods(ns, (name,))
     hint = "" if meta else " (pass --snapshot-meta with the snapshot written by 'k8s snapshot')"
     raise InputError([f"job {job_id!r}: cannot map it to pods{hint}"])
@@ -250,6 +272,25 @@ def object_list(plan: Plan, meta: dict[str, Any] | None = None,
     return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 
+def one_line(text: str) -> str:
+    """``text`` with every control character (line and paragraph separators too)
+    written as its escape (``\\n``, ``\\x1b``, ``\\u2028``): what the script interpolates
+    into a comment or a message stays on its line of the script, whatever a name, a
+    job id or a plan holds (a newline would end a comment, and the rest would run)."""
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
+                   for c in text)
+
+
+def _comment(text: str) -> str:
+    """A comment line of the script (one line, see one_line)."""
+    return "# " + one_line(text)
+
+
+def _say(text: str) -> str:
+    """A line of the script printing ``text`` on stderr (one quoted word, on one line)."""
+    return f"echo {shlex.quote(one_line(text))} >&2"
+
+
 def _post(path: str, obj: dict[str, Any], rehearse: bool = False) -> list[str]:
     body = json.dumps(obj, separators=(",", ":"), sort_keys=False)
     if rehearse:  # (the API server checks the request, admission and PDBs included)
@@ -291,67 +332,71 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
                  for e in eviction_objects(plan, meta)}
     lines = [
         "#!/bin/sh",
-        (f"# preempt-planner k8s apply: plan for {plan.model_dump(mode='json')['now']} "
-        f"(status {plan.status}): {len(plan.evictions)} eviction(s), "
-        f"{len(plan.placements)} placement(s)"),
+        _comment(f"preempt-planner k8s apply: plan for {plan.model_dump(mode='json')['now']} "
+                 f"(status {plan.status}): {len(plan.evictions)} eviction(s), "
+                 f"{len(plan.placements)} placement(s)"),
     ]
     if rehearse:
-        lines.append("# REHEARSAL (k8s apply --rehearse): every request is a server-side dry "
-                     "run (dryRun=All); nothing on the cluster changes")
+        lines.append(_comment("REHEARSAL (k8s apply --rehearse): every request is a "
+                              "server-side dry run (dryRun=All); nothing on the cluster "
+                              "changes"))
     lines.append("set -eu")
     if max_age_s is not None:
         deadline = int(plan.now.timestamp() + max_age_s)
-        lines += ["", (f"# not after {iso(datetime.fromtimestamp(deadline, plan.now.tzinfo))}: "
-                       f"the plan's now + {max_age_s:g} s (max_plan_age_s)"),
+        lines += ["", _comment(f"not after "
+                               f"{iso(datetime.fromtimestamp(deadline, plan.now.tzinfo))}: the "
+                               f"plan's now + {max_age_s:g} s (max_plan_age_s)"),
                   f'if [ "$(date -u +%s)" -gt {deadline} ]; then',
-                  "echo " + shlex.quote(f"preempt-planner: the plan for {iso(plan.now)} is older "
-                                        f"than {max_age_s:g} s; nothing applied (take a new "
-                                        "snapshot and plan again)") + " >&2",
+                  _say(f"preempt-planner: the plan for {iso(plan.now)} is older than "
+                       f"{max_age_s:g} s; nothing applied (take a new snapshot and plan again)"),
                   "exit 1", "fi"]
     flag = {ev.job: f"pp_skip_{i}" for i, ev in enumerate(plan.evictions, 1)}
     if plan.evictions:
-        lines += ["", "# pp_skip_N=1 when a pod of victim N was not evicted (gone or moved)",
+        lines += ["", _comment("pp_skip_N=1 when a pod of victim N was not evicted (gone or "
+                               "moved)"),
                   " ".join(f"{v}=0" for v in flag.values())]
     done: set[tuple[str, str]] = set()
     for ev in plan.evictions:
         jp = job_pods(ev.job, meta)
         where = victim_nodes(ev.job, meta)
-        lines += ["", (f"# evict {ev.job} (tier {ev.tier}, grace {ev.grace_s:g} s) for "
-                      f"{', '.join(ev.preemptors) or '-'}")]
+        lines += ["", _comment(f"evict {ev.job} (tier {ev.tier}, grace {ev.grace_s:g} s) for "
+                               f"{', '.join(ev.preemptors) or '-'}")]
         for pod in jp.pods:
             key = (jp.namespace, pod)
             ref = f"{jp.namespace}/{pod}"
             if key in done:
-                lines.append(f"# {ref}: evicted above (planned as several jobs)")
+                lines.append(_comment(f"{ref}: evicted above (planned as several jobs)"))
                 continue
             done.add(key)
             node = where.get(pod)
             if node is not None:
-                lines += [f"# re-check: skipped if {ref} is gone or no longer on {node}",
+                lines += [_comment(f"re-check: skipped if {ref} is gone or no longer on {node}"),
                           (f"if [ \"{_get_node(jp.namespace, pod)}\" = {shlex.quote(node)} ]; "
                           "then")]
                 gone = f"{ref} is gone or no longer on {node}; not evicted"
             else:
-                lines += [(f"# re-check: skipped if {ref} is gone (the snapshot meta does not "
-                          "say its node)"),
+                lines += [_comment(f"re-check: skipped if {ref} is gone (the snapshot meta does "
+                                   "not say its node)"),
                           f"if [ \"{_get_node(jp.namespace, pod)}\" != - ]; then"]
                 gone = f"{ref} is gone; not evicted"
             lines += _post(f"/api/v1/namespaces/{jp.namespace}/pods/{pod}/eviction",
                            evictions[key], rehearse)
-            lines.append("# the record 'k8s snapshot --events' reads back (rolling budget, R15)")
+            lines.append(_comment("the record 'k8s snapshot --events' reads back (rolling "
+                                  "budget, R15)"))
             lines += [f"kubectl create{' --dry-run=server' if rehearse else ''} -f - <<'EOF'",
                       json.dumps(events[key], separators=(",", ":")), "EOF"]
-            lines += ["else", f"echo {shlex.quote('preempt-planner: skip: ' + gone)} >&2",
+            lines += ["else", _say("preempt-planner: skip: " + gone),
                       f"{flag[ev.job]}=1", "fi"]
     if bindings:
         objs = iter(binding_objects(plan, meta))
         for pl, jp in _placed_pods(plan, meta):
-            lines += ["", f"# place {pl.job} on {', '.join(p.node for p in pl.placement)}"]
+            lines += ["", _comment(f"place {pl.job} on "
+                                   f"{', '.join(p.node for p in pl.placement)}")]
             victims = [ev for ev in plan.evictions if pl.job in ev.preemptors]
             closing = []
             if victims:
                 names = " or ".join(v.job for v in victims)
-                lines += [f"# only when every pod of its victims was evicted ({names})",
+                lines += [_comment(f"only when every pod of its victims was evicted ({names})"),
                           (f"if [ \"{''.join('$' + flag[v.job] for v in victims)}\" = "
                           f"{'0' * len(victims)} ]; then")]
                 timeout = max(grace_seconds(by_job[v.job].grace_s) for v in victims)
@@ -361,19 +406,16 @@ def kubectl_script(plan: Plan, meta: dict[str, Any] | None = None,
                     names = " ".join(shlex.quote(f"pod/{n}") for n in vp.pods)
                     wait = (f"kubectl wait --for=delete {names} -n "
                             f"{shlex.quote(vp.namespace)} --timeout={timeout}s")
-                    lines.append("echo " + shlex.quote(f"preempt-planner: rehearsal: would run: "
-                                                       f"{wait}") + " >&2"
+                    lines.append(_say(f"preempt-planner: rehearsal: would run: {wait}")
                                  if rehearse else wait)
-                closing = ["else", "echo " + shlex.quote(
-                    f"preempt-planner: skip: not placing {pl.job}: a pod of its victims was "
-                    "not evicted") + " >&2", "fi"]
-            lines += ["# re-check: not bound if one of its pods is gone or already bound",
+                closing = ["else", _say(f"preempt-planner: skip: not placing {pl.job}: a pod of "
+                                        "its victims was not evicted"), "fi"]
+            lines += [_comment("re-check: not bound if one of its pods is gone or already bound"),
                       "pp_place=yes"]
             for pod in jp.pods:
                 lines += [f"if [ -n \"{_get_node(jp.namespace, pod)}\" ]; then",
-                          "echo " + shlex.quote(f"preempt-planner: skip: not placing {pl.job}: "
-                                                f"{jp.namespace}/{pod} is gone or already "
-                                                "bound") + " >&2",
+                          _say(f"preempt-planner: skip: not placing {pl.job}: "
+                               f"{jp.namespace}/{pod} is gone or already bound"),
                           "pp_place=no", "fi"]
             lines.append('if [ "$pp_place" = yes ]; then')
             for pod in jp.pods:

@@ -130,6 +130,10 @@ class K8sConfig(_Cfg):
     job_defaults_by_priority_class: dict[str, JobDefaults] = Field(default_factory=dict)
     # the contract policy written into the snapshot (None = contract defaults)
     policy: dict[str, Any] | None = None
+    # the tier of the stand-in jobs (k8s-occupied@<node>) that hold the GPUs of pods the
+    # planner must never evict (DaemonSet, static and terminating pods, pods outside
+    # namespaces, ...): added to the policy, not preemptible, when the policy lacks it
+    occupied_tier: int = 9
     # R15's history from 'kubectl get events' (k8s snapshot --events): the reasons that
     # mean a pod was evicted, and how far back they count
     eviction_event_reasons: list[str] = Field(default_factory=lambda: [
@@ -139,6 +143,21 @@ class K8sConfig(_Cfg):
     # applies (None: 2 x interval_s)
     interval_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
     max_plan_age_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+
+    @model_validator(mode="after")
+    def _occupied_tier_is_nobody_elses(self) -> K8sConfig:
+        """The stand-ins' tier holds GPUs the planner must never evict: a PriorityClass
+        or the default tier mapped to it would make those pods unevictable too."""
+        used = [f"priority_classes.{name}" for name, spec in sorted(self.priority_classes.items())
+                if (spec if isinstance(spec, int) else spec.tier) == self.occupied_tier]
+        if self.default_tier == self.occupied_tier:
+            used.insert(0, "default_tier")
+        if used:
+            raise ValueError(f"occupied_tier: tier {self.occupied_tier} is also used by "
+                             f"{', '.join(used)}; "
+                             "set occupied_tier to a tier number nothing else uses (it holds "
+                             "the GPUs of pods never evicted)")
+        return self
 
     def plan_age_limit_s(self) -> float:
         """The oldest plan 'k8s apply' applies without --force, in seconds."""
@@ -199,5 +218,5 @@ def load_config(source: str | Path | dict[str, Any] | K8sConfig | None) -> K8sCo
             msg = e["msg"].removeprefix("Value error, ")
             if e["type"] == "extra_forbidden":
                 msg = "unknown field"
-            msgs.append(f"config.{loc}: {msg}")
+            msgs.append(f"config.{loc}: {msg}" if loc else f"config.{msg}")
         raise InputError(msgs, name) from None

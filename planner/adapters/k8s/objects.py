@@ -217,24 +217,53 @@ def pod_gpus(pod: dict[str, Any], resource: str) -> int:
     return max(app + sidecars, init_peak)
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp (``2026-11-29T08:00:00Z``) or Unix seconds; None if invalid."""
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # the contract's times (docs/format.md,
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)  # "Limits"): from EARLIEST, before LATEST
+
+
+def _any_time(value: Any) -> datetime | None:
+    """A timestamp or Unix seconds, whatever its year; None if not one (or beyond
+    what ``datetime`` holds: ``1e20``, ``inf``)."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, UTC) if math.isfinite(value) else None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
     try:
-        return datetime.fromtimestamp(float(text), UTC)
-    except ValueError:
-        pass
-    try:
+        if isinstance(value, (int, float)):
+            return datetime.fromtimestamp(value, UTC) if math.isfinite(value) else None
+        if not isinstance(value, str) or not value.strip():
+            return None
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            pass
+        else:
+            return datetime.fromtimestamp(seconds, UTC) if math.isfinite(seconds) else None
         dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return None
     return dt if dt.tzinfo is not None else None
+
+
+def time_out_of_range(value: Any) -> bool:
+    """Whether ``value`` has the form of a time (RFC 3339 with a zone, or a number of
+    Unix seconds) but is outside the contract's 1970-01-01 to 9000-01-01 (``1e20``,
+    ``inf`` and ``0001-01-01T00:00:00Z`` are; ``yesterday`` is not a time at all)."""
+    if isinstance(value, bool) or parse_time(value) is not None:
+        return False
+    if _any_time(value) is not None:
+        return True
+    try:
+        seconds = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        return False
+    return not math.isnan(seconds)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp (``2026-11-29T08:00:00Z``) or Unix seconds from
+    1970-01-01 up to 9000-01-01 (the contract's range); None if invalid or outside."""
+    t = _any_time(value)
+    return t if t is not None and EARLIEST <= t < LATEST else None
 
 
 def iso(dt: datetime) -> str:
@@ -339,3 +368,33 @@ def node_ready(node: dict[str, Any]) -> bool:
 def natural_key(name: str) -> tuple[Any, ...]:
     """Sort key that orders ``worker-2`` before ``worker-10``."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+# Kubernetes object names (the API server enforces them): a namespace is a DNS label,
+# a pod name a DNS subdomain. Names outside these come from a hand-edited file.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                            r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# A group name the adapter uses in a job id: what Volcano, Kueue, the coscheduling
+# plugin and KAI accept (object names and label values), nothing that could end a
+# line, quote a word, or mean something in a job id ('/', ':', '+', '@')
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+GROUP_NAME_RULE = "[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
+
+
+def valid_namespace(name: Any) -> bool:
+    return isinstance(name, str) and _DNS_LABEL.fullmatch(name) is not None
+
+
+def valid_pod_name(name: Any) -> bool:
+    return isinstance(name, str) and _DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
+def valid_group_name(name: Any) -> bool:
+    return isinstance(name, str) and GROUP_NAME.fullmatch(name) is not None
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """A value from an object, quoted for a message on one line: control characters
+    escaped (``repr``), at most ``limit`` characters of it."""
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))

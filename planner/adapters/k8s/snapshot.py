@@ -4,9 +4,13 @@
 Job ids: a lone pod is ``<namespace>/<pod>``; a pod group (gang) is
 ``<namespace>/group:<group>``, and the pending rest of a partly running group is
 ``<namespace>/group:<group>+pending``. Pod names never contain ``:`` or ``+``,
-so the forms cannot collide. The snapshot carries, under the comment key
-``_k8s`` (ignored by the loader), the pods of every job, which is what
-``k8s apply`` needs to turn a plan back into API objects.
+and a group name is used only when it matches GROUP_NAME (no ``/``, ``:``,
+``+``, ``@``, blank or control character), so the forms cannot collide. GPUs held
+by pods the planner must never evict (DaemonSet, static and terminating pods,
+pods outside ``namespaces``, ...) are held by one stand-in job per node,
+``k8s-occupied@<node>``, in the non-preemptible ``occupied_tier``. The snapshot
+carries, under the comment key ``_k8s`` (ignored by the loader), the pods of every
+job, which is what ``k8s apply`` needs to turn a plan back into API objects.
 """
 
 from __future__ import annotations
@@ -18,12 +22,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from models import SHAPE_ERRORS, InputError, load_snapshot
-from models.policy import MAX_GB_PER_S, MAX_PRIORITY, MIN_GB_PER_S
+from models import SHAPE_ERRORS, InputError, Policy, load_snapshot
+from models.policy import (
+    MAX_COUNT,
+    MAX_GB,
+    MAX_GB_PER_S,
+    MAX_PRIORITY,
+    MAX_SECONDS,
+    MIN_GB_PER_S,
+)
 from models.snapshot import NvlinkEdges
 from planner.adapters.gpu_models import model_layout
-from planner.adapters.k8s.config import K8sConfig
+from planner.adapters.k8s.config import GroupKey, K8sConfig
 from planner.adapters.k8s.objects import (
+    GROUP_NAME_RULE,
+    LATEST,
     islands,
     iso,
     mig_profile,
@@ -38,11 +51,31 @@ from planner.adapters.k8s.objects import (
     parse_signal,
     parse_time,
     pod_gpu_resources,
+    shown,
     single_mig_profile,
+    time_out_of_range,
+    valid_group_name,
+    valid_namespace,
+    valid_pod_name,
     whole,
 )
 
 META_KIND = "preempt-planner/k8s-meta"
+OCCUPIED_PREFIX = "k8s-occupied@"
+"""Id prefix of the stand-in jobs that hold the GPUs of pods the planner must never
+evict (``k8s-occupied@<node>``): never a victim (a non-preemptible tier), never a
+job of pods 'k8s apply' acts on."""
+MAX_GPUS_PER_NODE = 1024  # the contract's gpus_per_node (docs/format.md, "Limits")
+
+# Why a running pod's GPUs are occupied rather than planned (Pod.hold), as the
+# summary warnings say it
+HOLD_WHY = {
+    "namespace": "outside the config's namespaces",
+    "name": "whose namespace or name is not a Kubernetes name (a hand-edited file?)",
+    "terminating": "terminating (metadata.deletionTimestamp is set)",
+    "daemonset": "of a DaemonSet",
+    "static": "static (mirror pods of the kubelet's own manifests)",
+}
 
 
 @dataclass
@@ -69,6 +102,9 @@ class Pod:
     part: str | None = None
     uid: str | None = None  # metadata.uid: 'k8s apply' evicts only this very pod
     resource_version: str | None = None  # metadata.resourceVersion: ... unchanged
+    # why the pod is never a victim (a key of HOLD_WHY, "group-name", "mixed-group"):
+    # its GPUs are occupied (a stand-in job holds them) and it is no job of its own
+    hold: str | None = None
 
     @property
     def ref(self) -> str:
@@ -104,6 +140,53 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _some(ids: list[str]) -> str:
+    """At most five of ``ids`` (sorted), then how many more."""
+    ids = sorted(ids)
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def _hold(meta: dict[str, Any], ns: str, name: str, outside: bool) -> str | None:
+    """Why a GPU pod is never a victim, whatever its tier (a key of HOLD_WHY), or
+    None: a pod of another namespace than the config's ``namespaces``, a pod whose
+    names no API server would accept, a terminating pod (it is going already, and
+    holds its GPUs until it has gone), a static (mirror) pod, which the kubelet runs
+    from a file and the API cannot evict, and a DaemonSet's pod, which its
+    controller recreates on the same node at once."""
+    if outside:
+        return "namespace"
+    if not (valid_namespace(ns) and valid_pod_name(name)):
+        return "name"
+    if meta.get("deletionTimestamp"):
+        return "terminating"
+    owners = {o.get("kind") for o in meta.get("ownerReferences") or [] if isinstance(o, dict)}
+    if "kubernetes.io/config.mirror" in dict(meta.get("annotations") or {}) or "Node" in owners:
+        return "static"
+    if "DaemonSet" in owners:
+        return "daemonset"
+    return None
+
+
+def _policy_tiers(cfg: K8sConfig) -> list[int] | None:
+    """The tiers of the config's policy (merged over the contract's defaults), which a
+    tier annotation may name; None when the policy is invalid (the loader says why)."""
+    try:
+        return sorted(Policy.model_validate(cfg.policy or {}).tiers)
+    except SHAPE_ERRORS:
+        return None
+
+
+def _nvlink_problem(gpus: int, spec: Any) -> str | None:
+    """Why a node's own NVLink value (label or annotation) is no layout of its GPUs
+    (the loader's words), or None: one node's label must not refuse the snapshot."""
+    try:
+        load_snapshot({"version": 1, "now": "2026-01-01T00:00:00Z",
+                       "nodes": [{"id": "n", "gpus": gpus, "nvlink": spec}]})
+    except InputError as exc:
+        return "; ".join(e.partition(": ")[2] or e for e in exc.errors)
+    return None
+
+
 def _nvlink_json(spec: Any) -> Any:
     if isinstance(spec, NvlinkEdges):
         return {"edges": [list(e) for e in spec.edges]}
@@ -126,6 +209,8 @@ class _Builder:
         self.unmapped: dict[str, list[str]] = defaultdict(list)  # class -> jobs at default_tier
         self.unsaid_signal: list[str] = []  # running jobs priced with the default signal null
         self.assumed_ids: dict[str, list[str]] = {}  # node (islands/edges) -> pods guessed
+        self.left_out: dict[str, list[str]] = defaultdict(list)  # hold -> pending pods
+        self.policy_tiers = _policy_tiers(cfg)  # the tiers an annotation may name
 
     def warn(self, msg: str) -> None:
         self.warnings.append(msg)
@@ -285,10 +370,12 @@ class _Builder:
             spec = parse_nvlink(text)
             if isinstance(spec, tuple):
                 return islands(gpus, spec[1]), key
-            if spec is not None:
+            problem = _nvlink_problem(gpus, spec) if spec is not None else None
+            if spec is not None and problem is None:
                 return spec, key
-            self.warn(f"node {name}: {key}={text!r} is not nvswitch, none, islands-N or "
-                      "JSON; using the configured layout")
+            what = (f"is no NVLink layout of its {gpus} GPUs ({problem})" if problem else
+                    "is not nvswitch, none, islands-N or JSON")
+            self.warn(f"node {name}: {key}={text!r} {what}; using the configured layout")
         if name in cfg.nvlink_by_node:
             return _nvlink_json(cfg.nvlink_by_node[name]), "nvlink_by_node"
         if product and product in cfg.nvlink_by_product:
@@ -352,8 +439,7 @@ class _Builder:
         meta = obj["metadata"]
         ns = meta.get("namespace") or "default"
         name = meta["name"]
-        if cfg.namespaces is not None and ns not in cfg.namespaces:
-            return []
+        outside = cfg.namespaces is not None and ns not in cfg.namespaces
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         phase = status.get("phase") or "Pending"
@@ -364,6 +450,13 @@ class _Builder:
             return []
         node = spec.get("nodeName") or None
         if node is None and phase != "Pending":
+            return []
+        if node is None and outside:
+            return []  # another namespace's queue: not the planner's to place
+        hold = _hold(meta, ns, name, outside)
+        if node is None and hold is not None:  # never placed by the planner: left out
+            self.left_out[hold].append(f"{ns}/{name}" if hold != "name"
+                                       else shown(f"{ns}/{name}"))
             return []
         if node is None and spec.get("schedulingGates") and not cfg.include_gated:
             self.warn(f"pod {ns}/{name}: has scheduling gates (not yet admitted); skipped")
@@ -387,8 +480,8 @@ class _Builder:
                            resource=r, mig=mig_profile(r, cfg.gpu_resource),
                            part=r.partition("/")[2] if i else None,
                            uid=_text(meta.get("uid")),
-                           resource_version=_text(meta.get("resourceVersion"))))
-        if len(out) > 1:
+                           resource_version=_text(meta.get("resourceVersion")), hold=hold))
+        if len(out) > 1 and hold is None:
             self.warn(f"pod {ns}/{name}: holds several GPU resources ({said}); planned as one "
                       f"job per resource ({', '.join(p.job_ref for p in out)}): evicting one "
                       "evicts the pod, and each job's cost counts only its own GPUs")
@@ -457,12 +550,63 @@ class _Builder:
             return None
         return None
 
-    def group_of(self, p: Pod) -> str | None:
+    def group_of(self, p: Pod) -> tuple[str, GroupKey] | None:
+        """The pod's group name and the key that gives it (the first of group_keys)."""
         for gk in self.cfg.group_keys:
             value = gk.read({"annotations": p.annotations, "labels": p.labels})
             if value:
-                return value
+                return value, gk
         return None
+
+    def capacity(self, nodes: dict[str, dict[str, Any]]) -> dict[str, int]:
+        """The most devices of each GPU resource that one contract node has."""
+        out: dict[str, int] = {}
+        for node_id, rec in nodes.items():
+            mig = self.mig_nodes.get(node_id)
+            resource = mig["resource"] if mig else self.cfg.gpu_resource
+            out[resource] = max(out.get(resource, 0), rec["gpus"])
+        return out
+
+    def too_big(self, p: Pod, capacity: dict[str, int]) -> str | None:
+        """Why a pending pod cannot run on any node (None when it can): more GPUs than
+        the contract's limit per node, or than any node of its resource has."""
+        most = capacity.get(p.resource, 0)
+        if p.gpus > MAX_GPUS_PER_NODE:
+            return (f"requests {p.gpus} {p.resource}, more than the {MAX_GPUS_PER_NODE:,} the "
+                    "contract allows on one node")
+        if p.gpus > most:
+            has = f"the largest has {most}" if most else f"no node has {p.resource}"
+            return f"requests {p.gpus} {p.resource}, more than any node has ({has})"
+        return None
+
+    def mixed(self, members: list[Pod]) -> str | None:
+        """Why the pods of one group cannot be one job (None when they can): they ask
+        for different GPU resources, or name different GPU types."""
+        resources = sorted({p.resource for p in members})
+        if len(resources) > 1:
+            return f"its pods ask for different GPU resources ({', '.join(resources)})"
+        types = sorted({t for p in members if not p.mig
+                        and (t := self._gpu_type([p])) is not None})
+        if len(types) > 1:
+            return f"its pods ask for different GPU types ({', '.join(map(repr, types))})"
+        return None
+
+    def hold_warnings(self, held: list[Pod]) -> None:
+        """One warning per reason a pod is never a victim: the running pods whose GPUs
+        the stand-in jobs occupy, and the pending pods left out."""
+        run: dict[str, set[str]] = defaultdict(set)  # (a pod in parts is named once)
+        for p in held:
+            if p.hold in HOLD_WHY:
+                run[p.hold].add(p.ref if p.hold != "name" else shown(p.ref))
+        tier = self.cfg.occupied_tier
+        for why, text in HOLD_WHY.items():
+            if run.get(why):
+                self.warn(f"{len(run[why])} running GPU pod(s) {text} ({_some(list(run[why]))}): "
+                          f"never evicted; their GPUs count as occupied ({OCCUPIED_PREFIX}<node> "
+                          f"jobs, tier {tier}, which nothing is planned onto)")
+            if self.left_out.get(why):
+                self.warn(f"{len(self.left_out[why])} pending GPU pod(s) {text}: left out, "
+                          f"not planned ({_some(self.left_out[why])})")
 
     # ------------------------------------------------------------ annotations
     def _ann(self, pods: list[Pod], key: str) -> tuple[Pod, str] | None:
@@ -473,14 +617,22 @@ class _Builder:
                 return p, p.annotations[full]
         return None
 
-    def _number(self, pods: list[Pod], key: str, kind: str = "float") -> Any:
+    def _number(self, pods: list[Pod], key: str, kind: str = "float",
+                top: int | None = None) -> Any:
+        """The annotation ``key`` of the first pod that has it: a number from 0 to 1e9,
+        or with ``kind`` "int" a whole number from 0 (to ``top`` when given); None
+        (with a warning) when it is not one."""
         found = self._ann(pods, key)
         if found is None:
             return None
         p, text = found
         v = parse_int(text) if kind == "int" else parse_number(text)
+        if v is not None and top is not None and v > top:
+            v = None
         if v is None:
-            what = "a whole number >= 0" if kind == "int" else "a number from 0 to 1e+09"
+            what = ("a number from 0 to 1e+09" if kind != "int" else
+                    f"a whole number from 0 to {top:,}" if top is not None else
+                    "a whole number >= 0")
             self.warn(f"pod {p.ref}: annotation {self.cfg.key(key)}={text!r} is not {what}; "
                       "ignored")
         return v
@@ -492,8 +644,9 @@ class _Builder:
         p, text = found
         t = parse_time(text)
         if t is None:
-            self.warn(f"pod {p.ref}: annotation {self.cfg.key(key)}={text!r} is not an "
-                      "ISO-8601 time with a zone or Unix seconds; ignored")
+            what = ("is outside 1970-01-01 to 9000-01-01" if time_out_of_range(text) else
+                    "is not an ISO-8601 time with a zone or Unix seconds")
+            self.warn(f"pod {p.ref}: annotation {self.cfg.key(key)}={text!r} {what}; ignored")
             return None
         return self._not_after_now(t, f"pod {p.ref}: annotation {self.cfg.key(key)}")
 
@@ -503,10 +656,12 @@ class _Builder:
             return self.now
         return t
 
-    def _sidecar(self, pods: list[Pod]) -> dict[str, Any]:
+    def _sidecar(self, pods: list[Pod], job_id: str) -> dict[str, Any]:
         """Checkpoint fields from the trap's sidecar JSON, copied by the job into the
         ``checkpoint`` annotation of each writing pod: sizes add up over the pods,
-        ``last_at`` is the oldest, times are the largest, the signal the first."""
+        ``last_at`` is the oldest, times are the largest, the signal the first. Each
+        value, and the sum of the sizes, is within the contract's limits (else it is
+        ignored, with a warning)."""
         key = self.cfg.key("checkpoint")
         out: dict[str, Any] = {}
         sizes: list[float] = []
@@ -525,10 +680,11 @@ class _Builder:
             for fld in ("barrier_s", "cleanup_s", "restore_s", "size_gb"):
                 if fld in doc:
                     v = doc[fld]
+                    top = MAX_GB if fld == "size_gb" else MAX_SECONDS
                     if isinstance(v, bool) or not isinstance(v, (int, float)) \
-                            or not math.isfinite(v) or v < 0:
+                            or not math.isfinite(v) or not 0 <= v <= top:
                         self.warn(f"pod {p.ref}: annotation {key}: {fld}={v!r} is not a "
-                                  "number >= 0; ignored")
+                                  f"number from 0 to {top:g}; ignored")
                     elif fld == "size_gb":
                         sizes.append(float(v))
                     else:
@@ -536,8 +692,10 @@ class _Builder:
             if "last_at" in doc:
                 t = parse_time(doc["last_at"])
                 if t is None:
-                    self.warn(f"pod {p.ref}: annotation {key}: last_at={doc['last_at']!r} is "
-                              "not a time; ignored")
+                    what = ("is outside 1970-01-01 to 9000-01-01"
+                            if time_out_of_range(doc["last_at"]) else "is not a time")
+                    self.warn(f"pod {p.ref}: annotation {key}: last_at={doc['last_at']!r} "
+                              f"{what}; ignored")
                 else:
                     lasts.append(t)
             if "signal" in doc and "signal" not in out:
@@ -547,7 +705,10 @@ class _Builder:
                 else:
                     self.warn(f"pod {p.ref}: annotation {key}: unknown signal "
                               f"{doc['signal']!r}; ignored")
-        if sizes:
+        if sizes and sum(sizes) > MAX_GB:
+            self.warn(f"job {job_id}: the size_gb of its pods' {key} annotations add up to "
+                      f"{sum(sizes):g} GB, more than {MAX_GB:g}; ignored")
+        elif sizes:
             out["size_gb"] = sum(sizes)
         if lasts:
             out["last_at"] = self._not_after_now(min(lasts), f"annotation {key} last_at")
@@ -577,7 +738,7 @@ class _Builder:
         last = self._time(pods, "last-checkpoint-at")
         if last is not None:
             ck["last_at"] = last
-        sidecar = self._sidecar(pods)
+        sidecar = self._sidecar(pods, job_id or first.job_ref)
         ck.update(sidecar)  # measured at run time: wins over static values
         if "last_at" in ck:
             ck["last_at"] = iso(ck["last_at"])
@@ -620,10 +781,20 @@ class _Builder:
             self.warn(f"job {job_id}: pods have different priority classes "
                       f"{sorted(c or '' for c in classes)}; using {first.priority_class!r} "
                       f"of {first.name}")
-        t = self._number(pods, "tier", "int")
-        if t is not None:
-            tier = t
-            mapped = True
+        found_tier = self._ann(pods, "tier")
+        if found_tier is not None:
+            t = parse_int(found_tier[1])
+            key = cfg.key("tier")
+            if t is None:
+                self.warn(f"pod {found_tier[0].ref}: annotation {key}={found_tier[1]!r} is not "
+                          "a whole number >= 0; ignored")
+            elif self.policy_tiers is not None and t not in self.policy_tiers:
+                self.warn(f"pod {found_tier[0].ref}: annotation {key}={found_tier[1]!r} is not "
+                          f"a tier of the policy ({', '.join(map(str, self.policy_tiers))}); "
+                          "ignored")
+            else:
+                tier = t
+                mapped = True
         if mapped:
             self.mapped.add(job_id)
         else:
@@ -697,7 +868,7 @@ class _Builder:
         rec["topology"] = topology
         rec.update(flags)
         rec["checkpoint"] = self.checkpoint(pods, job_id)
-        pre = [v for v in (self._number([p], "preemptions", "int") for p in pods)
+        pre = [v for v in (self._number([p], "preemptions", "int", MAX_COUNT) for p in pods)
                if v is not None]
         if pre:
             rec["preemptions"] = max(pre)
@@ -719,7 +890,10 @@ class _Builder:
                     self.warn(f"job {job_id}: only some of its pods have "
                               "activeDeadlineSeconds (and a startTime); no expected end")
                 return None
-            ends.append(p.started_at + timedelta(seconds=limit))
+            # (a deadline beyond the contract's longest duration is as good as none soon:
+            # taken as that long, within the contract's times)
+            ends.append(min(p.started_at + timedelta(seconds=min(limit, MAX_SECONDS)),
+                            LATEST - timedelta(seconds=1)))
         end = min(ends) if ends else None
         if end is not None and end < self.now:
             self.warn(f"job {job_id}: its activeDeadlineSeconds ended at {iso(end)}, before "
@@ -846,6 +1020,12 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         cfg = cfg.model_copy(update={"default_tier": default_tier})
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     b = _Builder(cfg, now)
+    if b.policy_tiers is not None and cfg.occupied_tier in b.policy_tiers \
+            and Policy.model_validate(cfg.policy or {}).tiers[cfg.occupied_tier].preemptible:
+        raise InputError([(f"config: occupied_tier {cfg.occupied_tier} is preemptible in the "
+                           "config's policy: the GPUs of pods the planner must never evict "
+                           "would be evictable; give occupied_tier a tier the policy does not "
+                           "define, or a non-preemptible one")], "k8s snapshot")
     node_objs = items_of(nodes_doc, "Node", "nodes")
     pod_objs = items_of(pods_doc, "Pod", "pods")
     if events_doc is not None:
@@ -860,14 +1040,56 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
     b.oldest_start = min((t for p in pods if (t := p.started_at or p.created_at) is not None),
                          default=None)
 
+    held = [p for p in pods if p.hold]  # running: their GPUs are occupied (stand-ins)
     groups: dict[tuple[str, str], list[Pod]] = defaultdict(list)
     singles: list[Pod] = []
+    unsafe: dict[tuple[str, str, GroupKey], list[Pod]] = defaultdict(list)
     for p in pods:
-        p.group = None if p.part else b.group_of(p)
+        if p.hold:
+            continue
+        found = None if p.part else b.group_of(p)
+        if found is not None and not valid_group_name(found[0]):
+            unsafe[(p.namespace, *found)].append(p)
+            continue
+        p.group = found[0] if found is not None else None
         if p.group is None:
             singles.append(p)
         else:
             groups[(p.namespace, p.group)].append(p)
+    for (ns, name, gk), members in unsafe.items():
+        # a name that could end a line of 'k8s apply --emit kubectl', or mean something
+        # in a job id: not a group; its pods are never victims nor placed
+        b.warn(f"pod(s) {_some([p.ref for p in members])}: group name {shown(name)} "
+               f"({gk.describe()}) is not a name of the form {GROUP_NAME_RULE}; not planned: "
+               "running pods' GPUs are occupied (never evicted), pending pods left out")
+        for p in members:
+            if p.running:
+                p.hold = "group-name"
+                held.append(p)
+    capacity = b.capacity(nodes)
+    for p in list(singles):
+        why = None if p.running else b.too_big(p, capacity)
+        if why is not None:
+            b.warn(f"pod {p.ref}: {why}; left out")
+            singles.remove(p)
+    for (ns, group), members in list(groups.items()):
+        why = b.mixed(members)
+        if why is not None:  # no one job can hold them: never victims nor placed
+            b.warn(f"job {ns}/group:{group}: {why}; left out (its running pods' GPUs are "
+                   "occupied, never evicted)")
+            for p in members:
+                if p.running:
+                    p.hold = "mixed-group"
+                    held.append(p)
+            del groups[(ns, group)]
+            continue
+        big = [(p, w) for p in members if not p.running and (w := b.too_big(p, capacity))]
+        if big:
+            b.warn(f"job {ns}/group:{group}: pod {big[0][0].ref} {big[0][1]}; its pending "
+                   "pods are left out")
+            groups[(ns, group)] = [p for p in members if p.running]
+            if not groups[(ns, group)]:
+                del groups[(ns, group)]
 
     jobs: list[dict[str, Any]] = []
     meta_jobs: dict[str, dict[str, Any]] = {}
@@ -910,6 +1132,9 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
     if jobs and not b.mapped and default_tier is None:
         raise InputError([_no_tier_mapped(cfg, pods, len(jobs))], "k8s snapshot")
     b.summary_warnings(nodes)
+    b.hold_warnings(held)
+    occupied, stands_for = _occupied(cfg, now, held)
+    jobs += occupied
     if events_doc is None:
         b.warn("no events (k8s snapshot --events): recent_evictions is empty, so the rolling "
                "eviction budget (R15) counts no evictions of earlier ticks")
@@ -922,8 +1147,9 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         "nodes": [nodes[k] for k in sorted(nodes)],
         "jobs": jobs,
     }
-    if cfg.policy is not None:
-        snapshot["policy"] = cfg.policy
+    policy = _with_occupied_tier(cfg) if occupied else cfg.policy
+    if policy is not None:
+        snapshot["policy"] = policy
     snapshot["warnings"] = b.warnings  # plan() copies them into the plan's warnings
     if events_doc is not None:
         pod_job = {(m["namespace"], pod): job for job, m in meta_jobs.items() for pod in m["pods"]}
@@ -935,6 +1161,8 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
             "jobs": {k: meta_jobs[k] for k in sorted(meta_jobs)}, "warnings": b.warnings}
     if b.mig_nodes:
         meta["mig_nodes"] = {k: b.mig_nodes[k] for k in sorted(b.mig_nodes)}
+    if occupied:  # what each stand-in stands for ('k8s apply' never acts on them)
+        meta["occupied"] = stands_for
     snapshot["_k8s"] = meta
     try:
         load_snapshot(snapshot)
@@ -942,6 +1170,36 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         raise InputError(["the generated snapshot is invalid (check the adapter config):",
                           *exc.errors], "k8s snapshot") from None
     return K8sSnapshot(snapshot=snapshot, meta=meta, warnings=b.warnings)
+
+
+def _occupied(cfg: K8sConfig, now: datetime, held: list[Pod]
+              ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """One stand-in job per contract node for the GPUs of the held pods there:
+    running, in the non-preemptible ``occupied_tier``, never a victim and never
+    evicted by 'k8s apply' (it maps to no pods); and the pods each stands for."""
+    by_node: dict[str, set[int]] = defaultdict(set)
+    refs: dict[str, set[str]] = defaultdict(set)
+    for p in held:
+        by_node[p.node_id or ""].update(p.gpu_ids)
+        refs[p.node_id or ""].add(p.ref)
+    jobs = [{"id": f"{OCCUPIED_PREFIX}{node_id}", "tier": cfg.occupied_tier, "priority": 0,
+             "state": "running", "gpus_per_node": len(gpus), "nodes": 1, "topology": "any",
+             "started_at": iso(now), "placement": [{"node": node_id, "gpus": sorted(gpus)}],
+             "checkpoint": {"signal": None}}
+            for node_id, gpus in sorted(by_node.items())]
+    return jobs, {f"{OCCUPIED_PREFIX}{n}": sorted(refs[n]) for n in sorted(refs)}
+
+
+def _with_occupied_tier(cfg: K8sConfig) -> dict[str, Any]:
+    """The config's policy with ``occupied_tier`` added, not preemptible, unless the
+    policy defines it (then it must not be preemptible: checked in _build)."""
+    policy = dict(cfg.policy or {})
+    tiers = dict(policy.get("tiers") or {})
+    t = cfg.occupied_tier
+    if str(t) not in tiers and t not in tiers:
+        tiers[str(t)] = {"preemptible": False, "min_runtime_s": 0, "can_preempt": []}
+    policy["tiers"] = tiers
+    return policy
 
 
 def _no_tier_mapped(cfg: K8sConfig, pods: list[Pod], jobs: int) -> str:
