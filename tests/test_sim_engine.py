@@ -338,3 +338,62 @@ def test_a_warm_start_job_is_as_old_as_its_real_start(before: float, evicted_at:
     assert rel(res, "x", "evict") == [evicted_at]
     x = next(j for j in res.jobs if j["id"] == "x")
     assert x["carry_over"] and rel(res, "x", "start")[0] == 0.0
+
+
+# ----------------------------------------------------------- what the engine allows
+
+def test_a_job_evicted_before_it_started_leaves_its_victims_hold():
+    # A (tier 3) holds the node; its 100,000 GB checkpoint cannot flush within
+    # naive's 30 s grace, so it exits at its deadline. B (tier 2, +100 s) evicts it at
+    # the tick of +100 s and waits for A's exit at +130 s; C (tier 1, +105 s) evicts B
+    # at +110 s, before B ever ran. The GPUs are A's until +130 s: C starts then, not
+    # when B's own (empty) exit ends at +110.01 s, and no GPU is held twice
+    snap = cluster()
+    trace = [job("A", 0, 10_000, 3, checkpoint_gb=100_000), job("B", 100, 10_000, 2),
+             job("C", 105, 1_000, 1)]
+    res, m = run("naive", snap, trace, tick_s=10)
+    assert rel(res, "C", "start") == [130.0]
+    assert m["utilization"] <= 1.0
+
+
+def test_a_preemption_window_that_opens_wakes_the_planner():
+    # Tier 3 may be evicted only from 22:00 to 06:00 (R8), and has no minimum runtime.
+    # x (tier 3, 10 h) starts at 20:00; t1 (tier 1) arrives at 21:00 and is refused
+    # (outside the window). Nothing else happens: the window's opening at 22:00 wakes
+    # the planner, which evicts x then (a 0.008 s flush): t1 waits 1 h, not 9 h until
+    # x ends
+    policy = {"tiers": {"3": {"min_runtime_s": 0,
+                              "windows": [{"start": "22:00", "end": "06:00"}]}}}
+    snap = cluster(policy=policy)
+    trace = [job("x", 20 * 3600, 36_000, 3), job("t1", 21 * 3600, 600, 1)]
+    res, _m = run("greedy", snap, trace)
+    (start,) = rel(res, "t1", "start")
+    assert 22 * 3600 <= start < 22 * 3600 + 1
+    assert rel(res, "x", "evict") == [22 * 3600]
+
+
+def test_a_plan_that_evicts_a_job_twice_is_a_planner_bug():
+    # (naive's plan with its first eviction repeated: the strict simulator refuses it
+    # rather than count the eviction, its lost work and its GPUs twice)
+    from models import Plan
+    from planner.sim.engine import SimulationError
+    from planner.sim.naive import plan_naive
+
+    def twice(s: Any) -> Plan:
+        p = plan_naive(s)
+        return p.model_copy(update={"evictions": [*p.evictions, *p.evictions[:1]]})
+
+    trace = [job("x", 0, 10_000, 3), job("y", 2_500, 600, 1)]
+    with pytest.raises(SimulationError, match="plan evicts 'x' twice"):
+        simulate(cluster(), trace, SimConfig(planner="naive"), planner=twice)
+
+
+def test_a_job_still_waiting_for_its_victims_at_the_end_has_not_started():
+    # A's flush cannot fit naive's 30 s grace: evicted at +110 s for C (tier 1, +105 s),
+    # it exits at +140 s, after the run's end at +120 s. C waited 15 s up to the end
+    # and never started
+    trace = [job("A", 0, 10_000, 3, checkpoint_gb=100_000), job("C", 105, 1_000, 1)]
+    res, m = run("naive", cluster(), trace, tick_s=10, days=120 / 86400)
+    c = next(j for j in res.jobs if j["id"] == "C")
+    assert (c["wait_s"], c["started"], rel(res, "C", "start")) == (15.0, False, [])
+    assert m["queue_delay_s"]["1"]["max"] == 15.0

@@ -64,6 +64,12 @@ _ARRIVE, _RELEASE, _COMPLETE = 0, 1, 2
 _WAIT_UNTIL = ("THRASH_BUDGET", "PATIENCE", "ENDING_SOON")
 
 
+def _hhmm(text: str) -> int:
+    """Minutes of an ``HH:MM`` time of a window."""
+    h, m = text.split(":")
+    return int(h) * 60 + int(m)
+
+
 class SimulationError(RuntimeError):
     """A planner returned a plan the simulator cannot execute (a planner bug)."""
 
@@ -276,6 +282,10 @@ class Simulator:
         self.pending: set[int] = set()
         self.events: list[tuple[float, int, int, int, int]] = []
         self.wakes: list[float] = []
+        # the minutes of the day at which a tier's window opens or closes (R8)
+        self._window_edges = sorted({_hhmm(x) % 1440 for t in self.policy.tiers.values()
+                                     for w in t.windows for x in (w.start, w.end)})
+        self._edge_woken: float | None = None
         self.seq = 0
         teams = sorted({j.team or "-" for j in jobs})
         self.team_usage = {t: 0.0 for t in teams}
@@ -312,6 +322,21 @@ class Simulator:
 
     def _wake(self, t: float) -> None:
         heapq.heappush(self.wakes, t)
+
+    def _next_window_edge(self, now: float) -> float | None:
+        """The first time after ``now`` at which a tier's preemption window (R8) opens
+        or closes (any day: a day a window does not cover only costs a planner call),
+        or None without windows: a plan may change there though nothing else
+        happens."""
+        if not self._window_edges:
+            return None
+        midnight = now - now % 86400.0  # (UTC: epoch seconds count no leap seconds)
+        for day in (0.0, 86400.0):
+            for minute in self._window_edges:
+                t = midnight + day + 60.0 * minute
+                if t > now:
+                    return t
+        return None
 
     def _process_events(self, now: float) -> bool:
         changed = False
@@ -369,7 +394,9 @@ class Simulator:
             for g in gpus:
                 if own[g] == j.idx:
                     own[g] = -1
-                    hold[g] = hold_until
+                    # (a job evicted before it started leaves its victim's hold: the
+                    # GPUs are free when the last of them is)
+                    hold[g] = max(hold[g], hold_until)
         team = j.spec.team or "-"
         self.team_alloc[team] -= j.gpus
         st = self._storage_of(j)
@@ -495,17 +522,22 @@ class Simulator:
     def _apply(self, plan: Plan, now: float) -> tuple[int, int]:
         by_id = {self.jobs[i].spec.id: i for i in self.running | self.pending}
         victims: list[tuple[_SJ, float, list[str]]] = []
+        evicted: set[str] = set()
         for e in plan.evictions:
             idx = by_id.get(e.job)
             if idx is None or self.jobs[idx].state != "running":
                 self._error(f"t={now}: plan evicts {e.job!r}, which is not running")
                 continue
+            if e.job in evicted:
+                self._error(f"t={now}: plan evicts {e.job!r} twice")
+                continue
+            evicted.add(e.job)
             victims.append((self.jobs[idx], float(e.grace_s), list(e.preemptors)))
         self._evict(victims, now)
         placed = 0
         for p in plan.placements:
             idx = by_id.get(p.job)
-            if idx is None or self.jobs[idx].state != "pending":
+            if idx is None or self.jobs[idx].state != "pending" or p.job in evicted:
                 self._error(f"t={now}: plan places {p.job!r}, which is not pending")
                 continue
             j = self.jobs[idx]
@@ -558,7 +590,7 @@ class Simulator:
         info: dict[str, dict[str, Any]] = {}
         for j, grace, _ in victims:
             st = self._storage_of(j)
-            if j.spec.signal is not None and st is not None:
+            if j.spec.signal is not None and st is not None and j.seg_start <= now:
                 load[st] += j.spec.checkpoint_gb
                 d = info.setdefault(st, {"victims": 0, "lost": 0, "min_window": math.inf})
                 d["victims"] += 1
@@ -567,10 +599,18 @@ class Simulator:
         for j, grace, preemptors in victims:
             s = j.spec
             st = self._storage_of(j)
+            # a job placed on GPUs its own victims still hold has not started: it has
+            # nothing to flush or lose and exits at once, and its wait goes on
+            unstarted = j.seg_start > now
+            if unstarted:
+                j.wait_s -= j.seg_start - now
+                if j.first_start is not None and j.first_start >= j.seg_start:
+                    j.first_start = None
+                j.history = [(k, t) for k, t in j.history if not (k == "start" and t > now)]
             p = self._close_segment(j, now)
             saved_p, _ = j.periodic_at(now)
             flush = None
-            if s.signal is not None:
+            if s.signal is not None and not unstarted:
                 shared = load[st] / self.storage[st].write_gb_per_s if st is not None else 0.0
                 local = 0.0
                 shard = s.checkpoint_gb / s.nodes
@@ -580,13 +620,13 @@ class Simulator:
                         local = max(local, shard / bw)
                 flush = max(shared, local) + s.barrier_s + s.cleanup_s
             saved = flush is not None and flush <= grace + 1e-9
-            keep = p if saved else saved_p
+            keep = p if saved or unstarted else saved_p
             lost = max(0.0, p - keep)
             if not saved and st is not None and st in info and s.signal is not None:
                 info[st]["lost"] += 1
             # the grace is a deadline: a saved flush ends the job early, a failed one is
             # killed at the deadline, one without a trap stops at once (teardown)
-            held = (flush if saved and flush is not None
+            held = (0.0 if unstarted else flush if saved and flush is not None
                     else grace if s.signal is not None else min(grace, s.cleanup_s))
             exit_at = now + held
             self.totals["lost_gpu_s"] += j.gpus * lost
@@ -685,6 +725,10 @@ class Simulator:
                 for d in plan.deferred:  # the planner says when these may change
                     if d.reason in _WAIT_UNTIL and d.until is not None:
                         self._wake(d.until.timestamp())
+                edge = self._next_window_edge(now)  # (R8: a tier's window opens or closes)
+                if edge is not None and edge != self._edge_woken:
+                    self._wake(edge)
+                    self._edge_woken = edge
             else:
                 dirty = False
             self._sample(now, ev, placed)
@@ -720,6 +764,12 @@ class Simulator:
         self._count_waits(t_end)
         for idx in sorted(self.running):
             j = self.jobs[idx]
+            if j.seg_start > t_end:  # placed, waiting for its victims to exit at the end:
+                # it waited up to t_end, and has not started
+                j.wait_s -= j.seg_start - t_end
+                if j.first_start is not None and j.first_start > t_end:
+                    j.first_start = None
+                j.history = [(k, t) for k, t in j.history if not (k == "start" and t > t_end)]
             j.progress = self._close_segment(j, t_end)
         # useful work: progress kept at the end (completed, saved, or running)
         self.totals["useful_gpu_s"] = sum(j.gpus * j.progress for j in self.jobs)
