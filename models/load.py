@@ -289,6 +289,10 @@ def _yaml() -> Any:
     return yaml
 
 
+TOO_MANY_DIGITS = ("malformed JSON: a number has more than 4,300 digits (no value of the "
+                   "contract needs that many)")
+
+
 def parse_document(text: str, where: str | None = None, *, yaml_first: bool = False) -> Any:
     """A JSON or YAML document from its text; JSON is tried first (YAML when
     ``yaml_first``), and a text that is not JSON but YAML of a mapping or a list is
@@ -322,7 +326,7 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
             doc = json.loads(text)
         except RecursionError:
             raise InputError(too_deep, where) from None
-        except json.JSONDecodeError as exc:
+        except json.JSONDecodeError as exc:  # (before ValueError: it is one)
             msg = f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
             if text.lstrip()[:1] in ("{", "["):  # JSON with a mistake, not YAML
                 raise InputError([msg], where) from None
@@ -332,6 +336,8 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
                 raise InputError([msg], where) from None
             if not isinstance(doc, dict | list):  # (broken JSON that YAML reads as text)
                 raise InputError([msg], where) from None
+        except ValueError:  # (Python's limit on the digits of an integer)
+            raise InputError([TOO_MANY_DIGITS], where) from None
         else:
             check_json_depth(doc, text, where or "document")
             return doc

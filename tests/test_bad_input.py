@@ -508,6 +508,38 @@ def test_a_plan_read_back_has_finite_durations_in_range(
     assert "grace_s: Input should be a finite number" in capsys.readouterr().err
 
 
+def test_a_number_of_thousands_of_digits_is_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Python refuses to read an integer of more than 4,300 digits: that is malformed
+    # JSON for every command (exit 2), not an internal error
+    text = EXAMPLE.read_text().replace('"priority": 50', '"priority": ' + "9" * 5000, 1)
+    assert "9" * 5000 in text
+    path = tmp_path / "big.json"
+    path.write_text(text)
+    for command in ("validate", "plan", "show"):
+        assert cli.main([command, str(path)]) == 2
+        assert ("malformed JSON: a number has more than 4,300 digits"
+                in capsys.readouterr().err)
+
+
+def test_ids_are_shown_as_they_are_not_as_markup(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # An id, node or GPU type holding rich markup ('[/]', '[bold]') is text in every
+    # table: it was an internal error (a closing tag with nothing to close)
+    doc = json.loads(EXAMPLE.read_text())
+    old = doc["jobs"][1]["id"]  # (sweep-17, the plan's victim)
+    assert old == "sweep-17"
+    text = json.dumps(doc).replace(json.dumps(old), json.dumps("[/]"))
+    path = tmp_path / "markup.json"
+    path.write_text(text)
+    assert cli.main(["validate", str(path)]) == 0
+    capsys.readouterr()
+    for command in ("plan", "show"):
+        assert cli.main([command, str(path), "--deterministic"] if command == "plan"
+                        else [command, str(path)]) == 0
+        assert "[/]" in capsys.readouterr().out
+
+
 def test_typos_in_fields_and_options_get_a_suggestion(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(EXAMPLE.read_text())

@@ -295,6 +295,14 @@ def test_a_string_body_is_not_read_as_a_server_path(server: PlannerServer) -> No
         "snapshot: must be a JSON object (the snapshot document itself)")
 
 
+def test_a_number_of_thousands_of_digits_is_malformed_json(server: PlannerServer) -> None:
+    status, _, err = request(server, "POST", "/v1/plan", raw=b'{"version": ' + b"9" * 5000 + b"}")
+    assert (status, err["error"]) == (400, "malformed JSON")
+    assert err["messages"] == [
+        ("malformed JSON: a number has more than 4,300 digits (no value of the contract "
+         "needs that many)")]
+
+
 def _exchange(srv: PlannerServer, data: bytes) -> bytes:
     """Send raw bytes and read until the server closes (or 5 s of silence)."""
     with socket.create_connection(_addr(srv), timeout=5) as s:

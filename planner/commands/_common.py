@@ -75,10 +75,21 @@ def out_console(file: Any = None, *, record: bool = False) -> Console:
     return Console(file=file, width=PIPE_WIDTH, highlight=False, record=record)
 
 
+class PlainTable(Table):
+    """A table whose text cells are shown as they are: ids, node names and details
+    come from the user's files, and '[/]' or '[bold]' in them is text, not rich
+    markup (markup there was an internal error). Styled cells are rich Text."""
+
+    def add_row(self, *renderables: Any, **options: Any) -> None:
+        super().add_row(*(escape(r) if isinstance(r, str) else r for r in renderables),
+                        **options)
+
+
 def titled_table(title: str, **options: Any) -> Table:
     """A table with its title on the left, at least as wide as the title (a table sized
     to its content must not wrap its title)."""
-    return Table(title=title, title_justify="left", min_width=len(title), **options)
+    return PlainTable(title=escape(title), title_justify="left", min_width=len(title),
+                      **options)
 
 
 def print_table(renderable: Any, out: str | None = None) -> None:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -287,7 +288,7 @@ def immune_table(view: View, console: Console, max_jobs: int) -> None:
                   + f"); {len(immune)} immune (R6), {protected} not preemptible now (R5/R8)",
                   highlight=False)
     for j in view.on_down[:5]:
-        console.print(f"[yellow]warning:[/] running job {j.id} has GPUs on a down node; "
+        console.print(f"[yellow]warning:[/] running job {escape(j.id)} has GPUs on a down node; "
                       "it is ignored by the planner", highlight=False)
     if len(view.on_down) > 5:
         console.print(f"[yellow]warning:[/] ... and {len(view.on_down) - 5} more running jobs "

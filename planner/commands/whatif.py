@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from planner import SIM_PLANNERS
 from planner.commands._common import (
+    PlainTable,
     add_snapshot_args,
     check_output,
     check_time_limit,
@@ -64,7 +66,7 @@ def _cell(summary: dict[str, Any], key: str) -> str:
 
 def render_table(result: dict[str, Any]) -> Table:
     base, variants = result["base"], result["variants"]
-    t = Table(title=f"what-if ({result['planner']})", show_lines=False)
+    t = PlainTable(title=f"what-if ({result['planner']})", show_lines=False)
     t.add_column("")
     t.add_column("base", justify="right")
     for v in variants:
@@ -87,7 +89,7 @@ def render_table(result: dict[str, Any]) -> Table:
         cells = []
         for v in variants:
             c = val(v)
-            cells.append(f"[bold yellow]{c}[/]" if c != b else c)
+            cells.append(Text(c, style="bold yellow") if c != b else c)
         t.add_row(label, b, *cells)
     return t
 

@@ -566,7 +566,7 @@ def _warm() -> None:
 def _parse_json(data: bytes) -> tuple[Any, list[str]]:
     """A request body as JSON, or the reasons it is not (not UTF-8, nested too deep:
     the same limits as the CLI's, models.load)."""
-    from models.load import MAX_DEPTH, check_json_depth, decode_text
+    from models.load import MAX_DEPTH, TOO_MANY_DIGITS, check_json_depth, decode_text
 
     try:  # (json.loads would take UTF-16 and UTF-32 bytes too)
         text = decode_text(data, "body")
@@ -577,6 +577,8 @@ def _parse_json(data: bytes) -> tuple[Any, list[str]]:
         return None, [f"the document is nested more than {MAX_DEPTH} levels deep"]
     except json.JSONDecodeError as exc:
         return None, [f"line {exc.lineno} column {exc.colno}: {exc.msg}"]
+    except ValueError:  # (Python's limit on the digits of an integer)
+        return None, [TOO_MANY_DIGITS]
     try:
         check_json_depth(doc, text, "body")
     except InputError as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from planner.sim.engine import SimResult
@@ -125,13 +126,13 @@ def _fmt(v: Any, kind: str) -> str:
 
 def metrics_table(m: dict[str, Any], title: str | None = None) -> Table:
     """One run's metrics as a rich table (plus per-storage storm lines)."""
-    t = Table(title=title or f"simulation: {m['label']}", show_lines=False)
+    t = Table(title=escape(title or f"simulation: {m['label']}"), show_lines=False)
     t.add_column("metric")
     t.add_column("value", justify="right")
     for name, get, kind in comparison_rows([m]):
         t.add_row(name, _fmt(get(m), kind))
     for sid, s in m["storage"].items():
-        t.add_row(f"storage {sid}: peak flush write",
+        t.add_row(escape(f"storage {sid}: peak flush write"),
                   f"{s['peak_flush_write_gb_per_s']:.1f} / {s['bandwidth_gb_per_s']:.1f} GB/s")
     hist = ", ".join(f"{k}: {v}" for k, v in m["evictions_per_job"].items())
     t.add_row("evictions per job (histogram)", hist or "-")
@@ -139,10 +140,10 @@ def metrics_table(m: dict[str, Any], title: str | None = None) -> Table:
 
 
 def comparison_table(metrics: Sequence[dict[str, Any]], title: str = "comparison") -> Table:
-    t = Table(title=title)
+    t = Table(title=escape(title))
     t.add_column("metric")
     for m in metrics:
-        t.add_column(str(m["label"]), justify="right")
+        t.add_column(escape(str(m["label"])), justify="right")
     for name, get, kind in comparison_rows(metrics):
         t.add_row(name, *[_fmt(get(m), kind) for m in metrics])
     return t
