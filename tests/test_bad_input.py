@@ -540,6 +540,27 @@ def test_ids_are_shown_as_they_are_not_as_markup(
         assert "[/]" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["whatif", str(EXAMPLE), "--set", "nodes.\u00b2=1"], "no item '\u00b2' in nodes"),
+    (["generate", "--nodes", "4", "--nvlink-mix", "nvswitch=nan"],
+     "share must be a finite number >= 0"),
+    (["generate", "--nodes", "4", "--now", "0001-01-01T00:00:00Z"],
+     "is outside 1971-01-01 to 8999-01-01"),
+    (["show", str(EXAMPLE), "--width", "1"], "--width: at least 40 columns, got 1"),
+])
+def test_options_beyond_what_the_commands_take_are_bad_input(
+        args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # (each was an internal error: a superscript digit read as an index, a NaN share,
+    # a year before 1970, a table of one column; argparse refuses an option's value by
+    # exiting with status 2 itself)
+    try:
+        status = cli.main(args)
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2
+    assert said in capsys.readouterr().err
+
+
 def test_typos_in_fields_and_options_get_a_suggestion(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(EXAMPLE.read_text())

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from models import Job, Node, Snapshot
+from models import InputError, Job, Node, Snapshot
 from models.rules import cascade_guarded, cooldown_until, immune_for_s
 from models.snapshot import NvlinkEdges, age_s
 from planner.commands._common import (
@@ -433,11 +433,16 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_output(json.dumps(as_json(snap), indent=2), None)
         return EXIT_OK
+    if args.width is not None and args.width < MIN_WIDTH:
+        raise InputError([f"--width: at least {MIN_WIDTH} columns, got {args.width}"])
     console = out_console()
     if args.width:
         console.width = args.width
     render(snap, console, max_nodes=args.max_nodes, max_jobs=args.max_jobs)
     return EXIT_OK
+
+
+MIN_WIDTH = 40  # (narrower, a table's columns have no room at all)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -34,6 +34,7 @@ connected in the node's NVLink graph (else ``"any"``), no GPU is shared.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,8 +71,8 @@ def parse_mix(text: str, *, int_keys: bool = False) -> dict[Any, float]:
             share = float(value)
         except ValueError:
             raise ValueError(f"mix entry {part!r}: share {value!r} is not a number") from None
-        if share < 0:
-            raise ValueError(f"mix entry {part!r}: share must not be negative")
+        if not math.isfinite(share) or share < 0:
+            raise ValueError(f"mix entry {part!r}: share must be a finite number >= 0")
         k: Any = key.strip()
         if int_keys:
             try:
@@ -229,6 +230,9 @@ def generate(nodes: int, gpus_per_node: int = 8, nvlink_mix: dict[str, float] | 
         raise ValueError(f"now {now!r} is not an ISO-8601 timestamp") from None
     if now_dt.tzinfo is None:
         raise ValueError(f"now {now!r} has no time zone")
+    if not datetime(1971, 1, 1, tzinfo=UTC) <= now_dt < datetime(8999, 1, 1, tzinfo=UTC):
+        # (the contract's times lie in 1970-9000; the snapshot's own times precede now)
+        raise ValueError(f"now {now!r} is outside 1971-01-01 to 8999-01-01")
     b = _Builder(rng, now_dt, policy_tiers, tier_mix)
 
     # ---- storage targets and nodes -------------------------------------------------

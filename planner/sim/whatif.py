@@ -103,7 +103,8 @@ def apply_set(data: dict[str, Any], key: str, value: Any) -> None:
                         break
                 if hit:
                     break
-            if hit is None and segs[i].isdigit() and int(segs[i]) < len(obj):
+            if hit is None and segs[i].isascii() and segs[i].isdigit() \
+                    and int(segs[i]) < len(obj):
                 hit = (int(segs[i]), 1, segs[i])
             if hit is None:
                 ids = [str(x.get("id")) for x in obj if isinstance(x, dict) and "id" in x]
