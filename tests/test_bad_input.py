@@ -547,6 +547,9 @@ def test_ids_are_shown_as_they_are_not_as_markup(
     (["generate", "--nodes", "4", "--now", "0001-01-01T00:00:00Z"],
      "is outside 1971-01-01 to 8999-01-01"),
     (["show", str(EXAMPLE), "--width", "1"], "--width: at least 40 columns, got 1"),
+    (["whatif", str(EXAMPLE), "--set", "policy.tiers.3.min_runtime_s=" + "[" * 3000],
+     "is nested too deep"),
+    (["whatif", str(EXAMPLE), "--add-job", "[" * 3000], "--add-job: malformed JSON"),
 ])
 def test_options_beyond_what_the_commands_take_are_bad_input(
         args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

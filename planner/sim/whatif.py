@@ -50,6 +50,8 @@ def parse_value(text: str) -> Any:
         return json.loads(text)
     except (json.JSONDecodeError, ValueError):
         return text
+    except RecursionError:  # (nested past Python's limit: no value of the contract is)
+        raise InputError([f"--set: the value {text[:40]!r}... is nested too deep"]) from None
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -128,7 +130,11 @@ def parse_job(text: str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(text, dict):
         return dict(text)
     src = text.strip()
-    if src.startswith("@") or (not src.startswith("{") and Path(src).exists()):
+    try:
+        is_file = src.startswith("@") or (not src.startswith(("{", "[")) and Path(src).exists())
+    except (OSError, ValueError):  # (a name too long, a NUL: no such file)
+        is_file = False
+    if is_file:
         doc = read_document(src.lstrip("@"))
     else:
         try:
@@ -136,6 +142,9 @@ def parse_job(text: str | dict[str, Any]) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise InputError([f"--add-job: malformed JSON ({exc.msg} at column {exc.colno})"]) \
                 from None
+        except (RecursionError, ValueError):
+            raise InputError([("--add-job: malformed JSON (nested too deep, or a number of "
+                               "thousands of digits)")]) from None
     if not isinstance(doc, dict):
         raise InputError(["--add-job: must be a JSON object (one job of the contract)"])
     return doc
