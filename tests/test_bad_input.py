@@ -433,6 +433,16 @@ def test_yaml_in_a_json_file_and_standard_input(tmp_path: Path,
     assert json.loads(capsys.readouterr().out)["evictions"][0]["job"] == "sweep-17"
 
 
+def _changed(doc: Any, path: tuple, value: Any) -> Any:
+    """A copy of ``doc`` with the value at ``path`` (keys and list positions) set."""
+    out = copy.deepcopy(doc)
+    node: Any = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
 def test_types_are_strict_and_the_version_is_required() -> None:
     # numbers and booleans sent as strings were accepted ("priority": "8"); the
     # version could be left out
@@ -449,13 +459,8 @@ def test_types_are_strict_and_the_version_is_required() -> None:
                                                        "should be a valid integer")),
     ]
     for path, value, said in cases:
-        doc = copy.deepcopy(base)
-        node: Any = doc
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
         with pytest.raises(InputError) as exc:
-            load_snapshot(doc)
+            load_snapshot(_changed(base, path, value))
         assert said in exc.value.errors, (path, exc.value.errors)
     doc = copy.deepcopy(base)
     del doc["version"]
@@ -493,13 +498,8 @@ def test_a_plan_read_back_has_finite_durations_in_range(
          "plan.evictions[0].cost_gpu_s: Input should be greater than or equal to 0"),
     ]
     for path, value, said in cases:
-        doc = copy.deepcopy(plan)
-        node: Any = doc
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
         with pytest.raises(InputError) as exc:
-            load_plan(doc)
+            load_plan(_changed(plan, path, value))
         assert said in exc.value.errors, (path, exc.value.errors)
     doc = copy.deepcopy(plan)
     doc["evictions"][0]["grace_s"] = float("nan")

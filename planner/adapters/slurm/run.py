@@ -23,7 +23,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,48 +112,42 @@ def take_snapshot(cfg: SlurmConfig, state: AdapterState | None = None, *,
                                    "the node listing (sinfo/scontrol --json)"))
 
 
-def expected_nodes(snapshot: dict[str, Any]) -> dict[str, set[str]]:
-    """Slurm job id -> the nodes its running pieces hold in `snapshot` (for the
-    re-check of victims just before they are signalled)."""
-    out: dict[str, set[str]] = {}
+def _running_pieces(snapshot: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(Slurm job id, record) of each running piece of `snapshot` that is a Slurm job
+    (not GPUs Slurm holds for no job it lists, which are never victims). A snapshot
+    given by hand is checked no further: what is not a job record is skipped."""
     jobs = snapshot.get("jobs")
     for job in jobs if isinstance(jobs, list) else []:
-        # (a snapshot given by hand is checked no further: what is not a job with a
-        # placement is skipped)
         if not isinstance(job, dict) or job.get("state") != "running":
             continue
         meta = job.get("_slurm")
         if not isinstance(meta, dict):
             meta = {}
-        if meta.get("synthetic"):
-            continue
+        if not meta.get("synthetic"):
+            yield str(meta.get("job_id", job.get("id"))), job
+
+
+def expected_nodes(snapshot: dict[str, Any]) -> dict[str, set[str]]:
+    """Slurm job id -> the nodes its running pieces hold in `snapshot` (for the
+    re-check of victims just before they are signalled)."""
+    out: dict[str, set[str]] = {}
+    for jid, job in _running_pieces(snapshot):
         placement = job.get("placement")
-        nodes = {str(p["node"]) for p in (placement if isinstance(placement, list) else [])
-                 if isinstance(p, dict) and isinstance(p.get("node"), str)}
-        jid = str(meta.get("job_id", job.get("id")))
-        out.setdefault(jid, set()).update(nodes)
+        out.setdefault(jid, set()).update(
+            str(p["node"]) for p in (placement if isinstance(placement, list) else [])
+            if isinstance(p, dict) and isinstance(p.get("node"), str))
     return out
 
 
 def running_gpus(snapshot: dict[str, Any]) -> dict[str, int]:
     """Slurm job id -> the GPUs its running pieces hold in `snapshot` (summed), for
     the evictions the state file keeps (R15's GPU budget). Pieces whose counts are
-    not whole numbers are left out (a snapshot given by hand is checked no further)."""
+    not whole numbers are left out."""
     out: dict[str, int] = {}
-    jobs = snapshot.get("jobs")
-    for job in jobs if isinstance(jobs, list) else []:
-        if not isinstance(job, dict) or job.get("state") != "running":
-            continue
-        meta = job.get("_slurm")
-        if not isinstance(meta, dict):
-            meta = {}
-        if meta.get("synthetic"):  # (GPUs Slurm holds for no job it lists: never a victim)
-            continue
+    for jid, job in _running_pieces(snapshot):
         per, count = job.get("gpus_per_node"), job.get("nodes", 1)
-        if type(per) is not int or type(count) is not int:
-            continue
-        jid = str(meta.get("job_id", job.get("id")))
-        out[jid] = out.get(jid, 0) + per * count
+        if type(per) is int and type(count) is int:
+            out[jid] = out.get(jid, 0) + per * count
     return out
 
 NO_SNAPSHOT_GPUS = ("no --snapshot: the evictions are kept in the state file without their "
