@@ -88,6 +88,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -195,9 +196,25 @@ def atomic_write(
     ``block_signals`` are blocked in the calling thread during the write and
     delivered afterwards, so that they cannot cut the write short.
     Returns the size of the written file in bytes.
+
+    A symbolic link at ``path`` stays a link: the file it points to is written.
+    Something at ``path`` that is not a regular file (a device such as
+    ``/dev/stdout``, a FIFO) is written into, not replaced (there is no atomic way
+    to write it, and replacing it would put a file in its place).
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(os.fspath(path))
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:
+        with _blocked(block_signals), open(path, "wb") as f:
+            data = data_or_callable(f) if callable(data_or_callable) else data_or_callable
+            if isinstance(data, bytes | bytearray | memoryview):
+                f.write(data)
+            f.flush()
+            return f.tell() if f.seekable() else 0
+    directory = os.path.dirname(path)
     with _blocked(block_signals):
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path), suffix=_TMP_SUFFIX, dir=directory)
         try:

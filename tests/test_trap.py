@@ -613,3 +613,21 @@ def test_example_loop_resumes_from_its_checkpoint(spawn, tmp_path):
     assert f"step {stopped + 1}" in second.lines and f"step {stopped}" not in second.lines
     assert second.lines[-1] == f"done: step {stopped + 2}"
     assert example.decode(ckpt.read_bytes())["step"] == stopped + 2
+
+
+def test_atomic_write_keeps_links_and_writes_into_devices(tmp_path: Path) -> None:
+    # A link at the path stays a link and its target gets the content; a device (here
+    # /dev/null) is written into, never replaced by a regular file (as root, replacing
+    # /dev/full or /dev/null would break the machine)
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target.name)
+    assert atomic_write(link, b"new") == 3
+    assert link.is_symlink() and os.readlink(link) == "target.json"
+    assert target.read_bytes() == b"new"
+    before = os.stat("/dev/null")
+    atomic_write("/dev/null", b"nothing")
+    after = os.stat("/dev/null")
+    assert (after.st_mode, after.st_rdev, after.st_ino) == (
+        before.st_mode, before.st_rdev, before.st_ino)
