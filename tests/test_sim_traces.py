@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,28 @@ def test_cluster_generator_and_snapshot_file(tmp_path):
                                        "gpus_per_node": 1}]}))
     snap = load_cluster(f)   # jobs are ignored (even a bad one)
     assert [n.id for n in snap.nodes] == ["a"] and snap.jobs == []
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("duration_s", "300", 'duration_s: must be a number of seconds from above 0 to 10^9, got "300"'),
+    ("nodes", None, "nodes: must be a whole number from 1 to 100,000, got null"),
+    ("gpus_per_node", 2.5, "gpus_per_node: must be a whole number from 1 to 1,024, got 2.5"),
+    ("id", 5, "id: must be a non-empty string, got 5"),
+    ("checkpoint_gb", -5, "checkpoint_gb: must be a number from 0 to 10^9, got -5"),
+    ("topology", "ring", 'topology: must be "nvlink" or "any", got "ring"'),
+    ("priority", 1e30, "priority: must be a number within +-10^9, got 1e+30"),
+    ("extra", "x", 'extra: must be an object, got "x"'),
+    ("time_limit_s", float("inf"),
+     "time_limit_s: must be null or a number of seconds from above 0 to 10^9, got Infinity"),
+    ("submit", -1e12, "submit: outside 1970-01-01 to 9000-01-01"),
+])
+def test_a_jsonl_record_of_the_wrong_type_or_range_is_bad_input(
+        tmp_path: Path, field: str, value: Any, said: str) -> None:
+    # (each reached the simulator and was an internal error there)
+    row = {"id": "a", "submit": 1767571200, "duration_s": 300, "gpus_per_node": 8}
+    row[field] = value
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(InputError) as exc:
+        load_jsonl(path)
+    assert f"line 1: {said}" in exc.value.errors

@@ -38,7 +38,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -361,6 +361,45 @@ def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
     return jobs
 
 
+_YEAR_9000 = datetime(9000, 1, 1, tzinfo=UTC).timestamp()  # (the contract's times' limit)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# a JSONL record's fields beyond their presence: (what they must be, the check)
+_ROW_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "id": ("a non-empty string", lambda v: isinstance(v, str) and bool(v)),
+    "duration_s": ("a number of seconds from above 0 to 10^9",
+                   lambda v: _number(v) and 0 < v <= 1e9),
+    "gpus_per_node": ("a whole number from 1 to 1,024",
+                      lambda v: type(v) is int and 1 <= v <= 1024),
+    "nodes": ("a whole number from 1 to 100,000", lambda v: type(v) is int and 1 <= v <= 100_000),
+    "tier": ("a whole number from 1 to 10^6", lambda v: type(v) is int and 1 <= v <= 10**6),
+    "priority": ("a number within +-10^9", lambda v: _number(v) and abs(v) <= 1e9),
+    "team": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "gpu_type": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "topology": ('"nvlink" or "any"', lambda v: v in ("nvlink", "any")),
+    "checkpoint_gb": ("a number from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
+    "checkpoint_interval_s": ("a number of seconds from 0 to 10^9",
+                              lambda v: _number(v) and 0 <= v <= 1e9),
+    "restore_s": ("a number of seconds from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
+    "barrier_s": ("a number of seconds from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
+    "cleanup_s": ("a number of seconds from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
+    "signal": ("a signal name or null", lambda v: v is None or isinstance(v, str)),
+    "time_limit_s": ("null or a number of seconds from above 0 to 10^9",
+                     lambda v: v is None or (_number(v) and 0 < v <= 1e9)),
+    "extra": ("an object", lambda v: isinstance(v, dict)),
+}
+
+
+def _row_problems(d: dict[str, Any]) -> list[str]:
+    """What is wrong with the values of a JSONL record (its fields are known)."""
+    return [f"{k}: must be {what}, got {json.dumps(d[k])[:40]}"
+            for k, (what, ok) in _ROW_RULES.items() if k in d and not ok(d[k])]
+
+
 def load_jsonl(path: str | Path) -> list[TraceJob]:
     """Native trace: one JSON object per line with the fields of :class:`TraceJob`
     (``submit`` as epoch seconds or ISO-8601). Blank lines and ``#`` lines are skipped."""
@@ -378,6 +417,10 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
         except json.JSONDecodeError as exc:
             errors.append(f"line {n}: malformed JSON: {exc.msg}")
             continue
+        except (RecursionError, ValueError):
+            errors.append(f"line {n}: malformed JSON (nested too deep, or a number of "
+                          "thousands of digits)")
+            continue
         if not isinstance(d, dict):
             errors.append(f"line {n}: must be a JSON object")
             continue
@@ -389,11 +432,18 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
             errors.append(f"line {n}: unknown field(s) {unknown}")
         if missing or unknown:
             continue
+        bad = _row_problems(d)
+        if bad:
+            errors += [f"line {n}: {b}" for b in bad]
+            continue
         try:
             d["submit"] = parse_epoch(d["submit"], f"line {n}: submit")
             job = TraceJob(**d)
         except (TypeError, InputError) as exc:
             errors.append(f"line {n}: {exc}")
+            continue
+        if not 0 <= job.submit < _YEAR_9000:
+            errors.append(f"line {n}: submit: outside 1970-01-01 to 9000-01-01")
             continue
         if job.duration_s <= 0 or job.gpus_per_node < 1 or job.nodes < 1:
             errors.append(f"line {n}: duration_s, gpus_per_node and nodes must be positive")
