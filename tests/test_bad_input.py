@@ -339,6 +339,7 @@ def test_thousands_of_preemptions_hold_a_job_for_the_longest_cooldown() -> None:
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "instances" / "example-70b.json"
+SIM_DATA = Path(__file__).resolve().parent / "data" / "sim"
 
 
 def test_exit_status_0_1_2_3(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -540,6 +541,16 @@ def test_ids_are_shown_as_they_are_not_as_markup(
         assert "[/]" in capsys.readouterr().out
 
 
+def test_compare_without_a_policy_in_policies_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", "--cluster", str(SIM_DATA / "cluster-1node.json"), "--trace",
+                     str(SIM_DATA / "ping-pong.jsonl"), "--policies", ",", "--out",
+                     str(out)]) == 2
+    assert "--policies: no policy file in ','" in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("args", "said"), [
     (["whatif", str(EXAMPLE), "--set", "nodes.\u00b2=1"], "no item '\u00b2' in nodes"),
     (["generate", "--nodes", "4", "--nvlink-mix", "nvswitch=nan"],
@@ -550,6 +561,9 @@ def test_ids_are_shown_as_they_are_not_as_markup(
     (["whatif", str(EXAMPLE), "--set", "policy.tiers.3.min_runtime_s=" + "[" * 3000],
      "is nested too deep"),
     (["whatif", str(EXAMPLE), "--add-job", "[" * 3000], "--add-job: malformed JSON"),
+    (["simulate", "--cluster", str(SIM_DATA / "cluster-1node.json"), "--trace",
+      str(SIM_DATA / "ping-pong.jsonl"), "--days", "1e300", "--planner", "greedy"],
+     "--days: at most 3,650 (ten years of a trace), got 1e+300"),
 ])
 def test_options_beyond_what_the_commands_take_are_bad_input(
         args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -72,6 +72,8 @@ def variants(args: Any) -> list[Any]:
                           f"{', '.join(PLANNER_CHOICES)})" if bad else "--planners: empty"])
     policies: list[str | None] = ([x.strip() for x in args.policies.split(",") if x.strip()]
                                   if args.policies else [args.policy])
+    if not policies:
+        raise InputError([f"--policies: no policy file in {args.policies!r}"])
     changes: list[tuple[str, list[tuple[str, Any]]]] = [
         ("", []), *(parse_variant(v) for v in args.variants)]
     out = []

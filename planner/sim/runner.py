@@ -35,11 +35,16 @@ class RunSpec:
     policy_sets: list[tuple[str, Any]] = field(default_factory=list)  # (dotted key, value)
 
 
+MAX_DAYS = 3650  # simulated days at most (the metrics sample every tick of the span)
+
+
 def _check_numbers(cfg: SimConfig, time_scale: float) -> None:
     """The run's numbers, by the CLI option that sets each (InputError, exit 2)."""
     errors = range_problems([("--tick", cfg.tick_s), ("--days", cfg.days),
                              ("--time-limit", cfg.time_limit_s), ("--halflife", cfg.halflife_s),
                              ("--time-scale", time_scale)], [("--workers", cfg.workers)])
+    if not errors and cfg.days is not None and cfg.days > MAX_DAYS:
+        errors.append(f"--days: at most {MAX_DAYS:,} (ten years of a trace), got {cfg.days:g}")
     if errors:
         raise InputError(errors)
 
