@@ -155,7 +155,8 @@ def _each_value(drop: Drop) -> Drop:
     return values
 
 
-def _minutes(hhmm: str) -> int:
+def minutes_of(hhmm: str) -> int:
+    """Minutes since midnight of a window's ``HH:MM`` (``24:00`` is 1,440)."""
     h, m = hhmm.split(":")
     return int(h) * 60 + int(m)
 
@@ -193,7 +194,7 @@ class Window(Record):
         """Whether ``now`` (aware) lies inside the window (R8, section 7)."""
         t = now.astimezone(UTC)
         minute = t.hour * 60 + t.minute + t.second / 60.0
-        start, end = _minutes(self.start), _minutes(self.end)
+        start, end = minutes_of(self.start), minutes_of(self.end)
         today = DAYS[t.weekday()]
         yesterday = DAYS[(t.weekday() - 1) % 7]
         days = set(self.days) if self.days else set(DAYS)

@@ -35,13 +35,13 @@ from models.policy import (
 
 # Implementation limits for times (docs/format.md, "Limits"): room for every hold
 # and duration (at most MAX_SECONDS) on either side
-_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 # Checked by pydantic-core (no Python call per timestamp or priority); what it
 # reports differently is worded by time_message and priority_message
-Time = Annotated[AwareDatetime, Field(ge=_EARLIEST, lt=_LATEST)]
+Time = Annotated[AwareDatetime, Field(ge=EARLIEST, lt=LATEST)]
 _DATETIME: TypeAdapter[datetime] = TypeAdapter(datetime)
 
 
@@ -51,7 +51,7 @@ def is_time_bound(ctx: dict[str, Any] | None) -> bool:
     if not isinstance(bound, str | datetime):
         return False
     try:
-        return _DATETIME.validate_python(bound) in (_EARLIEST, _LATEST)
+        return _DATETIME.validate_python(bound) in (EARLIEST, LATEST)
     except ValidationError:
         return False
 

@@ -326,16 +326,19 @@ class _Handler(BaseHTTPRequestHandler):
     _body_read = False
     _metric: tuple[str, str, float] | None = None  # (endpoint, method, start) to count
 
+    def _encoded(self) -> bool:
+        """Does the request send its body in a Transfer-Encoding (chunked, ...)?"""
+        return self.headers.get("Transfer-Encoding", "").strip().lower() not in ("", "identity")
+
     def _has_body(self) -> bool:
         """Does the request say it carries a body (a Transfer-Encoding, or a
         Content-Length that is not 0)?"""
-        if self.headers.get("Transfer-Encoding", "").strip().lower() not in ("", "identity"):
-            return True
-        return any(v.strip() != "0" for v in self.headers.get_all("Content-Length") or [])
+        return self._encoded() or any(
+            v.strip() != "0" for v in self.headers.get_all("Content-Length") or [])
 
     def _raw_body(self) -> bytes:
         """The request body's bytes; 411/413/400/408 before or instead of reading it."""
-        if self.headers.get("Transfer-Encoding", "").strip().lower() not in ("", "identity"):
+        if self._encoded():
             raise _HTTPError(411, "length required",
                              ["chunked bodies are not accepted; send Content-Length"])
         given = self.headers.get_all("Content-Length") or []

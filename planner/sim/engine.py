@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from models import Job, Plan, Policy, RecentEviction, Snapshot
+from models.policy import minutes_of
 from planner import SIM_PLANNERS
 from planner.sim.traces import TraceJob
 
@@ -62,12 +63,6 @@ _ARRIVE, _RELEASE, _COMPLETE = 0, 1, 2
 # deferred reasons whose ``until`` is a time at which the plan may change: the window
 # loses an eviction (R15), a job has waited long enough (R16), a spared job ends (R17)
 _WAIT_UNTIL = ("THRASH_BUDGET", "PATIENCE", "ENDING_SOON")
-
-
-def _hhmm(text: str) -> int:
-    """Minutes of an ``HH:MM`` time of a window."""
-    h, m = text.split(":")
-    return int(h) * 60 + int(m)
 
 
 class SimulationError(RuntimeError):
@@ -283,7 +278,7 @@ class Simulator:
         self.events: list[tuple[float, int, int, int, int]] = []
         self.wakes: list[float] = []
         # the minutes of the day at which a tier's window opens or closes (R8)
-        self._window_edges = sorted({_hhmm(x) % 1440 for t in self.policy.tiers.values()
+        self._window_edges = sorted({minutes_of(x) % 1440 for t in self.policy.tiers.values()
                                      for w in t.windows for x in (w.start, w.end)})
         self._edge_woken: float | None = None
         self.seq = 0

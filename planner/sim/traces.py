@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from models import InputError
+from models.snapshot import LATEST
 
 __all__ = [
     "TierRule",
@@ -361,7 +362,7 @@ def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
     return jobs
 
 
-_YEAR_9000 = datetime(9000, 1, 1, tzinfo=UTC).timestamp()  # (the contract's times' limit)
+_YEAR_9000 = LATEST.timestamp()  # (the contract's times: from 1970, before 9000)
 
 
 def _number(v: Any) -> bool:

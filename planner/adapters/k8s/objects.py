@@ -16,6 +16,7 @@ from typing import Any
 
 from models.kinds import KUBECTL
 from models.policy import MAX_SECONDS
+from models.snapshot import EARLIEST, LATEST
 
 _SIGNALS = {s.name for s in _signal.Signals}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
@@ -217,8 +218,6 @@ def pod_gpus(pod: dict[str, Any], resource: str) -> int:
     return max(app + sidecars, init_peak)
 
 
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # the contract's times (docs/format.md,
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)  # "Limits"): from EARLIEST, before LATEST
 
 
 def _any_time(value: Any) -> datetime | None:
@@ -248,10 +247,11 @@ def time_out_of_range(value: Any) -> bool:
     """Whether ``value`` has the form of a time (RFC 3339 with a zone, or a number of
     Unix seconds) but is outside the contract's 1970-01-01 to 9000-01-01 (``1e20``,
     ``inf`` and ``0001-01-01T00:00:00Z`` are; ``yesterday`` is not a time at all)."""
-    if isinstance(value, bool) or parse_time(value) is not None:
+    if isinstance(value, bool):
         return False
-    if _any_time(value) is not None:
-        return True
+    t = _any_time(value)
+    if t is not None:
+        return not EARLIEST <= t < LATEST
     try:
         seconds = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
@@ -378,8 +378,8 @@ _DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 # A group name the adapter uses in a job id: what Volcano, Kueue, the coscheduling
 # plugin and KAI accept (object names and label values), nothing that could end a
 # line, quote a word, or mean something in a job id ('/', ':', '+', '@')
-GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 GROUP_NAME_RULE = "[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
+GROUP_NAME = re.compile(GROUP_NAME_RULE)
 
 
 def valid_namespace(name: Any) -> bool:
