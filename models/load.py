@@ -13,6 +13,7 @@ import signal as _signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -289,8 +290,29 @@ def _yaml() -> Any:
     return yaml
 
 
-TOO_MANY_DIGITS = ("malformed JSON: a number has more than 4,300 digits (no value of the "
-                   "contract needs that many)")
+DIGITS_RULE = "a number has more than 4,300 digits (no value of the contract needs that many)"
+TOO_MANY_DIGITS = f"malformed JSON: {DIGITS_RULE}"
+
+
+@cache
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader, but a scalar it cannot convert (an integer of more than
+    Python's 4,300 digits, a timestamp such as 2026-13-45) is a YAML error at its line
+    and column instead of the ValueError PyYAML lets through."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep)
+            except ValueError as exc:
+                why = DIGITS_RULE if "integer string conversion" in str(exc) else (
+                    f"cannot read {node.value[:40]!r} ({exc})" if isinstance(node.value, str)
+                    else str(exc))
+                raise yaml.constructor.ConstructorError(None, None, why,
+                                                        node.start_mark) from None
+
+    return Loader
 
 
 def parse_document(text: str, where: str | None = None, *, yaml_first: bool = False) -> Any:
@@ -305,7 +327,7 @@ def parse_document(text: str, where: str | None = None, *, yaml_first: bool = Fa
 
     def as_yaml() -> Any:
         try:
-            return _yaml().safe_load(text)
+            return _yaml().load(text, Loader=_yaml_loader())  # (safe_load's, see there)
         except RecursionError:
             raise InputError(too_deep, where) from None
 

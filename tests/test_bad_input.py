@@ -523,6 +523,27 @@ def test_a_number_of_thousands_of_digits_is_bad_input(
                 in capsys.readouterr().err)
 
 
+def test_a_yaml_value_python_cannot_read_is_bad_input_at_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # PyYAML let the ValueError of int() (5,000 digits) and of a date (month 13)
+    # through: internal errors. Now the message of a JSON number of that size, with
+    # the YAML's line
+    head = "version: 1\nnow: 2026-11-29T08:00:00Z\n"
+    for body, said in [
+            ("nodes: [{id: n1, gpus: " + "9" * 5000 + "}]\n",
+             ("malformed YAML: a number has more than 4,300 digits (no value of the contract "
+              "needs that many) in \"<unicode string>\", line 3, column 24")),
+            (("nodes: [{id: n1, gpus: 8}]\njobs:\n  - {id: a, tier: 1, state: pending, "
+              "gpus_per_node: 1, submitted_at: 2026-13-45}\n"),
+             ("malformed YAML: cannot read '2026-13-45' (month must be in 1..12) in "
+              "\"<unicode string>\", line 5, column 70"))]:
+        path = tmp_path / "s.yaml"
+        path.write_text(head + body)
+        status, out = _validate(path, capsys)
+        assert status == 2, out
+        assert said in out
+
+
 def test_ids_are_shown_as_they_are_not_as_markup(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # An id, node or GPU type holding rich markup ('[/]', '[bold]') is text in every
