@@ -429,6 +429,10 @@ def _policy_errors(pol: Policy) -> list[str]:
         for v in tp.can_preempt:
             if v not in pol.tiers:
                 errors.append(f"policy.tiers.{t}.can_preempt: tier {v} is not defined in the policy")
+    for pool, allowed in sorted(pol.pools.items()):
+        for v in allowed:
+            if v not in pol.tiers:  # (no job of it can exist: the pool admits nothing by it)
+                errors.append(f"policy.pools.{pool}: tier {v} is not defined in the policy")
     if pol.thrash is not None:
         for v in pol.thrash.exempt_tiers:
             if v not in pol.tiers:

@@ -368,6 +368,43 @@ NEW_TIER: dict[str, Any] = {"preemptible": False, "min_runtime_s": 0, "can_preem
                             "preempt_after_s": 0}
 
 
+_TIER_KEY = re.compile(r"-?[0-9]{1,18}")  # (as the JSON Schema's tier keys; int64)
+
+
+def tier_number(key: Any) -> int | None:
+    """The tier a key of ``policy.tiers`` names: an integer, or a string of its
+    decimal digits (``"3"``, ``"03"``); None for anything else (``1.9``, ``true``,
+    ``" 3"``, ``"3_0"``, which int() would read as a tier)."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key
+    if isinstance(key, str) and _TIER_KEY.fullmatch(key):
+        return int(key)
+    return None
+
+
+def tier_key_problems(tiers: dict[Any, Any]) -> list[str]:
+    """What is wrong with the keys of a ``policy.tiers`` map: a key that is not a
+    tier number, two keys naming one tier (``"3"`` and ``"03"``: one would silently
+    win)."""
+    out: list[str] = []
+    bad: list[str] = []
+    seen: dict[int, Any] = {}
+    for key in tiers:
+        t = tier_number(key)
+        if t is None:
+            bad.append(repr(key) if len(repr(key)) <= 40 else repr(key)[:40] + "...")
+        elif t in seen:
+            out.append(f"keys {seen[t]!r} and {key!r} are both tier {t}; give each tier once")
+        else:
+            seen[t] = key
+    if bad:
+        out.insert(0, (f"key {bad[0]} is not a tier number" if len(bad) == 1 else
+                       f"keys {', '.join(bad)} are not tier numbers")
+                   + ' (a tier key is an integer, written as a string of decimal digits such '
+                   'as "3")')
+    return out
+
+
 class Policy(Record):
     """Contract section 3. Built from a partial dict: ``tiers.N``, ``backoff`` and
     ``grace`` merge field by field over the defaults."""
@@ -399,13 +436,11 @@ class Policy(Record):
         data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
         tiers: dict[Any, Any] = {t: dict(d) for t, d in DEFAULT_TIERS.items()}
         given = data.get("tiers", {})
-        if isinstance(given, dict):
+        if isinstance(given, dict) and tier_key_problems(given):
+            data["tiers"] = given  # (unmerged: _tier_keys says what is wrong)
+        elif isinstance(given, dict):
             for key, spec in given.items():
-                try:
-                    t = int(key)
-                except (TypeError, ValueError):
-                    tiers[key] = spec  # pydantic reports the bad key
-                    continue
+                t = int(key)
                 if isinstance(spec, dict):
                     base = dict(tiers.get(t, NEW_TIER))
                     base.update({k: v for k, v in spec.items()})
@@ -417,9 +452,16 @@ class Policy(Record):
             data["tiers"] = tiers
         return data
 
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _tier_keys(cls, v: Any) -> Any:
+        problems = tier_key_problems(v) if isinstance(v, dict) else []
+        if problems:
+            raise ValueError("; ".join(problems))
+        return v
+
     def tier(self, t: int) -> TierPolicy:
         return self.tiers[t]
-
 
     def pool_admits(self, pool: str, tier: int) -> bool:
         """R4: a pool not listed admits every tier."""

@@ -150,6 +150,13 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "jobs[0].tier: tier 7 of job 'a' is not in the policy (tiers: 1, 2, 3)"),
     ("can_preempt names an undefined tier", _set("policy", {"tiers": {"2": {"can_preempt": [5]}}}),
      "policy.tiers.2.can_preempt: tier 5 is not defined in the policy"),
+    ("pool admits an undefined tier", _set("policy", {"pools": {"spot": [2, 9]}}),
+     "policy.pools.spot: tier 9 is not defined in the policy"),
+    ("two keys of one tier", _set("policy", {"tiers": {"3": {"min_runtime_s": 0},
+                                                      "03": {"min_runtime_s": 9}}}),
+     "policy.tiers: keys '3' and '03' are both tier 3; give each tier once"),
+    ("tier key that int() reads", _set("policy", {"tiers": {" 3": {}, "3_0": {}}}),
+     "policy.tiers: keys ' 3', '3_0' are not tier numbers (a tier key is an integer"),
     ("negative size_gb", _set("jobs.0.checkpoint.size_gb", -1),
      "jobs[0].checkpoint.size_gb: Input should be greater than or equal to 0"),
     ("non-finite bandwidth", _set("storage.0.write_gb_per_s", float("inf")),
@@ -542,6 +549,20 @@ def test_a_yaml_value_python_cannot_read_is_bad_input_at_its_line(
         status, out = _validate(path, capsys)
         assert status == 2, out
         assert said in out
+
+
+def test_yaml_tier_keys_must_be_tier_numbers(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # int() made 1.9 and true tier 1: both merged into it, one silently winning
+    path = tmp_path / "s.yaml"
+    path.write_text("version: 1\nnow: 2026-11-29T08:00:00Z\nnodes: [{id: n1, gpus: 8}]\n"
+                    "jobs: []\npolicy: {tiers: {1.9: {min_runtime_s: 99}, true: {}, 4: {}}}\n")
+    status, out = _validate(path, capsys)
+    assert status == 2
+    assert ("policy.tiers: keys 1.9, True are not tier numbers (a tier key is an integer, "
+            'written as a string of decimal digits such as "3")') in out
+    path.write_text(path.read_text().replace("1.9: {min_runtime_s: 99}, true: {}, ", ""))
+    assert _validate(path, capsys)[0] == 0  # (a YAML integer key is one)
 
 
 def test_ids_are_shown_as_they_are_not_as_markup(
