@@ -600,6 +600,8 @@ def test_compare_without_a_policy_in_policies_writes_nothing(
     (["generate", "--nodes", "4", "--now", "0001-01-01T00:00:00Z"],
      "is outside 1971-01-01 to 8999-01-01"),
     (["show", str(EXAMPLE), "--width", "1"], "--width: at least 40 columns, got 1"),
+    (["show", str(EXAMPLE), "--max-nodes", "-1"], "--max-nodes: must be 0 or more, got -1"),
+    (["show", str(EXAMPLE), "--max-jobs", "-1"], "--max-jobs: must be 0 or more, got -1"),
     (["whatif", str(EXAMPLE), "--set", "policy.tiers.3.min_runtime_s=" + "[" * 3000],
      "is nested too deep"),
     (["whatif", str(EXAMPLE), "--add-job", "[" * 3000], "--add-job: malformed JSON"),

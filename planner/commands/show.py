@@ -429,6 +429,10 @@ def as_json(snap: Snapshot) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    bad = [f"{option}: must be 0 or more, got {value}" for option, value in
+           (("--max-nodes", args.max_nodes), ("--max-jobs", args.max_jobs)) if value < 0]
+    if bad:
+        raise InputError(bad)
     snap = load_snapshot_arg(args.snapshot, args.policy)
     if args.format == "json":
         write_output(json.dumps(as_json(snap), indent=2), None)
@@ -455,9 +459,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="table (default): the view; json: the same facts as data, every node "
                         "and job")
     p.add_argument("--max-nodes", type=int, default=64, metavar="N",
-                   help="list nodes one by one up to N nodes, else aggregate (64)")
+                   help="list nodes one by one up to N nodes, else aggregate (64; 0: always "
+                        "aggregate)")
     p.add_argument("--max-jobs", type=int, default=50, metavar="N",
-                   help="rows per job table (50)")
+                   help="rows per job table (50; 0: none, only the counts)")
     p.add_argument("--width", type=int, default=None,
                    help="output width (default: the terminal's; when not a terminal, as wide "
                         "as the content)")
