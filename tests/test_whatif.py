@@ -195,3 +195,60 @@ def test_whatif_switches_the_cross_tick_rules(tmp_path, capsys):
                    "--set", "policy.thrash=null", "--set", "policy.tiers.2.preempt_after_s=0"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out)["variants"][0]["evictions"] == 6
+
+
+@pytest.mark.parametrize(("variant", "said"), [
+    ("add_jobs: 5", "variants[0].add_jobs: must be a list of jobs, got 5"),
+    ("add_jobs: null", "variants[0].add_jobs: must be a list of jobs, got null"),
+    ("set: {1: 2}", ("variants[0].set: key 1 must be a dotted path (a string such as "
+                     "nodes.dgx-001.state)")),
+    ("set: [5]", "variants[0].set[0]: must be a KEY=VALUE string, got 5"),
+])
+def test_a_scenario_variant_of_the_wrong_shape_is_bad_input(tmp_path, capsys, variant, said):
+    # (each was an internal error: list(5), list(None), 1.split, '=' in 5)
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(SNAP))
+    sc = tmp_path / "scenario.yaml"
+    sc.write_text(f"variants:\n  - name: a\n    {variant}\n")
+    out = tmp_path / "out.json"
+    rc = cli.main(["whatif", str(snap_file), "--scenario", str(sc), "--planner", "naive",
+                   "--out", str(out)])
+    assert rc == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{sc}: invalid input (1 problem(s)) - {said}" in err
+    assert not out.exists()
+
+
+def test_add_job_from_standard_input_must_be_an_object(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(SNAP))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[1]")))
+    assert cli.main(["whatif", str(snap_file), "--planner", "naive", "--add-job", "@-"]) == 2
+    assert ("--add-job: must be a JSON object (one job of the contract), got a list"
+            in capsys.readouterr().err)
+
+
+def test_a_variant_name_is_shown_as_it_is(tmp_path, capsys):
+    # '[/]' was rich markup (an internal error: a closing tag with nothing to close);
+    # a trailing backslash was doubled
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(SNAP))
+    for name in ("[/]", "[bold]x", "a\\"):
+        assert cli.main(["whatif", str(snap_file), "--planner", "naive", "--set",
+                         "policy.thrash=null", "--name", name]) == 0
+        header = capsys.readouterr().out.splitlines()[2]
+        assert header.split("┃")[-2].strip() == name
+
+
+def test_a_list_index_of_thousands_of_digits_names_no_item(tmp_path, capsys):
+    # (int() of 5,000 digits is beyond Python's limit: an internal error)
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(json.dumps(SNAP))
+    assert cli.main(["whatif", str(snap_file), "--planner", "naive", "--set",
+                     "nodes." + "9" * 5000 + ".state=down"]) == 2
+    err = capsys.readouterr().err
+    assert "(5,012 characters): no item '99999" in err
+    assert "(5,000 characters)' in nodes (ids: dgx-001, dgx-002)" in err

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from models import InputError, Snapshot, load_snapshot
 
@@ -78,10 +79,11 @@ def out_console(file: Any = None, *, record: bool = False) -> Console:
 class PlainTable(Table):
     """A table whose text cells are shown as they are: ids, node names and details
     come from the user's files, and '[/]' or '[bold]' in them is text, not rich
-    markup (markup there was an internal error). Styled cells are rich Text."""
+    markup (markup there was an internal error), nor is a trailing backslash doubled
+    or ':smile:' an emoji. Styled cells are rich Text."""
 
     def add_row(self, *renderables: Any, **options: Any) -> None:
-        super().add_row(*(escape(r) if isinstance(r, str) else r for r in renderables),
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables),
                         **options)
 
 

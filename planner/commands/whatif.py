@@ -70,7 +70,7 @@ def render_table(result: dict[str, Any]) -> Table:
     t.add_column("")
     t.add_column("base", justify="right")
     for v in variants:
-        t.add_column(v["name"], justify="right")
+        t.add_column(Text(v["name"]), justify="right")  # (a name is text, not markup)
     t.add_row("changes", "-", *[v["changes"] for v in variants], style="dim")
     rows: list[tuple[str, Any]] = [("status", "status")]
     for tier in base["admitted_gpus"]:

@@ -65,8 +65,13 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return key, parse_value(raw.strip())
 
 
+def _shown(text: str, most: int = 60) -> str:
+    """A key or segment as a message shows it: cut after ``most`` characters."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text):,} characters)"
+
+
 def _bad(key: str, msg: str) -> InputError:
-    return InputError([f"--set {key}: {msg}"])
+    return InputError([f"--set {_shown(key, 200)}: {msg}"])
 
 
 def apply_set(data: dict[str, Any], key: str, value: Any) -> None:
@@ -106,13 +111,13 @@ def apply_set(data: dict[str, Any], key: str, value: Any) -> None:
                 if hit:
                     break
             if hit is None and segs[i].isascii() and segs[i].isdigit() \
-                    and int(segs[i]) < len(obj):
+                    and len(segs[i]) <= 18 and int(segs[i]) < len(obj):  # (not 5,000 digits)
                 hit = (int(segs[i]), 1, segs[i])
             if hit is None:
                 ids = [str(x.get("id")) for x in obj if isinstance(x, dict) and "id" in x]
                 known = (f"ids: {', '.join(ids)}" if ids else f"indices 0..{len(obj) - 1}"
                          if obj else "the list is empty")
-                raise _bad(key, f"no item {segs[i]!r} in {here} ({known})")
+                raise _bad(key, f"no item {_shown(segs[i])!r} in {here} ({known})")
             pos, n, name = hit
             if i + n == len(segs):
                 obj[pos] = value
@@ -126,9 +131,13 @@ def apply_set(data: dict[str, Any], key: str, value: Any) -> None:
 
 
 def parse_job(text: str | dict[str, Any]) -> dict[str, Any]:
-    """A job for ``--add-job``: a JSON object, ``@file`` or a file path."""
+    """A job for ``--add-job``: a JSON object, ``@file`` or a file path (or the
+    document read from standard input)."""
     if isinstance(text, dict):
         return dict(text)
+    if not isinstance(text, str):  # (a list or a value read from standard input)
+        raise InputError([("--add-job: must be a JSON object (one job of the contract), got "
+                           f"{_kind(text)}")])
     src = text.strip()
     try:
         is_file = src.startswith("@") or (not src.startswith(("{", "[")) and Path(src).exists())
@@ -176,6 +185,14 @@ def variant_snapshot(base: Snapshot, v: Variant) -> Snapshot:
         raise InputError(exc.errors, f"variant {v.name!r}") from None
 
 
+def _kind(value: Any) -> str:
+    """What a value of the wrong type is, for a message: ``null``, ``5``, ``a list``."""
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)[:40]
+    names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
 def load_scenarios(path: str | Path) -> list[Variant]:
     """A scenario file: ``{"variants": [{"name", "set": {KEY: VALUE} or ["K=V", ...],
     "add_jobs": [job, ...]}]}`` (``add_job`` for a single job)."""
@@ -197,14 +214,25 @@ def load_scenarios(path: str | Path) -> list[Variant]:
         raw = it.get("set", {})
         if isinstance(raw, dict):
             sets = list(raw.items())
+            errors += [(f"variants[{i}].set: key {_kind(k)} must be a dotted path (a string "
+                        "such as nodes.dgx-001.state)") for k in raw if not isinstance(k, str)]
         elif isinstance(raw, list):
-            try:
-                sets = [parse_assignment(s) for s in raw]
-            except InputError as exc:
-                errors += [f"variants[{i}].set: {e}" for e in exc.errors]
+            for n, text in enumerate(raw):
+                if not isinstance(text, str):
+                    errors.append(f"variants[{i}].set[{n}]: must be a KEY=VALUE string, got "
+                                  f"{_kind(text)}")
+                    continue
+                try:
+                    sets.append(parse_assignment(text))
+                except InputError as exc:
+                    errors += [f"variants[{i}].set: {e}" for e in exc.errors]
         else:
             errors.append(f"variants[{i}].set: must be an object or a list of KEY=VALUE")
-        jobs = list(it.get("add_jobs", []))
+        jobs = it.get("add_jobs", [])
+        if not isinstance(jobs, list):
+            errors.append(f"variants[{i}].add_jobs: must be a list of jobs, got {_kind(jobs)}")
+            jobs = []
+        jobs = list(jobs)
         if "add_job" in it:
             jobs.append(it["add_job"])
         if any(not isinstance(j, dict) for j in jobs):
