@@ -565,6 +565,28 @@ def test_yaml_tier_keys_must_be_tier_numbers(tmp_path: Path,
     assert _validate(path, capsys)[0] == 0  # (a YAML integer key is one)
 
 
+def test_an_output_folder_where_nothing_can_be_made_is_bad_input_before_the_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As root, os.access says /proc is writable: compare and tune ran, then failed to
+    # make their folder (an internal error after minutes of work)
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc")
+    space = tmp_path / "space.yaml"
+    space.write_text("params: {thrash.min_evictions: [1, 2]}\n")
+    run = ["--cluster", str(SIM_DATA / "cluster-1node.json"), "--trace",
+           str(SIM_DATA / "ping-pong.jsonl"), "--days", "0.05", "--jobs", "1"]
+    for argv in (["compare", *run, "--planners", "greedy", "--out", "/proc/pp-report/x"],
+                 ["tune", *run, "--planner", "greedy", "--space", str(space), "--out",
+                  "/proc/pp-report/x"],
+                 ["plan", str(EXAMPLE), "--out", "/proc/pp-plan.json"]):
+        assert cli.main(argv) == 2, argv
+        err = " ".join(capsys.readouterr().err.split())
+        assert ("--out: cannot create folder /proc/pp-report" in err
+                or "--out: cannot write in folder /proc:" in err
+                or "--out: folder /proc is not writable" in err), err
+        assert "done" not in err
+
+
 def test_ids_are_shown_as_they_are_not_as_markup(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # An id, node or GPU type holding rich markup ('[/]', '[bold]') is text in every

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -163,7 +164,8 @@ def check_time_limit(value: float, option: str = "--time-limit") -> None:
 def check_output(path: str | None, option: str, *, folder: bool = False) -> None:
     """Refuse, before any work, an output path that cannot be written (InputError,
     exit status 2): a folder where a file is meant (or a file where a folder is, with
-    ``folder``), a missing or read-only parent folder."""
+    ``folder``), a missing or read-only parent folder, a folder where nothing can be
+    made (tried: see _try_writing)."""
     if not path:
         return
     p = Path(path)
@@ -178,6 +180,39 @@ def check_output(path: str | None, option: str, *, folder: bool = False) -> None
         raise InputError([f"{option}: folder {where} does not exist"])
     if not os.access(where, os.W_OK | os.X_OK):
         raise InputError([f"{option}: folder {where} is not writable"])
+    if not folder and p.exists() and not p.is_file():
+        return  # (a device or a FIFO is written into: its access says it all)
+    _try_writing(p if folder else Path(os.path.realpath(p)).parent, option, folder)
+
+
+def _try_writing(folder: Path, option: str, create: bool) -> None:
+    """Make the folder (when ``create``, with its missing parents) and a file in it,
+    then remove both again: what os.access cannot tell (as root it says yes to
+    /proc, where nothing can be made) is found before the work, not after it.
+    InputError naming ``option``."""
+    import tempfile
+
+    made: list[Path] = []
+    try:
+        for d in [*reversed(folder.parents), folder]:  # (outermost first)
+            if create and not d.exists():
+                try:
+                    d.mkdir()
+                except OSError as exc:
+                    raise InputError([(f"{option}: cannot create folder {d}: "
+                                       f"{exc.strerror or exc}")]) from None
+                made.append(d)
+        try:
+            fd, name = tempfile.mkstemp(prefix=".preempt-planner-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as exc:
+            raise InputError([(f"{option}: cannot write in folder {folder}: "
+                               f"{exc.strerror or exc}")]) from None
+    finally:
+        for d in reversed(made):  # (innermost first)
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def write_file(text: str, path: str | Path, option: str = "--out") -> None:
