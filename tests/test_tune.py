@@ -247,6 +247,16 @@ def test_progress_on_a_terminal_and_none_with_quiet(
     (["--search", "grid", "--space", "CONTINUOUS"], "--search grid: the space has a continuous"),
     (["--space", "BADKEY"], "params.thrash.max_fractoin = 0.1: --set policy.thrash.max_fractoin"),
     (["--space", "BADRANGE"], "params.grace.min_s: low 90 is more than high 30"),
+    # (each was an internal error or a hang: a grid listed whole to count it, a step
+    # count of infinity, a float of 400 digits)
+    (["--search", "grid", "--space", "HUGEGRID"], ("--search grid: the space has "
+                                                   "100,000,000,000,001 points, more than a "
+                                                   "grid's 100,000")),
+    (["--space", "TINYSTEP"], ("params.thrash.max_fraction.step: 1e-300 makes more than 10^15 "
+                               "values from 0 to 1")),
+    (["--space", "HUGEHIGH"], ("params.thrash.max_fraction.high: expected a number from -10^15 "
+                               "to 10^15")),
+    (["--space", "BIGINT"], "params.thrash.min_evictions.high: expected a number from -10^15"),
     (["--trace", "-"], "--trace -: tune reads its files again in every worker"),
     (["--windows", "2026-01-05,2027-01-01"], "window 2027-01-01: trace: no job in the simulated"),
     (["--windows", "2026-01-05", "--start", "2026-01-05"], "--start: with --windows, each window"),
@@ -255,7 +265,12 @@ def test_bad_input_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixtu
                                      args: list[str], message: str) -> None:
     spaces = {"CONTINUOUS": "params: {thrash.max_fraction: {low: 0.0, high: 0.1}}\n",
               "BADKEY": "params: {thrash.max_fractoin: [0.1, 0.2]}\n",
-              "BADRANGE": "params: {grace.min_s: {low: 90, high: 30}}\n"}
+              "BADRANGE": "params: {grace.min_s: {low: 90, high: 30}}\n",
+              "HUGEGRID": "params: {thrash.min_evictions: {low: 0, high: 100000000000000}}\n",
+              "TINYSTEP": "params: {thrash.max_fraction: {low: 0, high: 1, step: 1.0e-300}}\n",
+              "HUGEHIGH": ("params: {thrash.max_fraction: {low: 0, high: 1.0e+300, "
+                           "step: 1.0e-300}}\n"),
+              "BIGINT": "params: {thrash.min_evictions: {low: 0, high: " + "9" * 400 + "}}\n"}
     base = {"--cluster": CLUSTER, "--trace": BURST, "--space": BUDGET_SPACE,
             "--out": str(tmp_path / "o")}
     extra = []
@@ -341,6 +356,10 @@ def test_space_grid_and_windows() -> None:
     assert space.grid_size() == 18
     assert space.grid()[:2] == [{"a.b": 1, "c": 0, "d": 0.5}, {"a.b": 1, "c": 0, "d": 0.75}]
     assert load_space({"params": {"x": {"low": 0.0, "high": 1.0}}}).grid_size() is None
+    # counted, never listed (a grid of 10^14 points was a MemoryError)
+    big = load_space({"params": {"x": {"low": 0, "high": 10**14},
+                                 "y": {"low": 0.0, "high": 1.0, "step": 1e-12}}})
+    assert big.grid_size() == (10**14 + 1) * (10**12 + 1)
     ws = window_list("2017-10-04,2017-10-11:3,1507680000", None, 2.0)
     assert [(w.label, w.days) for w in ws] == [("2017-10-04", 2.0), ("2017-10-11", 3.0),
                                              ("1507680000", 2.0)]

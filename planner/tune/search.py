@@ -34,7 +34,7 @@ from typing import Any
 from models import InputError, Policy
 from planner.tune.backends import simulate_metrics
 from planner.tune.cache import SimCache, code_version, file_digest, run_key
-from planner.tune.space import Constraint, Objective, Space
+from planner.tune.space import GRID_LIMIT, Constraint, Objective, Space
 
 __all__ = ["Cell", "Settings", "Trial", "Tuner", "Window", "dominates", "pareto_front"]
 
@@ -161,8 +161,12 @@ class Tuner:
             if size is None:
                 raise InputError([("--search grid: the space has a continuous range (give it a "
                                    "step, or use --search optuna)")])
+            if size > GRID_LIMIT:  # (listing it would take longer than any search)
+                raise InputError([(f"--search grid: the space has {size:,} points, more than "
+                                   f"a grid's {GRID_LIMIT:,} (larger steps, fewer choices, or "
+                                   "--search optuna)")])
             return "grid"
-        if search == "auto" and size is not None and size <= self.n_trials:
+        if search == "auto" and size is not None and size <= min(self.n_trials, GRID_LIMIT):
             return "grid"
         try:
             import optuna  # noqa: F401

@@ -33,6 +33,8 @@ __all__ = ["METRICS", "Constraint", "Objective", "Param", "Space", "load_space",
            "parse_constraints", "parse_objectives"]
 
 GRID_LIMIT = 100_000  # points listed at most (a bigger space is searched, never listed)
+MAX_BOUND = 10**15  # |low|, |high| and step of a range: beyond every policy value (and exact)
+MAX_VALUES = 10**15  # values of a stepped range (finer, a float cannot tell them apart)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,14 @@ class Param:
     step: float | None = None
     log: bool = False
 
+    def count(self) -> int | None:
+        """How many values, None for a continuous range (counted, not listed)."""
+        if self.kind == "choice":
+            return len(self.choices)
+        if self.kind == "int":
+            return (int(self.high) - int(self.low)) // int(self.step or 1) + 1
+        return None if self.step is None else _steps(self.low, self.high, self.step) + 1
+
     def values(self) -> list[Any] | None:
         """Every value, in order, or None for a continuous range."""
         if self.kind == "choice":
@@ -55,7 +65,7 @@ class Param:
             return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
         if self.step is None:
             return None
-        n = math.floor((self.high - self.low) / self.step + 1e-9)
+        n = _steps(self.low, self.high, self.step)
         return [round(self.low + k * self.step, 12) for k in range(n + 1)]
 
     def distribution(self) -> Any:
@@ -95,21 +105,31 @@ class Space:
         """Points of the grid, None when a parameter is continuous."""
         n = 1
         for p in self.params:
-            v = p.values()
-            if v is None:
+            c = p.count()
+            if c is None:
                 return None
-            n *= len(v)
+            n *= c
         return n
 
     def grid(self) -> list[dict[str, Any]]:
-        """Every point, in the order of the file (the last parameter varies fastest)."""
+        """Every point, in the order of the file (the last parameter varies fastest);
+        for a grid_size of at most GRID_LIMIT (the search's choice)."""
         axes = [p.values() or [] for p in self.params]
         return [dict(zip([p.key for p in self.params], combo, strict=True))
                 for combo in product(*axes)]
 
 
+def _steps(low: float, high: float, step: float) -> int:
+    """Steps from low to high of a float range (its values: one more); for a range
+    _param accepted, at most MAX_VALUES."""
+    return math.floor((high - low) / step + 1e-9)
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number of magnitude at most MAX_BOUND (compared without turning a
+    400-digit integer into a float, which overflows)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and (
+        -MAX_BOUND <= value <= MAX_BOUND)
 
 
 def _param(key: str, spec: Any, where: str) -> tuple[Param | None, list[str]]:
@@ -135,10 +155,10 @@ def _param(key: str, spec: Any, where: str) -> tuple[Param | None, list[str]]:
                        "high, step, log)")]
     low, high, step, log = spec.get("low"), spec.get("high"), spec.get("step"), spec.get("log",
                                                                                         False)
-    errors = [f"{at}.{name}: expected a number" for name, v in (("low", low), ("high", high))
-              if not _number(v)]
+    errors = [(f"{at}.{name}: expected a number from -10^15 to 10^15 (no policy value is "
+               "larger)") for name, v in (("low", low), ("high", high)) if not _number(v)]
     if step is not None and not (_number(step) and step > 0):
-        errors.append(f"{at}.step: expected a positive number")
+        errors.append(f"{at}.step: expected a positive number up to 10^15")
     if not isinstance(log, bool):
         errors.append(f"{at}.log: expected true or false")
     if errors:
@@ -150,6 +170,10 @@ def _param(key: str, spec: Any, where: str) -> tuple[Param | None, list[str]]:
         return None, [f"{at}.log: needs low > 0 and no step"]
     whole = all(isinstance(v, int) for v in (low, high) if v is not None) and (
         step is None or isinstance(step, int))
+    if not whole and step is not None and (high - low) / step > MAX_VALUES:
+        return None, [(f"{at}.step: {step:g} makes more than 10^15 values from {low:g} to "
+                       f"{high:g} (a float cannot tell such steps apart); give a larger step, "
+                       "or none for a continuous range")]
     kind = "int" if whole else "float"
     return Param(key, kind, (), float(low), float(high),
                  None if step is None else float(step), bool(log)), []
