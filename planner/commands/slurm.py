@@ -145,6 +145,16 @@ def _config_name(args: argparse.Namespace) -> str:
         f"slurm config (none given: no --config, ${CONFIG_ENV} unset)"
 
 
+def _tier_policy_error(cfg: SlurmConfig, args: argparse.Namespace) -> Any:
+    """A mapping, default or --default-tier to a tier the policy does not have
+    (InputError), else None."""
+    from planner.adapters.slurm.parse import tier_policy_error
+
+    given = getattr(args, "default_tier", None) is not None
+    return tier_policy_error(cfg, _config_name(args),
+                             "--default-tier" if given else "tiers.default")
+
+
 def _warn(lines: list[str]) -> None:
     from planner.commands._common import warn
 
@@ -195,7 +205,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     # (before the config's tier mapping: the wrong document is the first thing to fix)
     check_document(squeue, "squeue", sources[0])
     check_document(nodes, "nodes", sources[1])
-    refused = tier_mapping_error(cfg, _config_name(args))
+    refused = tier_mapping_error(cfg, _config_name(args)) or _tier_policy_error(cfg, args)
     if refused is not None:
         raise refused
     try:
@@ -344,12 +354,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from planner.adapters.slurm.parse import tier_mapping_error
 
-    refused = tier_mapping_error(cfg, _config_name(args))
+    refused = tier_mapping_error(cfg, _config_name(args)) or _tier_policy_error(cfg, args)
     if refused is not None:
         raise refused  # exit 2, before any tick
     echo = (lambda line: print(line, flush=True)) if args.dry_run else None
     return run_loop(cfg, interval_s=args.interval, ticks=args.ticks, dry_run=args.dry_run,
-                    echo=echo)
+                    echo=echo, plan_dir_name="--plan-dir" if args.plan_dir else "plan_dir")
 
 
 def main(argv: list[str] | None = None) -> int:

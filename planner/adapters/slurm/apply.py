@@ -41,6 +41,7 @@ import logging
 import math
 import re
 import shlex
+import signal as _signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -107,12 +108,20 @@ def check_node(name: str) -> str:
 
 # ------------------------------------------------------------ command builders
 
+SLURM_SIGNAL_NAMES = frozenset({"HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1",
+                                "USR2", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU"})
+"""The names ``scancel --signal`` knows (Slurm's ``sig_name2num``); another signal is
+given by its number."""
+
+
 def signal_cmd(cfg: SlurmConfig, job_id: str, signal: str) -> list[str]:
     name = normalize_signal(signal)
     if name is None:
         raise UnsafeId("no signal to send")
-    return [cfg.commands.scancel, f"--signal={name.removeprefix('SIG')}",
-            f"--{cfg.signal_target}", _checked(job_id)]
+    short = name.removeprefix("SIG")
+    arg = short if short in SLURM_SIGNAL_NAMES else str(int(_signal.Signals[name]))
+    return [cfg.commands.scancel, f"--signal={arg}", f"--{cfg.signal_target}",
+            _checked(job_id)]
 
 
 def requeuehold_cmd(cfg: SlurmConfig, job_id: str) -> list[str]:

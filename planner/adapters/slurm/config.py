@@ -8,7 +8,6 @@ the file. Every field is optional. See ``docs/slurm.md`` for a commented example
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -61,15 +61,18 @@ class TierMap(_Strict):
         """True when at least one job could get a tier (a mapping or a default)."""
         return bool(self.partitions or self.qos or self.accounts) or self.default is not None
 
+    def assigned(self) -> list[tuple[str, int]]:
+        """(``tiers.partitions.<name>``, ... or ``tiers.default``, tier) of every
+        mapping and the default."""
+        out = [(f"tiers.{kind}.{name}", t) for kind, mapping in
+               (("partitions", self.partitions), ("qos", self.qos), ("accounts", self.accounts))
+               for name, t in mapping.items()]
+        return out + ([("tiers.default", self.default)] if self.default is not None else [])
+
     def uses_of(self, tier: int) -> list[str]:
         """The mappings (``tiers.partitions.<name>``, ...) and ``tiers.default`` that
         give `tier`."""
-        out = [f"tiers.{kind}.{name}" for kind, mapping in
-               (("partitions", self.partitions), ("qos", self.qos), ("accounts", self.accounts))
-               for name, t in mapping.items() if t == tier]
-        if self.default == tier:
-            out.append("tiers.default")
-        return out
+        return [where for where, t in self.assigned() if t == tier]
 
 
 class NodeRule(_Strict):
@@ -91,6 +94,25 @@ class NodeRule(_Strict):
     local_write_gb_per_s: float | None = Field(default=None, gt=0)
     state: Literal["up", "drain", "down"] | None = None
 
+    @field_validator("match")
+    @classmethod
+    def _not_too_many(cls, v: str) -> str:
+        from planner.adapters.slurm.hostlist import (
+            MAX_HOSTS,
+            HostlistError,
+            HostlistTooLarge,
+            count,
+        )
+
+        try:
+            count(v)  # (from the ranges: nothing is expanded)
+        except HostlistTooLarge as exc:
+            raise ValueError(f"{exc}; a rule's hostlist may name at most {MAX_HOSTS:,} nodes "
+                             "(a glob such as 'gpu*' matches any number)") from None
+        except HostlistError:
+            pass  # (not a hostlist: matched as a glob)
+        return v
+
 
 CHECKPOINT_BASE: dict[str, Any] = {
     "size_gb": 0.0, "signal": None, "barrier_s": 0.0, "cleanup_s": 0.0, "restore_s": 0.0}
@@ -102,6 +124,22 @@ class CheckpointDefaults(CheckpointDefaultsBase):
     """Checkpoint fields of a job whose comment and sidecar do not give them. Only
     the fields written in the config count (over :data:`CHECKPOINT_BASE`): an
     override for a partition, QOS or account changes those and keeps the others."""
+
+    @field_validator("signal", mode="before")
+    @classmethod
+    def _signal(cls, v: Any) -> Any:
+        """The signal as a comment's is read (``TERM``, ``SIGUSR1``, ``15``; ``none``:
+        no known trap), so a name scancel would refuse is refused here, not at the
+        first eviction."""
+        if isinstance(v, bool) or not isinstance(v, str | int):
+            return v  # (null, or the type check says what is wrong)
+        from planner.adapters.slurm.parse import normalize_signal
+
+        try:
+            return normalize_signal(v)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (a name such as TERM or SIGUSR1, or its number such as "
+                             "15; null: the jobs trap no signal)") from None
 
 
 class JobDefaults(_Strict):
@@ -187,7 +225,7 @@ class SlurmConfig(_Strict):
         if policy_tiers is None:
             policy_tiers = (self.policy or {}).get("tiers")
         if isinstance(policy_tiers, dict):
-            out += [f"{where}.{k}" for k in policy_tiers if str(k).strip() == str(tier)]
+            out += [f"{where}.{k}" for k in policy_tiers if _tier_number(k) == tier]
         return out
 
     def resolved(self, base: Path) -> SlurmConfig:
@@ -238,8 +276,12 @@ class SlurmConfig(_Strict):
         """The contract policy: ``policy`` merged over the ``policy_file``."""
         data: dict[str, Any] = {}
         if self.policy_file is not None:
-            data = dict(_read_document(Path(self.policy_file)))
-            data = dict(data.get("policy", data))  # a snapshot file also works
+            data = _read_document(Path(self.policy_file), "policy_file")
+            data = data.get("policy", data)  # a snapshot file also works
+            if not isinstance(data, dict):
+                raise ConfigError(f"policy_file {self.policy_file}: its policy must be a "
+                                  f"mapping, not {type(data).__name__}")
+            data = dict(data)
             # (the file's tiers count unless `policy` replaces them)
             file_tiers = None if "tiers" in (self.policy or {}) else data.get("tiers")
             collisions = self.unmanaged_collisions(file_tiers,
@@ -250,6 +292,18 @@ class SlurmConfig(_Strict):
         if self.policy:
             data.update(self.policy)
         return data
+
+
+_TIER_KEY = TypeAdapter(int)
+
+
+def _tier_number(key: Any) -> int | None:
+    """A ``policy.tiers`` key as the policy reads it (``'09'``, ``' 9'`` and ``9.0`` are
+    tier 9); None when it is no tier number (the policy's own check says so)."""
+    try:
+        return int(_TIER_KEY.validate_python(key))
+    except ValidationError:
+        return None
 
 
 def unmanaged_problem(collisions: list[str], tier: int) -> str | None:
@@ -263,23 +317,22 @@ def unmanaged_problem(collisions: list[str], tier: int) -> str | None:
             "tiers.unmanaged to a tier number nothing else uses")
 
 
-def _read_document(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    # (YAML imported here: every command line builds this command's parser)
-    import yaml
+def _read_document(path: Path, field: str = "") -> dict[str, Any]:
+    """A config or policy file (JSON or YAML) read as every input is
+    (:func:`models.read_document`: UTF-8, at most 1 GiB, nested at most 64 levels, no
+    YAML alias bomb); ConfigError naming the file (and the `field` that names it)
+    and what is wrong."""
+    from models import InputError, read_document
 
+    name = f"{field} {path}" if field else str(path)
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                          f"{exc}") from exc
+        data = read_document(path)
+    except InputError as exc:
+        raise ConfigError(f"{name}: {'; '.join(exc.errors)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: must hold a mapping, not {type(data).__name__}")
+        raise ConfigError(f"{name}: must hold a mapping, not {type(data).__name__}")
     return data
 
 
@@ -298,8 +351,8 @@ def error_lines(exc: ValidationError) -> list[str]:
     out = []
     for e in exc.errors():
         where = ".".join(str(p) for p in e["loc"])
-        out.append(f"{where}: {e['msg']}" if where else
-                   str(e["msg"]).removeprefix("Value error, "))
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        out.append(f"{where}: {msg}" if where else msg)
     return out
 
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import re
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_RANGE = re.compile(r"^([0-9]{1,18})(?:-([0-9]{1,18}))?$")  # (ASCII digits, as Slurm's)
 MAX_HOSTS = 100_000
 
 
 class HostlistError(ValueError):
     """A malformed hostlist expression."""
+
+
+class HostlistTooLarge(HostlistError):
+    """A hostlist expression that names more than MAX_HOSTS nodes."""
 
 
 def _split_top(expr: str) -> list[str]:
@@ -39,30 +43,82 @@ def _split_top(expr: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _expand_one(word: str) -> list[str]:
-    start = word.find("[")
-    if start < 0:
-        if "]" in word:
+_Pieces = list[list[tuple[str, str]] | str]
+
+
+def _pieces(word: str) -> _Pieces:
+    """A word (no top-level comma) as its literal texts and its brackets' ranges
+    (``(lo, hi)`` digit strings), in order, without expanding any range."""
+    out: _Pieces = []
+    rest = word
+    while rest:
+        start = rest.find("[")
+        if start < 0:
+            if "]" in rest:
+                raise HostlistError(f"unbalanced ']' in {word!r}")
+            out.append(rest)
+            break
+        end = rest.find("]", start)
+        if end < 0:
+            raise HostlistError(f"unbalanced '[' in {word!r}")
+        if "]" in rest[:start]:
             raise HostlistError(f"unbalanced ']' in {word!r}")
-        return [word]
-    end = word.find("]", start)
-    if end < 0:
-        raise HostlistError(f"unbalanced '[' in {word!r}")
-    prefix, body, rest = word[:start], word[start + 1:end], word[end + 1:]
-    values: list[str] = []
-    for item in body.split(","):
-        m = _RANGE.match(item.strip())
-        if not m:
-            raise HostlistError(f"bad range {item!r} in {word!r}")
-        lo, hi = m.group(1), m.group(2) or m.group(1)
-        if int(hi) < int(lo):
-            raise HostlistError(f"descending range {item!r} in {word!r}")
-        if int(hi) - int(lo) > MAX_HOSTS:
-            raise HostlistError(f"range {item!r} too large")
-        width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
-        values += [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
-    tails = _expand_one(rest) if rest else [""]
-    return [prefix + v + t for v in values for t in tails]
+        ranges = []
+        for item in rest[start + 1:end].split(","):
+            m = _RANGE.match(item.strip())
+            if not m:
+                raise HostlistError(f"bad range {item!r} in {word!r}")
+            lo, hi = m.group(1), m.group(2) or m.group(1)
+            if int(hi) < int(lo):
+                raise HostlistError(f"descending range {item!r} in {word!r}")
+            ranges.append((lo, hi))
+        out += [rest[:start], ranges]
+        rest = rest[end + 1:]
+    return out
+
+
+def _size(pieces: _Pieces) -> int:
+    """How many names a word has: the product of its brackets' range lengths (any
+    number above MAX_HOSTS once it is that large)."""
+    size = 1
+    for piece in pieces:
+        if not isinstance(piece, str):
+            size *= sum(int(hi) - int(lo) + 1 for lo, hi in piece)
+            if size > MAX_HOSTS:
+                break
+    return size
+
+
+def _names(pieces: _Pieces) -> list[str]:
+    names = [""]
+    for piece in pieces:
+        values = [piece] if isinstance(piece, str) else [
+            str(i).zfill(len(lo) if lo.startswith("0") and len(lo) > 1 else 0)
+            for lo, hi in piece for i in range(int(lo), int(hi) + 1)]
+        names = [n + v for n in names for v in values]
+    return names
+
+
+def _parsed(expr: str) -> list[_Pieces]:
+    """The words of `expr`, parsed; HostlistTooLarge when they name more than
+    MAX_HOSTS nodes (duplicates counted), found from the ranges before any is
+    expanded: ``gpu[0-99999][0-99999]`` (ten billion names) is refused at once."""
+    words = [_pieces(word) for word in _split_top(expr)]
+    total = 0
+    for pieces in words:
+        total += _size(pieces)
+        if total > MAX_HOSTS:
+            raise HostlistTooLarge(f"hostlist {expr[:50]!r} names more than {MAX_HOSTS:,} "
+                                   "nodes")
+    return words
+
+
+def count(expr: str | None) -> int:
+    """How many names `expr` has (duplicates counted), without expanding it; raises
+    HostlistError (HostlistTooLarge above MAX_HOSTS) as :func:`expand` does."""
+    if not expr or expr in ("(null)", "None"):
+        return 0
+    return sum(_size(pieces) for pieces in _parsed(expr))
 
 
 def expand(expr: str | None) -> list[str]:
@@ -75,11 +131,9 @@ def expand(expr: str | None) -> list[str]:
         return []
     out: list[str] = []
     seen: set[str] = set()
-    for word in _split_top(expr):
-        for host in _expand_one(word):
+    for pieces in _parsed(expr):
+        for host in _names(pieces):
             if host not in seen:
                 seen.add(host)
                 out.append(host)
-            if len(out) > MAX_HOSTS:
-                raise HostlistError(f"hostlist {expr[:50]!r} too large")
     return out

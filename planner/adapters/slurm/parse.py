@@ -44,6 +44,7 @@ inputs so it is tested on recorded JSON.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -234,6 +235,8 @@ def parse_comment(text: str | None) -> tuple[dict[str, Any], list[str]]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             return {}, [f"comment is not valid JSON ({exc.msg})"]
+        except (RecursionError, ValueError) as exc:  # (nested too deep; a huge integer)
+            return {}, [f"comment is not valid JSON ({_json_refusal(exc)})"]
         if not isinstance(data, dict):
             return {}, ["comment JSON is not an object"]
         if isinstance(data.get("preempt"), dict):
@@ -253,14 +256,34 @@ def parse_comment(text: str | None) -> tuple[dict[str, Any], list[str]]:
     return out, problems
 
 
+def _json_refusal(exc: Exception) -> str:
+    """Why json.loads refused a text that is not a JSON document it can hold."""
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return "a number has more than 4,300 digits"
+
+
+MAX_SIDECAR_BYTES = 1 << 20  # 1 MiB: planner.trap writes a few hundred bytes
+
+
 def read_sidecar_file(path: Path) -> tuple[dict[str, Any], list[str]]:
-    """Checkpoint fields from a trap sidecar; ({}, []) when there is none."""
+    """Checkpoint fields from a trap sidecar; ({}, []) when there is none. A sidecar
+    that cannot be read as a JSON object (broken, nested too deep, larger than
+    MAX_SIDECAR_BYTES) is a note and counts as none: the file is the job's, and one
+    job's broken file must not stop the snapshot of the whole cluster."""
     try:
-        data = json.loads(path.read_text())
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SIDECAR_BYTES + 1)
+        if len(raw) > MAX_SIDECAR_BYTES:
+            return {}, [(f"sidecar {path}: unreadable (larger than {MAX_SIDECAR_BYTES:,} "
+                         "bytes)")]
+        data = json.loads(raw.decode())
     except FileNotFoundError:
         return {}, []
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         return {}, [f"sidecar {path}: unreadable ({exc})"]
+    except (RecursionError, ValueError) as exc:
+        return {}, [f"sidecar {path}: unreadable ({_json_refusal(exc)})"]
     if not isinstance(data, dict):
         return {}, [f"sidecar {path}: not a JSON object"]
     out: dict[str, Any] = {}
@@ -493,13 +516,21 @@ def read_nodes(nodes_json: Mapping[str, Any]) -> dict[str, SlurmNode]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _hostlist_set(expr: str) -> frozenset[str] | None:
+    """The names of a node rule's hostlist, once per rule (not once per node); None
+    when `expr` is not a hostlist (then it is a glob)."""
+    try:
+        return frozenset(expand(expr))
+    except HostlistError:
+        return None
+
+
 def _rule_matches(rule_match: str, name: str) -> bool:
     if any(c in rule_match for c in "*?") and "[" not in rule_match:
         return fnmatchcase(name, rule_match)
-    try:
-        return name in expand(rule_match)
-    except HostlistError:
-        return fnmatchcase(name, rule_match)
+    names = _hostlist_set(rule_match)
+    return fnmatchcase(name, rule_match) if names is None else name in names
 
 
 def _short_list(names: list[str], limit: int = 10) -> str:
@@ -746,6 +777,28 @@ def tier_mapping_error(cfg: SlurmConfig, source: str = "slurm config"
         "`tiers: {partitions: {prod: 1, research: 2, spot: 3}}`, "
         "`tiers: {qos: {urgent: 1}}` or `tiers: {accounts: {llm-team: 2}}`, "
         "or give --default-tier N to put every job without a mapping in tier N")], source)
+
+
+def tier_policy_error(cfg: SlurmConfig, source: str = "slurm config",
+                      default_name: str = "tiers.default") -> InputError | None:
+    """The refusal of a mapping or default to a tier the policy does not have (the
+    config's ``policy`` and ``policy_file`` over the default tiers 1, 2, 3): every
+    job it maps would make the snapshot bad input (the contract: a job's tier must
+    be in the policy). `default_name` names the default (``--default-tier`` when
+    the option gave it). None when all are in the policy, or when the policy itself
+    is bad (the snapshot's check says what is wrong with it)."""
+    from models import load_policy
+
+    try:
+        known = set(load_policy(cfg.policy_dict()).tiers)
+    except (ConfigError, InputError):
+        return None
+    errors = [
+        f"{default_name if where == 'tiers.default' else where}: tier {t} is not a tier of "
+        f"the policy (its tiers: {', '.join(map(str, sorted(known)))}), so every job it maps "
+        f"would be refused; use one of those, or add policy.tiers.{t} to the config"
+        for where, t in cfg.tiers.assigned() if t not in known]
+    return InputError(errors, source) if errors else None
 
 
 def unmapped_jobs_error(result: ParseResult, source: str = "slurm config"
@@ -1067,12 +1120,7 @@ def _checkpoint(raw: Mapping[str, Any], jid: str, ctx: _Ctx, started: float | No
     last_at = ckpt.pop("last_at", None)
     if last_at is not None and (started is None or last_at >= started):
         ckpt["last_at"] = iso(min(last_at, now))
-    if ckpt.get("signal") is not None:
-        try:
-            ckpt["signal"] = normalize_signal(ckpt["signal"])
-        except ValueError as exc:
-            notes.append(f"job {jid}: default signal: {exc}")
-            ckpt["signal"] = None
+    # (every signal is normalized where it was read: comment, sidecar, config)
     extra = {k: v for k, v in comment.items() if k in JOB_KEYS}
     return ckpt, extra
 

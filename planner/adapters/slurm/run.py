@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -49,6 +50,10 @@ log = logging.getLogger("planner.slurm")
 
 class SlurmError(RuntimeError):
     """A Slurm command needed for the snapshot failed."""
+
+
+class PlanDirError(RuntimeError):
+    """A tick's record could not be written into the plan folder."""
 
 
 NO_STATE_FILE = ("no state_file in the config: the evictions of the last hour (R15), the "
@@ -249,7 +254,11 @@ def tick(cfg: SlurmConfig, state: AdapterState, *, dry_run: bool = False,
     result = TickResult(parsed.snapshot, p, report, time.monotonic() - t0, len(parsed.notes),
                         len(parsed.warnings))
     if cfg.plan_dir is not None:
-        _write_tick(cfg.plan_dir, number, clock(), result)
+        try:
+            _write_tick(cfg.plan_dir, number, clock(), result)
+        except OSError as exc:
+            raise PlanDirError(f"plan_dir {cfg.plan_dir}: cannot write the tick's record: "
+                               f"{exc.strerror or exc}") from None
     return result
 
 
@@ -269,6 +278,18 @@ def _known_ids(runner: Runner, cfg: SlurmConfig) -> set[str] | None:
     if rc != 0:
         return None
     return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def plan_dir_problem(directory: Path) -> str | None:
+    """Create the folder the ticks are written into (with its parents); what is
+    wrong when it cannot be created or written, else None."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the folder {directory}: {exc.strerror or exc}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"folder {directory} is not writable"
+    return None
 
 
 def _write_tick(directory: Path, number: int, now: float, result: TickResult) -> None:
@@ -311,19 +332,20 @@ class _StopFlag:
 def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | None = None,
              dry_run: bool = False, runner: Runner = subprocess_runner,
              echo: Callable[[str], None] | None = None,
-             stop: threading.Event | None = None) -> int:
+             stop: threading.Event | None = None, plan_dir_name: str = "plan_dir") -> int:
     """Tick every `interval_s` until `ticks` are done or a stop signal; exit status.
 
     A failing tick (Slurm unreachable, bad snapshot) is logged and the loop goes
     on; the status is 1 if the last tick failed or reported failures, else 0. A
     state file that cannot be read, or whose lock another `slurm run` or `slurm
     apply` holds, is status 2 before any tick (the lock is held until the loop
-    ends; a dry run takes none).
+    ends; a dry run takes none); so is a plan folder that cannot be created or
+    written (`plan_dir_name` names it: ``--plan-dir`` when the option gave it).
     """
-    from planner.adapters.slurm.parse import tier_mapping_error
+    from planner.adapters.slurm.parse import tier_mapping_error, tier_policy_error
 
     interval = cfg.interval_s if interval_s is None else interval_s
-    refused = tier_mapping_error(cfg)
+    refused = tier_mapping_error(cfg) or tier_policy_error(cfg)
     if refused is not None:
         log.error("slurm: %s", "; ".join(refused.errors))
         return 2
@@ -343,6 +365,10 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
             state = AdapterState.load(cfg.state_file)
         except (StateLockError, StateFileError) as exc:
             log.error("slurm: %s", exc)
+            return 2
+        problem = plan_dir_problem(Path(cfg.plan_dir)) if cfg.plan_dir is not None else None
+        if problem:
+            log.error("slurm: %s: %s", plan_dir_name, problem)
             return 2
         return _loop(cfg, state, interval, ticks, dry_run, runner, echo, stop)
 
@@ -381,7 +407,7 @@ def _loop(cfg: SlurmConfig, state: AdapterState, interval: float, ticks: int | N
 
                 if isinstance(exc, InputError):
                     log.error("tick %d: invalid snapshot: %s", n, "; ".join(exc.errors[:5]))
-                elif isinstance(exc, SlurmError | StateFileError):
+                elif isinstance(exc, SlurmError | StateFileError | PlanDirError):
                     log.error("tick %d: %s", n, exc)
                 else:
                     log.exception("tick %d failed", n)

@@ -113,6 +113,11 @@ class AdapterState:
         except json.JSONDecodeError as exc:
             raise _bad(p, f"it is not valid JSON ({exc.msg} at line {exc.lineno} column "
                           f"{exc.colno})") from None
+        except RecursionError:
+            raise _bad(p, "it is not valid JSON (nested too deep)") from None
+        except ValueError:  # (Python's limit on the digits of an integer)
+            raise _bad(p, "it is not valid JSON (a number has more than 4,300 digits)") \
+                from None
         problems = _shape_problems(data)
         if problems:
             raise _bad(p, "; ".join(problems))
