@@ -1715,6 +1715,35 @@ def test_apply_refuses_a_broken_meta_and_says_the_objects_record_no_events(
     assert capsys.readouterr().err == ""
 
 
+def test_apply_refuses_meta_fields_of_the_wrong_type_or_range(
+        tmp_path: Path, capsys: Any, result: Any) -> None:
+    # A hand-edited meta: "prefix": 5 was a TypeError (exit 3) when the annotations
+    # were named, "max_plan_age_s": 1e300 an OverflowError in the script's deadline.
+    # Each is bad input naming the field, and nothing is written.
+    plan_file, meta_file, out = tmp_path / "plan.json", tmp_path / "meta.json", tmp_path / "o"
+    plan_file.write_text(json.dumps(_hand_plan()))
+    base = ["k8s", "apply", str(plan_file), "--snapshot-meta", str(meta_file),
+            "--now", "2026-11-29T08:00:10Z", "--out", str(out)]
+    for field, value, said in (
+            ("prefix", 5, "prefix: must be a string, got 5"),
+            ("max_plan_age_s", 1e300, ("max_plan_age_s: must be a number of seconds > 0 and "
+                                       "at most 1e+09, got 1e+300")),
+            ("max_plan_age_s", -1, "max_plan_age_s: must be a number of seconds > 0"),
+            ("interval_s", True, "interval_s: must be a number of seconds > 0"),
+            ("now", 7, "now: must be a string, got 7"),
+            ("mig_nodes", [], "mig_nodes: must be an object, got []"),
+            ("jobs", {"llm/x": [1]}, "jobs.llm/x: must be an object, got [1]")):
+        meta = copy.deepcopy(result.meta)
+        meta[field] = value
+        meta_file.write_text(json.dumps(meta))
+        for emit in ("evictions", "kubectl"):
+            err = _one_error(capsys, [*base, "--emit", emit])
+            assert f"--snapshot-meta: {said}" in err, err
+            assert not out.exists()
+    meta_file.write_text(json.dumps(result.meta))
+    assert main([*base, "--emit", "kubectl"]) == 0 and out.exists()
+
+
 def test_a_node_nvlink_label_that_is_no_layout_of_its_gpus_is_ignored() -> None:
     # Like a pod's annotation, one node's label must not refuse the snapshot: islands
     # that overlap, or a GPU beyond the node's 8, are ignored with a warning, and the

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from models import Eviction, InputError, Plan
+from models.policy import MAX_SECONDS
 from planner.adapters.k8s.config import PREFIX, K8sConfig
 from planner.adapters.k8s.objects import iso, valid_namespace, valid_pod_name, what_is
 from planner.adapters.k8s.snapshot import META_KIND, OCCUPIED_PREFIX
@@ -44,7 +45,37 @@ def read_meta(doc: Any, source: str | None = None) -> dict[str, Any]:
         raise InputError([(f"--snapshot-meta: {looks}not a snapshot written by 'preempt-planner "
                            f"k8s snapshot' (no _k8s section) nor a {META_KIND} document "
                            "(its --meta-out)")], source)
+    problems = _meta_problems(doc)
+    if problems:
+        raise InputError([f"--snapshot-meta: {p} (a hand-edited meta? take the one 'k8s "
+                          "snapshot' wrote)" for p in problems], source)
     return doc
+
+
+def _meta_problems(meta: dict[str, Any]) -> list[str]:
+    """What is wrong with the fields of a meta document that 'k8s apply' uses (their
+    types, and the ranges of its durations: those of the config's)."""
+    out = []
+    for key in ("now", "prefix"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            out.append(f"{key}: must be a string, got {_shown(meta[key])}")
+    for key in ("interval_s", "max_plan_age_s"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, int | float)
+                                      and not isinstance(value, bool)
+                                      and 0 < value <= MAX_SECONDS):
+            out.append(f"{key}: must be a number of seconds > 0 and at most {MAX_SECONDS:g}, "
+                       f"got {_shown(value)}")
+    out += [f"jobs.{job}: must be an object, got {_shown(entry)}"
+            for job, entry in meta["jobs"].items() if not isinstance(entry, dict)]
+    for key in ("mig_nodes", "occupied"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            out.append(f"{key}: must be an object, got {_shown(meta[key])}")
+    return out
+
+
+def _shown(value: Any) -> str:
+    return one_line(json.dumps(value))[:60]
 
 
 def grace_seconds(grace_s: float) -> int:
