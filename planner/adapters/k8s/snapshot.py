@@ -1062,10 +1062,7 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         b.warn(f"pod(s) {_some([p.ref for p in members])}: group name {shown(name)} "
                f"({gk.describe()}) is not a name of the form {GROUP_NAME_RULE}; not planned: "
                "running pods' GPUs are occupied (never evicted), pending pods left out")
-        for p in members:
-            if p.running:
-                p.hold = "group-name"
-                held.append(p)
+        _hold_running(members, "group-name", held)
     capacity = b.capacity(nodes)
     for p in list(singles):
         why = None if p.running else b.too_big(p, capacity)
@@ -1077,10 +1074,7 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         if why is not None:  # no one job can hold them: never victims nor placed
             b.warn(f"job {ns}/group:{group}: {why}; left out (its running pods' GPUs are "
                    "occupied, never evicted)")
-            for p in members:
-                if p.running:
-                    p.hold = "mixed-group"
-                    held.append(p)
+            _hold_running(members, "mixed-group", held)
             del groups[(ns, group)]
             continue
         big = [(p, w) for p in members if not p.running and (w := b.too_big(p, capacity))]
@@ -1170,6 +1164,15 @@ def _build(nodes_doc: Any, pods_doc: Any, config: K8sConfig | None,
         raise InputError(["the generated snapshot is invalid (check the adapter config):",
                           *exc.errors], "k8s snapshot") from None
     return K8sSnapshot(snapshot=snapshot, meta=meta, warnings=b.warnings)
+
+
+def _hold_running(members: list[Pod], why: str, held: list[Pod]) -> None:
+    """The running pods of `members` are never victims: each is held for `why` (a
+    hold reason) and added to `held` (their GPUs are occupied by stand-ins)."""
+    for p in members:
+        if p.running:
+            p.hold = why
+            held.append(p)
 
 
 def _occupied(cfg: K8sConfig, now: datetime, held: list[Pod]
