@@ -717,6 +717,36 @@ def test_serve_names_every_meaningless_option(capsys: pytest.CaptureFixture[str]
             "must be at least 1, got -2") in err, err
 
 
+def test_serve_refuses_options_that_are_in_range_but_meaningless(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Each of these started a server: --host '' listened on every interface unasked,
+    # a default time limit above the maximum was raised silently, and a body limit
+    # of 1e-9 MiB answered every request 413. Now exit 2 at once, naming the option.
+    import cli
+
+    for argv, said in (
+            (["--host", ""],
+             ("--host: empty; give the address to listen on: 127.0.0.1 (the default) for this "
+              "machine only, 0.0.0.0 (or ::) for every interface")),
+            (["--time-limit", "100", "--max-time-limit", "10"],
+             ("--time-limit: 100 s is more than --max-time-limit 10 s, the largest a request "
+              "may ask for; the default limit may not exceed it")),
+            (["--max-body-mb", "1e-9"],
+             ("--max-body-mb: must be at least 0.001 (MiB, about 1 KiB: a smaller limit refuses "
+              "every request), got 1e-09")),
+            (["--max-body-mb", "2000"],
+             ("--max-body-mb: must be at most 1024 (MiB: 1 GiB, the largest document the "
+              "planner reads), got 2000"))):
+        assert cli.main(["serve", "--no-processes", "--port", "0", *argv]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"error: invalid input (1 problem(s)) - {said}" in err, err
+        assert "serving on" not in err
+    # (one message per option: a limit that is no positive number is said once)
+    assert cli.main(["serve", "--port", "0", "--time-limit", "nan", "--max-time-limit",
+                     "-1", "--max-body-mb", "inf"]) == 2
+    assert "(3 problem(s))" in capsys.readouterr().err
+
+
 def test_an_internal_error_is_500_one_log_line_and_the_service_goes_on(
         server: PlannerServer, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:

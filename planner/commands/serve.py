@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from models import InputError, range_problems
+from models.load import MAX_DOCUMENT_BYTES
 from planner.commands._common import err_console, error, warn_settings
 
 
@@ -34,6 +36,31 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+MIN_BODY_MB = 0.001  # about 1 KiB: below it no snapshot fits, every request would be 413
+MAX_BODY_MB = MAX_DOCUMENT_BYTES / (1024 * 1024)  # 1 GiB: the largest document read at all
+
+
+def _serve_problems(args: argparse.Namespace) -> list[str]:
+    """The options that are each in range but meaningless (range_problems says when
+    one is not a positive number)."""
+    out = []
+    if not args.host.strip():
+        out.append("--host: empty; give the address to listen on: 127.0.0.1 (the default) "
+                   "for this machine only, 0.0.0.0 (or ::) for every interface")
+    limit, most = args.time_limit, args.max_time_limit
+    if math.isfinite(limit) and math.isfinite(most) and 0 < most < limit:
+        out.append(f"--time-limit: {limit:g} s is more than --max-time-limit {most:g} s, the "
+                   "largest a request may ask for; the default limit may not exceed it")
+    mb = args.max_body_mb
+    if math.isfinite(mb) and 0 < mb < MIN_BODY_MB:
+        out.append(f"--max-body-mb: must be at least {MIN_BODY_MB:g} (MiB, about 1 KiB: a "
+                   f"smaller limit refuses every request), got {mb:g}")
+    elif math.isfinite(mb) and mb > MAX_BODY_MB:
+        out.append(f"--max-body-mb: must be at most {MAX_BODY_MB:g} (MiB: 1 GiB, the largest "
+                   f"document the planner reads), got {mb:g}")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from planner import PLANNERS
     from planner.service import make_server, run_until_interrupted
@@ -47,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
                          [("--workers", args.workers), ("--max-concurrent", args.max_concurrent)])
     if not 0 <= args.port <= 65535:
         bad.append(f"--port: must be a port number from 0 to 65535, got {args.port}")
+    bad += _serve_problems(args)
     if bad:
         raise InputError(bad)
     workers = warn_settings(False, args.workers)
