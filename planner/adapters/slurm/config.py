@@ -24,6 +24,8 @@ from pydantic import (
 )
 
 from planner.adapters.checkpoint import CheckpointDefaultsBase
+from planner.adapters.slurm.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, count
+from planner.adapters.slurm.scalars import normalize_signal
 
 CONFIG_ENV = "PREEMPT_PLANNER_SLURM_CONFIG"
 """Environment variable naming the config file when ``--config`` is not given."""
@@ -97,13 +99,6 @@ class NodeRule(_Strict):
     @field_validator("match")
     @classmethod
     def _not_too_many(cls, v: str) -> str:
-        from planner.adapters.slurm.hostlist import (
-            MAX_HOSTS,
-            HostlistError,
-            HostlistTooLarge,
-            count,
-        )
-
         try:
             count(v)  # (from the ranges: nothing is expanded)
         except HostlistTooLarge as exc:
@@ -133,8 +128,6 @@ class CheckpointDefaults(CheckpointDefaultsBase):
         first eviction."""
         if isinstance(v, bool) or not isinstance(v, str | int):
             return v  # (null, or the type check says what is wrong)
-        from planner.adapters.slurm.parse import normalize_signal
-
         try:
             return normalize_signal(v)
         except ValueError as exc:

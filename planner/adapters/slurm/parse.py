@@ -48,7 +48,6 @@ import functools
 import json
 import math
 import re
-import signal as _signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -60,7 +59,15 @@ from models.policy import MAX_GB, MAX_PRIORITY, MAX_SECONDS
 from planner.adapters.gpu_models import model_layout
 from planner.adapters.slurm.config import ConfigError, SlurmConfig
 from planner.adapters.slurm.hostlist import HostlistError, expand
-from planner.adapters.slurm.scalars import as_int, iso, job_id, num, parse_time, states_of
+from planner.adapters.slurm.scalars import (
+    as_int,
+    iso,
+    job_id,
+    normalize_signal,
+    num,
+    parse_time,
+    states_of,
+)
 from planner.adapters.slurm.state import AdapterState
 
 # -------------------------------------------------------------------- GRES
@@ -140,31 +147,9 @@ def parse_gpu_request(text: str | None) -> tuple[int, str | None] | None:
 
 # ----------------------------------------------------- comment and sidecar
 
-_CATCHABLE = {s.name for s in _signal.Signals} - {"SIGKILL", "SIGSTOP"}
 _NUM_KEYS = ("size_gb", "barrier_s", "cleanup_s", "restore_s")
 CHECKPOINT_KEYS = (*_NUM_KEYS, "signal", "last_at")
 JOB_KEYS = ("priority", "team", "topology", "same_block", "same_nvlink_domain")
-
-
-def normalize_signal(value: Any) -> str | None:
-    """``TERM``, ``SIGTERM``, ``15`` -> ``SIGTERM``; ``none`` -> None; else ValueError."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    if text.lower() in ("", "none", "null", "no", "false"):
-        return None
-    if text.isdigit():
-        try:
-            name = _signal.Signals(int(text)).name
-        except ValueError as exc:
-            raise ValueError(f"unknown signal number {text}") from exc
-    else:
-        name = text.upper()
-        if not name.startswith("SIG"):
-            name = "SIG" + name
-    if name not in _CATCHABLE:
-        raise ValueError(f"signal {text!r} is not a catchable signal")
-    return name
 
 
 def _bool(value: Any) -> bool:

@@ -1,9 +1,11 @@
 """Scalars of Slurm's JSON: numbers in either shape (plain or ``{"set", "infinite",
-"number"}``), state flags and times. Shared by the parser and the adapter's state."""
+"number"}``), state flags and times; and signal names (a comment's, a sidecar's or
+the config's). Shared by the parser, the config and the adapter's state."""
 
 from __future__ import annotations
 
 import re
+import signal as _signal
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,3 +95,27 @@ def parse_time(value: Any) -> float | None:
         return dt.timestamp()
     n = num(value)
     return None if n is None or n <= 0 else float(n)
+
+
+_CATCHABLE = {s.name for s in _signal.Signals} - {"SIGKILL", "SIGSTOP"}
+
+
+def normalize_signal(value: Any) -> str | None:
+    """``TERM``, ``SIGTERM``, ``15`` -> ``SIGTERM``; ``none`` -> None; else ValueError."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text.lower() in ("", "none", "null", "no", "false"):
+        return None
+    if text.isdigit():
+        try:
+            name = _signal.Signals(int(text)).name
+        except ValueError as exc:
+            raise ValueError(f"unknown signal number {text}") from exc
+    else:
+        name = text.upper()
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+    if name not in _CATCHABLE:
+        raise ValueError(f"signal {text!r} is not a catchable signal")
+    return name
