@@ -205,13 +205,15 @@ def test_a_deep_sidecar_is_a_note_and_counts_as_none(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc")
 def test_a_plan_dir_that_cannot_be_created_is_refused_before_the_first_tick(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
     # /proc/x passed the writable-parent check (as root) and every tick failed with a
-    # traceback; now the folder is made at start-up, and the loop does not start
+    # traceback; now the folder is made at start-up (the option's by check_output, the
+    # config's by the loop), and the loop does not start
     cfg = tmp_path / "c.yaml"
     cfg.write_text("tiers: {default: 3}\n" + NO_SLURM)
     assert main(["run", "--config", str(cfg), "--ticks", "1", "--plan-dir", "/proc/x"]) == 2
-    assert "--plan-dir: cannot create the folder /proc/x:" in caplog.text
+    assert "--plan-dir: cannot create folder /proc/x:" in capsys.readouterr().err
     assert "/nonexistent/squeue" not in caplog.text and "Traceback" not in caplog.text
     caplog.clear()
     cfg.write_text("tiers: {default: 3}\nplan_dir: /proc/x\n" + NO_SLURM)
