@@ -789,3 +789,23 @@ def test_a_body_that_is_not_utf8_is_400_as_on_the_command_line(server: PlannerSe
                              headers={"Content-Type": "application/json"})
     assert status == 400 and err["error"] == "malformed JSON"
     assert said in err["messages"][0]
+
+
+def test_sigterm_interrupts_as_ctrl_c_and_puts_the_handler_back() -> None:
+    # (planner.interrupts: slurm apply and serve stop on SIGTERM as on Ctrl-C)
+    import os
+    import signal
+
+    from planner.interrupts import sigterm_interrupts
+
+    def mine(_signum: int, _frame: object) -> None:
+        raise AssertionError("the block's handler should have run")
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        with pytest.raises(KeyboardInterrupt), sigterm_interrupts():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # (the handler runs between bytecodes, at once)
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)

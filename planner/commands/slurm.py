@@ -21,13 +21,13 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from planner.adapters.slurm.config import CONFIG_ENV, ConfigError, SlurmConfig, load_config
 from planner.commands._common import add_json_format, check_output, write_output
+from planner.interrupts import sigterm_interrupts
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -282,7 +282,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         as_json = getattr(args, "format", "table") == "json"
         try:
             if not args.dry_run:
-                held.enter_context(_sigterm_interrupts())
+                held.enter_context(sigterm_interrupts())
             report = apply_plan(plan, cfg, dry_run=args.dry_run, state=state,
                                 echo=None if as_json else (lambda line: print(line,
                                                                               flush=True)),
@@ -311,28 +311,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if report.problems and not report.commands:
         return EXIT_USAGE
     return EXIT_OK if report.ok else EXIT_FAILED
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM interrupts the block as Ctrl-C does (KeyboardInterrupt), so that an
-    apply stopped either way still requeue-holds the victims it signalled and
-    keeps what it carried out in the state file."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -49,6 +49,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.exposition import generate_latest
 
 from models import InputError, load_plan, load_snapshot
+from planner.interrupts import sigterm_interrupts
 
 __all__ = ["PlannerServer", "ServiceMetrics", "make_server", "run_until_interrupted", "serve"]
 
@@ -207,21 +208,13 @@ def serve(host: str = "127.0.0.1", port: int = 8080, **opts: Any) -> None:
 def run_until_interrupted(server: PlannerServer) -> None:
     """Serve requests until Ctrl-C or SIGTERM (how Kubernetes and systemd stop a
     service), then close the socket and stop the worker processes."""
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
+    with sigterm_interrupts():
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
 
 
 # seconds a connection may leave the server waiting for the next bytes of a request
