@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
 import random
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from models import InputError
+from models.load import decode_text
 from models.snapshot import LATEST
 
 __all__ = [
@@ -271,51 +273,167 @@ def team_tier(team: str, seed: int) -> int:
 
 # ------------------------------------------------------------------ loaders
 
+_YEAR_9000 = LATEST.timestamp()  # (the contract's times: from 1970, before 9000)
+MAX_TIER = 10**6  # tier numbers: 1 (the most important) to this (traces, the generator)
+MAX_TRACE_GPUS = 100_000  # GPUs of one job of a CSV trace (a Philly job has at most 128)
+
+
+def _epoch(text: str) -> float:
+    """Epoch seconds of a number or an ISO-8601 time (UTC when it names no zone); NaN
+    when the text is neither (so that a range rule refuses it)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text)
+        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    except (ValueError, OverflowError):
+        return math.nan
+
 
 def parse_epoch(text: str | float | None, what: str) -> float | None:
     if text is None or text == "":
         return None
     if isinstance(text, (int, float)):
         return float(text)
+    t = _epoch(str(text))
+    if math.isnan(t) and str(text).strip().lower() != "nan":
+        raise InputError([f"{what}: {text!r} is neither epoch seconds nor an ISO-8601 time"])
+    return t
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _whole(lo: int, hi: int) -> Callable[[Any], bool]:
+    return lambda v: type(v) is int and lo <= v <= hi
+
+
+def _to_1e9(v: Any) -> bool:  # (seconds, GB)
+    return _number(v) and 0 <= v <= 1e9
+
+
+def _in_contract_time(v: Any) -> bool:
+    return _number(v) and 0 <= v < _YEAR_9000
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+Rule = tuple[str, Callable[[Any], bool]]  # (what a value must be, the check)
+
+
+def _shown(v: Any) -> str:
     try:
-        return float(text)
-    except ValueError:
-        pass
+        return json.dumps(v, default=str)[:40]
+    except ValueError:  # (an integer of thousands of digits)
+        return type(v).__name__
+
+
+def field_problems(values: dict[str, Any], rules: dict[str, Rule],
+                   shown: dict[str, Any] | None = None) -> list[str]:
+    """One ``field: must be WHAT, got VALUE`` message per value of ``values`` that breaks
+    its rule (fields without a value are not checked); ``shown`` gives the values as
+    the file spells them (a CSV row's text) when ``values`` holds them converted. The
+    one check of the trace records (JSONL, Philly, openb) and of the cluster
+    generator's spec."""
+    shown = values if shown is None else shown
+    return [f"{k}: must be {what}, got {_shown(shown[k])}"
+            for k, (what, ok) in rules.items() if k in values and not ok(values[k])]
+
+
+def _csv_number(text: str) -> float | int | None:
+    """A CSV cell as a number (an int when it is a whole one, ``8.0`` too); None
+    when it is not a number."""
     try:
-        dt = datetime.fromisoformat(str(text))
+        x = float(text)
     except ValueError:
-        raise InputError([f"{what}: {text!r} is neither epoch seconds nor an ISO-8601 time"]) \
+        return None
+    return int(x) if math.isfinite(x) and x.is_integer() else x
+
+
+def read_trace_text(path: Path) -> str:
+    """A trace file's text; InputError naming the file for a folder, a file that cannot
+    be read, a binary file or text that is not UTF-8."""
+    if path.is_dir():
+        raise InputError(["trace: this is a folder; give a trace file"], str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError([f"trace: cannot read the file: {exc.strerror or exc}"], str(path)) \
             from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00")):
+        raise InputError([("trace: this is a binary file; give a Philly or openb CSV, or a "
+                          "JSONL file (UTF-8 text)")], str(path))
+    return decode_text(data, str(path))  # (UTF-16 and 8-bit encodings: save it as UTF-8)
+
+
+def _csv_rows(path: Path, fmt: str, need: set[str],
+              errors: list[str]) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a CSV trace as (line number, {column: text}); the header must hold
+    the ``need`` columns (InputError), a row as many values as the header has columns
+    (else a problem in ``errors``). Blank lines are skipped."""
+    reader = csv.reader(io.StringIO(read_trace_text(path), newline=""))
+    rows = []
+    try:
+        header = next(reader, [])
+        missing = sorted(need - set(header))
+        if header and missing:
+            raise InputError([f"{fmt} trace: columns {missing} missing"], str(path))
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                errors.append(f"row {reader.line_num}: {len(row)} value(s) for the "
+                              f"{len(header)} columns of the header")
+                continue
+            rows.append((reader.line_num, dict(zip(header, row, strict=True))))
+    except csv.Error as exc:
+        raise InputError([f"row {reader.line_num}: malformed CSV: {exc}"], str(path)) from None
+    return rows
+
+
+_GPUS = f"a whole number from 0 to {MAX_TRACE_GPUS:,}"
+_TIME = ("a time (ISO-8601 such as 2017-10-04 09:01:55, UTC unless it names a zone) from "
+         "1970 to 9000")
+_PHILLY_RULES: dict[str, Rule] = {
+    "timestamp": (_TIME, _in_contract_time),
+    "duration": ("a number of seconds from 0 to 10^9", _to_1e9),
+    "num_gpus": (_GPUS, _whole(0, MAX_TRACE_GPUS)),
+    "cluster": ("a team name (not empty)", _text),
+}
 
 
 def load_philly(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
                 tier_rule: TierRule | None = None) -> list[TraceJob]:
-    """The Philly CSV (``timestamp,duration,num_gpus,gpu_time,cluster``), times in UTC."""
+    """The Philly CSV (``timestamp,duration,num_gpus,gpu_time,cluster``), times in UTC.
+    Rows of jobs that never ran (0 GPUs or 0 s) are skipped; a value of the wrong type
+    or range is bad input naming its row and column."""
     path = resolve_trace_path(path)
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    need = {"timestamp", "duration", "num_gpus", "cluster"}
-    if rows and not need <= set(rows[0]):
-        raise InputError([f"philly trace: columns {sorted(need - set(rows[0]))} missing"], str(path))
+    errors: list[str] = []
     jobs = []
-    for i, r in enumerate(rows):
-        try:
-            submit = datetime.fromisoformat(r["timestamp"]).replace(
-                tzinfo=UTC).timestamp()
-            duration = float(r["duration"])
-            gpus = int(float(r["num_gpus"]))
-        except ValueError as exc:
-            raise InputError([f"row {i + 2}: {exc}"], str(path)) from None
-        if gpus < 1 or duration <= 0:
+    for i, (line, r) in enumerate(_csv_rows(path, "philly", set(_PHILLY_RULES), errors)):
+        v: dict[str, Any] = {
+            "timestamp": _epoch(r["timestamp"]), "duration": _csv_number(r["duration"]),
+            "num_gpus": _csv_number(r["num_gpus"]), "cluster": r["cluster"]}
+        bad = field_problems(v, _PHILLY_RULES, r)
+        if bad:
+            errors += [f"row {line}: {b}" for b in bad]
+            continue
+        duration, gpus = float(v["duration"]), int(v["num_gpus"])
+        if gpus == 0 or duration == 0:
             continue
         jid = f"philly-{i:05d}"
         tier = (tier_rule or TierRule()).tier(r["cluster"], gpus, duration, seed)
-        jobs.append(TraceJob(id=jid, submit=submit, duration_s=duration, tier=tier,
+        jobs.append(TraceJob(id=jid, submit=v["timestamp"], duration_s=duration, tier=tier,
                              team=r["cluster"],
                              **_synthesize(jid, gpus, seed, node_gpus, duration)))
+    if errors:
+        raise InputError(errors, str(path))
+    jobs.sort(key=lambda j: (j.submit, j.id))
     return jobs
 
 
@@ -329,76 +447,86 @@ def _openb_tier(qos: str, u: float) -> int:
     return 3
 
 
+_WHEN = "empty or a time (seconds from 0, or ISO-8601) before 9000"
+_OPENB_RULES: dict[str, Rule] = {
+    "name": ("a pod name (not empty)", _text),
+    "num_gpu": (f"empty or {_GPUS}", _whole(0, MAX_TRACE_GPUS)),
+    "creation_time": ("a number of seconds from 0 to 10^9", _to_1e9),
+    "scheduled_time": (_WHEN, lambda v: v is None or _in_contract_time(v)),
+    "deletion_time": (_WHEN, lambda v: v is None or _in_contract_time(v)),
+}
+
+
 def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
                epoch: str = OPENB_EPOCH, time_scale: float = 1.0,
                tier_rule: TierRule | None = None) -> list[TraceJob]:
-    """Alibaba openb pods. Pods without GPUs or never scheduled are dropped; a
-    fractional GPU (``gpu_milli`` < 1000) counts as a whole one; the run time is
-    ``deletion - scheduled``. ``time_scale`` < 1 compresses the arrival times."""
+    """Alibaba openb pods. Pods without GPUs, never scheduled, never deleted or deleted
+    when scheduled are dropped; a fractional GPU (``gpu_milli`` < 1000) counts as a
+    whole one; the run time is ``deletion - scheduled``. ``time_scale`` < 1 compresses
+    the arrival times. A value of the wrong type or range is bad input naming its row
+    and column."""
     path = resolve_trace_path(path)
     base = parse_epoch(epoch, "epoch") or 0.0
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    errors: list[str] = []
     jobs = []
-    for r in rows:
-        try:
-            gpus = int(r["num_gpu"] or 0)
-            sched = parse_epoch(r.get("scheduled_time"), "scheduled_time")
-            dele = parse_epoch(r.get("deletion_time"), "deletion_time")
-            created = float(r["creation_time"])
-        except (ValueError, KeyError) as exc:
-            raise InputError([f"pod {r.get('name')!r}: {exc}"], str(path)) from None
-        if gpus < 1 or sched is None or dele is None or dele <= sched:
+    first: dict[str, int] = {}  # the row of each pod name
+    for line, r in _csv_rows(path, "openb", set(_OPENB_RULES), errors):
+        if r["name"] in first:
+            errors.append(f"row {line}: name: pod {r['name']!r} is already on row "
+                          f"{first[r['name']]} (a pod name is its job's id)")
+            continue
+        first[r["name"]] = line
+        v: dict[str, Any] = {
+            "name": r["name"], "num_gpu": _csv_number(r["num_gpu"] or "0"),
+            "creation_time": _csv_number(r["creation_time"]),
+            **{k: _epoch(r[k]) if r[k] else None for k in ("scheduled_time", "deletion_time")}}
+        bad = field_problems(v, _OPENB_RULES, r)
+        sched, dele = v["scheduled_time"], v["deletion_time"]
+        if not bad and sched is not None and dele is not None and not 0 <= dele - sched <= 1e9:
+            bad = [(f"deletion_time: must be from 0 to 10^9 s after scheduled_time ({sched:g}), "
+                    f"got {_shown(r['deletion_time'])}")]
+        if bad:
+            errors += [f"row {line}: {b}" for b in bad]
+            continue
+        gpus = int(v["num_gpu"])
+        if gpus == 0 or sched is None or dele is None or dele == sched:
             continue
         jid = r["name"]
         u = job_uniforms(seed, jid + "/tier", 1)[0]
         qos = r.get("qos", "BE")
         tier = (_openb_tier(qos, u) if tier_rule is None
                 else tier_rule.tier(qos, gpus, dele - sched, seed))
-        jobs.append(TraceJob(id=jid, submit=base + created * time_scale, duration_s=dele - sched,
-                             tier=tier, team=r.get("qos"),
+        jobs.append(TraceJob(id=jid, submit=base + v["creation_time"] * time_scale,
+                             duration_s=dele - sched, tier=tier, team=r.get("qos"),
                              **_synthesize(jid, gpus, seed, node_gpus, dele - sched)))
+    if errors:
+        raise InputError(errors, str(path))
     jobs.sort(key=lambda j: (j.submit, j.id))
     return jobs
 
 
-_YEAR_9000 = LATEST.timestamp()  # (the contract's times: from 1970, before 9000)
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
 # a JSONL record's fields beyond their presence: (what they must be, the check)
-_ROW_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "id": ("a non-empty string", lambda v: isinstance(v, str) and bool(v)),
-    "duration_s": ("a number of seconds from above 0 to 10^9",
-                   lambda v: _number(v) and 0 < v <= 1e9),
-    "gpus_per_node": ("a whole number from 1 to 1,024",
-                      lambda v: type(v) is int and 1 <= v <= 1024),
-    "nodes": ("a whole number from 1 to 100,000", lambda v: type(v) is int and 1 <= v <= 100_000),
-    "tier": ("a whole number from 1 to 10^6", lambda v: type(v) is int and 1 <= v <= 10**6),
+_ROW_RULES: dict[str, Rule] = {
+    "id": ("a non-empty string", _text),
+    "submit": ("epoch seconds or an ISO-8601 time", lambda v: _number(v) or _text(v)),
+    "duration_s": ("a number of seconds from above 0 to 10^9", lambda v: _to_1e9(v) and v > 0),
+    "gpus_per_node": ("a whole number from 1 to 1,024", _whole(1, 1024)),
+    "nodes": ("a whole number from 1 to 100,000", _whole(1, 100_000)),
+    "tier": ("a whole number from 1 to 10^6", _whole(1, MAX_TIER)),
     "priority": ("a number within +-10^9", lambda v: _number(v) and abs(v) <= 1e9),
     "team": ("a string or null", lambda v: v is None or isinstance(v, str)),
     "gpu_type": ("a string or null", lambda v: v is None or isinstance(v, str)),
     "topology": ('"nvlink" or "any"', lambda v: v in ("nvlink", "any")),
-    "checkpoint_gb": ("a number from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
-    "checkpoint_interval_s": ("a number of seconds from 0 to 10^9",
-                              lambda v: _number(v) and 0 <= v <= 1e9),
-    "restore_s": ("a number of seconds from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
-    "barrier_s": ("a number of seconds from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
-    "cleanup_s": ("a number of seconds from 0 to 10^9", lambda v: _number(v) and 0 <= v <= 1e9),
+    "checkpoint_gb": ("a number from 0 to 10^9", _to_1e9),
+    "checkpoint_interval_s": ("a number of seconds from 0 to 10^9", _to_1e9),
+    "restore_s": ("a number of seconds from 0 to 10^9", _to_1e9),
+    "barrier_s": ("a number of seconds from 0 to 10^9", _to_1e9),
+    "cleanup_s": ("a number of seconds from 0 to 10^9", _to_1e9),
     "signal": ("a signal name or null", lambda v: v is None or isinstance(v, str)),
     "time_limit_s": ("null or a number of seconds from above 0 to 10^9",
-                     lambda v: v is None or (_number(v) and 0 < v <= 1e9)),
+                     lambda v: v is None or (_to_1e9(v) and v > 0)),
     "extra": ("an object", lambda v: isinstance(v, dict)),
 }
-
-
-def _row_problems(d: dict[str, Any]) -> list[str]:
-    """What is wrong with the values of a JSONL record (its fields are known)."""
-    return [f"{k}: must be {what}, got {json.dumps(d[k])[:40]}"
-            for k, (what, ok) in _ROW_RULES.items() if k in d and not ok(d[k])]
 
 
 def load_jsonl(path: str | Path) -> list[TraceJob]:
@@ -409,7 +537,7 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
         path = resolve_trace_path(path)
     errors: list[str] = []
     jobs = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(read_trace_text(path).splitlines(), 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -433,7 +561,7 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
             errors.append(f"line {n}: unknown field(s) {unknown}")
         if missing or unknown:
             continue
-        bad = _row_problems(d)
+        bad = field_problems(d, _ROW_RULES)
         if bad:
             errors += [f"line {n}: {b}" for b in bad]
             continue
@@ -443,11 +571,8 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
         except (TypeError, InputError) as exc:
             errors.append(f"line {n}: {exc}")
             continue
-        if not 0 <= job.submit < _YEAR_9000:
+        if not _in_contract_time(job.submit):
             errors.append(f"line {n}: submit: outside 1970-01-01 to 9000-01-01")
-            continue
-        if job.duration_s <= 0 or job.gpus_per_node < 1 or job.nodes < 1:
-            errors.append(f"line {n}: duration_s, gpus_per_node and nodes must be positive")
             continue
         jobs.append(job)
     ids = [j.id for j in jobs]
@@ -468,8 +593,9 @@ def detect_format(path: str | Path) -> str:
     p = resolve_trace_path(path)
     if p.suffix in (".jsonl", ".ndjson"):
         return "jsonl"
-    with open(p) as fh:  # the first line that is not blank nor a # comment (JSONL's)
-        head = next((line for line in fh if line.strip() and not line.startswith("#")), "")
+    # the first line that is not blank nor a # comment (JSONL's)
+    head = next((line for line in read_trace_text(p).splitlines()
+                 if line.strip() and not line.startswith("#")), "")
     if head.startswith("timestamp,") or "num_gpus" in head:
         return "philly"
     if "num_gpu" in head and "qos" in head:

@@ -1,0 +1,163 @@
+"""Bad input to ``simulate`` and ``generate`` (found by the fuzzing pass): CSV trace
+rows, trace files that are not text, the cluster generator's spec, ``generate``'s
+counts and tiers, and the outputs of a run that fails. Each is bad input (exit 2)
+naming the file, the row or field and the rule, and leaves no output behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cli
+from models import InputError
+from planner.sim.traces import load_jsonl, load_openb, load_philly, load_trace
+
+DATA = Path(__file__).parent / "data" / "sim"
+CLUSTER = str(DATA / "cluster-1node.json")
+PING_PONG = str(DATA / "ping-pong.jsonl")
+
+PHILLY_HEAD = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+PHILLY_ROW = {"timestamp": "2017-10-04 09:01:55", "duration": "73", "num_gpus": "1",
+              "gpu_time": "73", "cluster": "a"}
+OPENB_HEAD = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+              "creation_time,deletion_time,scheduled_time\n")
+OPENB_ROW = {"name": "p0", "cpu_milli": "1", "memory_mib": "1", "num_gpu": "1",
+             "gpu_milli": "1000", "gpu_spec": "", "qos": "LS", "pod_phase": "Running",
+             "creation_time": "0", "deletion_time": "100", "scheduled_time": "0"}
+
+
+def _csv(tmp_path: Path, head: str, *rows: dict[str, str], name: str = "t.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(head + "".join(",".join(r.values()) + "\n" for r in rows))
+    return path
+
+
+def _simulate(trace: str, *extra: str) -> list[str]:
+    return ["simulate", "--cluster", CLUSTER, "--trace", trace, "--planner", "greedy",
+            "--days", "0.05", "--no-progress", *extra]
+
+
+@pytest.mark.parametrize(("column", "value", "said"), [
+    ("duration", "inf", 'duration: must be a number of seconds from 0 to 10^9, got "inf"'),
+    ("duration", "nan", 'duration: must be a number of seconds from 0 to 10^9, got "nan"'),
+    ("duration", "1e300", 'duration: must be a number of seconds from 0 to 10^9, got "1e300"'),
+    ("duration", "-5", 'duration: must be a number of seconds from 0 to 10^9, got "-5"'),
+    ("num_gpus", "inf", 'num_gpus: must be a whole number from 0 to 100,000, got "inf"'),
+    ("num_gpus", "1.5", 'num_gpus: must be a whole number from 0 to 100,000, got "1.5"'),
+    ("num_gpus", "1000000000",
+     'num_gpus: must be a whole number from 0 to 100,000, got "1000000000"'),
+    ("timestamp", "0001-01-01 00:00:00", "timestamp: must be a time (ISO-8601"),
+    ("timestamp", "9999-12-31 23:00:00", "from 1970 to 9000, got \"9999-12-31 23:00:00\""),
+    ("timestamp", "yesterday", 'got "yesterday"'),
+    ("cluster", "", 'cluster: must be a team name (not empty), got ""'),
+])
+def test_a_philly_value_of_the_wrong_type_or_range_names_its_row_and_column(
+        tmp_path: Path, column: str, value: str, said: str) -> None:
+    # (each was an internal error: an overflow, a NaN, a job the contract refused)
+    path = _csv(tmp_path, PHILLY_HEAD, PHILLY_ROW, {**PHILLY_ROW, column: value})
+    with pytest.raises(InputError) as exc:
+        load_philly(path)
+    assert exc.value.source == str(path)
+    (message,) = exc.value.errors
+    assert message.startswith(f"row 3: {column}: must be ") and said in message
+
+
+@pytest.mark.parametrize(("column", "value", "said"), [
+    ("scheduled_time", "nan", ("scheduled_time: must be empty or a time (seconds from 0, or "
+                              'ISO-8601) before 9000, got "nan"')),
+    ("deletion_time", "inf", ('deletion_time: must be empty or a time (seconds from 0, or '
+                             'ISO-8601) before 9000, got "inf"')),
+    ("creation_time", "-1e15", ('creation_time: must be a number of seconds from 0 to 10^9, '
+                               'got "-1e15"')),
+    ("name", "", 'name: must be a pod name (not empty), got ""'),
+    ("num_gpu", "100000000", ('num_gpu: must be empty or a whole number from 0 to 100,000, '
+                             'got "100000000"')),
+    ("num_gpu", "-1", 'num_gpu: must be empty or a whole number from 0 to 100,000, got "-1"'),
+    ("scheduled_time", "200", ("deletion_time: must be from 0 to 10^9 s after scheduled_time "
+                              '(200), got "100"')),
+])
+def test_an_openb_value_of_the_wrong_type_or_range_names_its_row_and_column(
+        tmp_path: Path, column: str, value: str, said: str) -> None:
+    path = _csv(tmp_path, OPENB_HEAD, {**OPENB_ROW, "name": "ok"}, {**OPENB_ROW, column: value})
+    with pytest.raises(InputError) as exc:
+        load_openb(path)
+    assert exc.value.errors == [f"row 3: {said}"]
+
+
+def test_csv_rows_of_the_wrong_length_and_duplicate_pods_are_bad_input(tmp_path: Path) -> None:
+    short = tmp_path / "short.csv"
+    short.write_text(PHILLY_HEAD + "2017-10-04 09:01:55,73\n")
+    with pytest.raises(InputError) as exc:
+        load_philly(short)
+    assert exc.value.errors == ["row 2: 2 value(s) for the 5 columns of the header"]
+    short.write_text(OPENB_HEAD + "p0,1,1,1\n")
+    with pytest.raises(InputError) as exc:
+        load_openb(short)
+    assert exc.value.errors == ["row 2: 4 value(s) for the 11 columns of the header"]
+    twice = _csv(tmp_path, OPENB_HEAD, OPENB_ROW, {**OPENB_ROW, "creation_time": "5"})
+    with pytest.raises(InputError) as exc:
+        load_openb(twice)
+    assert exc.value.errors == [
+        "row 3: name: pod 'p0' is already on row 2 (a pod name is its job's id)"]
+
+
+def test_rows_of_jobs_that_never_ran_are_still_skipped_and_philly_is_sorted(
+        tmp_path: Path) -> None:
+    # Philly: 0 GPUs or 0 s; openb: no GPU, never scheduled, never deleted, 0 s
+    philly = _csv(tmp_path, PHILLY_HEAD, {**PHILLY_ROW, "timestamp": "2017-10-05 00:00:00"},
+                  {**PHILLY_ROW, "num_gpus": "0"}, {**PHILLY_ROW, "duration": "0.0"},
+                  {**PHILLY_ROW, "num_gpus": "8.0"}, name="p.csv")
+    jobs = load_philly(philly)
+    assert [(j.id, j.gpus) for j in jobs] == [("philly-00003", 8), ("philly-00000", 1)]
+    openb = _csv(tmp_path, OPENB_HEAD, OPENB_ROW, {**OPENB_ROW, "name": "a", "num_gpu": ""},
+                 {**OPENB_ROW, "name": "b", "scheduled_time": ""},
+                 {**OPENB_ROW, "name": "c", "deletion_time": ""},
+                 {**OPENB_ROW, "name": "d", "deletion_time": "0"}, name="o.csv")
+    assert [j.id for j in load_openb(openb)] == ["p0"]
+
+
+def test_a_jsonl_submit_that_is_null_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"id": "a", "submit": null, "duration_s": 300, "gpus_per_node": 8}\n')
+    with pytest.raises(InputError) as exc:
+        load_jsonl(path)
+    assert exc.value.errors == [("line 1: submit: must be epoch seconds or an ISO-8601 time, "
+                                "got null")]
+
+
+@pytest.mark.parametrize(("name", "content", "said"), [
+    ("latin1.csv", (PHILLY_HEAD + "2017-10-04 09:01:55,73,1,73,caf\xe9\n").encode("latin-1"),
+     "not UTF-8 text (byte 0xe9 at offset 76; Latin-1 or another 8-bit encoding?)"),
+    ("latin1.jsonl", '{"id": "caf\xe9"}\n'.encode("latin-1"), "not UTF-8 text (byte 0xe9"),
+    ("binary.bin", bytes(range(256)) * 4, ("trace: this is a binary file; give a Philly or "
+                                          "openb CSV, or a JSONL file (UTF-8 text)")),
+    ("folder", None, "trace: this is a folder; give a trace file"),
+])
+def test_a_trace_that_is_not_utf8_text_is_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes | None,
+        said: str) -> None:
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    assert cli.main(_simulate(str(path))) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path}: invalid input" in err and said in err
+
+
+def test_simulate_names_the_file_row_and_column(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = _csv(tmp_path, PHILLY_HEAD, {**PHILLY_ROW, "duration": "inf"})
+    assert cli.main(_simulate(str(path))) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"error: {path}: invalid input (1 problem(s)) - row 2: duration: must be a number "
+            'of seconds from 0 to 10^9, got "inf"') in err
+
+
+def test_the_bundled_traces_still_load() -> None:
+    assert len(load_trace(DATA / "philly-slice.csv")) == 34
+    assert len(load_trace(DATA / "openb-slice.csv")) == 38
+    assert json.loads(json.dumps([j.to_json() for j in load_trace(PING_PONG)]))
