@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import cli
 from models import InputError
+from planner.sim.cluster import generate_cluster, load_cluster
 from planner.sim.traces import load_jsonl, load_openb, load_philly, load_trace
 
 DATA = Path(__file__).parent / "data" / "sim"
@@ -155,6 +157,67 @@ def test_simulate_names_the_file_row_and_column(tmp_path: Path,
     err = " ".join(capsys.readouterr().err.split())
     assert (f"error: {path}: invalid input (1 problem(s)) - row 2: duration: must be a number "
             'of seconds from 0 to 10^9, got "inf"') in err
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ({"nodes": "abc"}, 'generator.nodes: must be a whole number from 1 to 100,000, got "abc"'),
+    ({"nodes": None}, "generator.nodes: must be a whole number from 1 to 100,000, got null"),
+    ({"nodes": float("inf")}, ("generator.nodes: must be a whole number from 1 to 100,000, "
+                              "got Infinity")),
+    ({"nodes": -5}, "generator.nodes: must be a whole number from 1 to 100,000, got -5"),
+    ({"nodes": True}, "generator.nodes: must be a whole number from 1 to 100,000, got true"),
+    ({"nodes": 2.5}, "generator.nodes: must be a whole number from 1 to 100,000, got 2.5"),
+    ({"nodes": 1, "storage_targets": 100_000_000},
+     "generator.storage_targets: must be a whole number from 0 to 100,000, got 100000000"),
+    ({"nodes": 1, "gpus_per_node": 0},
+     "generator.gpus_per_node: must be a whole number from 1 to 1,024, got 0"),
+    ({"nodes": 1, "nodes_per_block": -1},
+     ("generator.nodes_per_block: must be null or a whole number from 0 to 100,000 (0 or null: "
+     "no blocks), got -1")),
+    ({"nodes": 1, "write_gb_per_s": "x"},
+     'generator.write_gb_per_s: must be a number of GB/s from 0.001 to 1,000,000, got "x"'),
+    ({"nodes": 1, "local_write_gb_per_s": 0},
+     ("generator.local_write_gb_per_s: must be null or a number of GB/s from 0.001 to "
+     "1,000,000, got 0")),
+    ({"nodes": 1, "gpu_type": [1]}, "generator.gpu_type: must be a string or null, got [1]"),
+    ({"nodes": 1, "nvlink": "ring"}, ('generator.nvlink: must be "nvswitch", "none", a list of '
+                                     'islands like [[0,1],[2,3]] or {"edges": [...]}, got "ring"')),
+    ({"nodes": 40, "nvlink": [[0, 9]]},  # (the contract's check, said once for every node)
+     "generator.nvlink[0]: GPU 9 out of range (node has 8 GPUs)"),
+])
+def test_a_generator_field_of_the_wrong_type_or_range_is_bad_input(spec: dict[str, Any],
+                                                                   said: str) -> None:
+    # (strings, null, infinity were internal errors; -5 nodes and true were accepted;
+    # 10^8 storage targets ran for ever)
+    with pytest.raises(InputError) as exc:
+        generate_cluster(spec)
+    assert exc.value.errors == [said]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("generator: [1, 2]\n", "generator: must be an object of the generator's fields (nodes, "),
+    ("generator: hello\n", "generator: must be an object of the generator's fields"),
+    ("generator:\n  nodes: 2001-12-14\n",
+     'generator.nodes: must be a whole number from 1 to 100,000, got "2001-12-14"'),
+    ("generator:\n  nodes: !!binary aGVsbG8=\n",
+     "generator.nodes: must be a whole number from 1 to 100,000, got"),
+])
+def test_a_generator_spec_file_of_the_wrong_shape_is_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_cluster(path)
+    assert exc.value.source == str(path) and exc.value.errors[0].startswith(said)
+    assert cli.main(["simulate", "--cluster", str(path), "--trace", PING_PONG, "--planner",
+                     "greedy", "--no-progress"]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_an_empty_generator_is_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text("generator:\n")
+    assert len(load_cluster(path).nodes) == 128
 
 
 def test_the_bundled_traces_still_load() -> None:
