@@ -220,6 +220,25 @@ def test_an_empty_generator_is_the_defaults(tmp_path: Path) -> None:
     assert len(load_cluster(path).nodes) == 128
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["--pending", "1000000"], ("--pending: at most 200,000 pending jobs (four times the default "
+                               "of the largest cluster), got 1,000,000")),
+    (["--tier-mix", "0=1"], "mix entry '0=1': '0' is not a tier number (1 to 1,000,000)"),
+    (["--tier-mix", "1=1,01=1"], "mix entry '01=1': 1 is given twice"),
+])
+def test_generate_refuses_too_many_pending_jobs_and_tier_0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
+    # (a million pending jobs ran for minutes; tier 0 was accepted)
+    out = tmp_path / "snap.json"
+    try:
+        status = cli.main(["generate", "--nodes", "2", "--out", str(out), *args])
+    except SystemExit as exc:  # (argparse refuses an option's value itself)
+        status = exc.code
+    assert status == 2
+    assert said in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_the_bundled_traces_still_load() -> None:
     assert len(load_trace(DATA / "philly-slice.csv")) == 34
     assert len(load_trace(DATA / "openb-slice.csv")) == 38

@@ -59,6 +59,7 @@ _count = _int_at_least(0, "must not be negative")
 
 
 MAX_NODES = 200_000  # 1.6 million GPUs, 16 x the largest benchmark: about 10 min, 8 GB
+MAX_PENDING = 200_000  # 4 x the default of the largest cluster: about 25 s, 0.7 GB
 BIG_NODES = 5_000  # from here the command says what it is doing on stderr
 
 
@@ -72,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes > MAX_NODES:
         raise InputError([(f"--nodes: at most {MAX_NODES:,} (about 1.6 million GPUs), got "
                           f"{args.nodes:,}")])
+    if args.pending is not None and args.pending > MAX_PENDING:
+        raise InputError([(f"--pending: at most {MAX_PENDING:,} pending jobs (four times the "
+                          f"default of the largest cluster), got {args.pending:,}")])
     # progress lines from BIG_NODES nodes (on a terminal, not with --quiet)
     say = (err_console.print if args.nodes >= BIG_NODES and progress_wanted()
            else (lambda *_a, **_k: None))
@@ -108,13 +112,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--occupancy", type=_share, default=0.9,
                    help="share of GPUs held by running jobs (0.9)")
     p.add_argument("--tier-mix", type=_mix(True), default=None, metavar="MIX",
-                   help="share of jobs per tier (1=0.2,2=0.4,3=0.4)")
+                   help="share of jobs per tier, tiers 1 to 1,000,000 (1=0.2,2=0.4,3=0.4)")
     p.add_argument("--immune-share", type=_share, default=0.25,
                    help="share of running jobs still inside their tier's min_runtime (0.25)")
     p.add_argument("--multinode-share", type=_share, default=0.1,
                    help="share of running GPUs (and of pending jobs) in multi-node gangs (0.1)")
     p.add_argument("--pending", type=_count, default=None,
-                   help="number of pending jobs (default: nodes/4, at least 2)")
+                   help=f"number of pending jobs, at most {MAX_PENDING:,} (default: nodes/4, "
+                        "at least 2)")
     p.add_argument("--pools", action="store_true",
                    help="put about an eighth of the nodes in pool 'reserved' (tier 1 only)")
     p.add_argument("--blocks-per", type=_positive, default=16, metavar="K",

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from models.policy import DEFAULT_TIERS, Backoff
+from planner.sim.traces import MAX_TIER
 
 __all__ = ["CUBE_EDGES", "DEFAULT_NOW", "generate", "parse_mix", "to_json"]
 
@@ -78,7 +79,12 @@ def parse_mix(text: str, *, int_keys: bool = False) -> dict[Any, float]:
             try:
                 k = int(k)
             except ValueError:
-                raise ValueError(f"mix entry {part!r}: {key!r} is not a tier number") from None
+                k = None
+            if k is None or not 1 <= k <= MAX_TIER:
+                raise ValueError(f"mix entry {part!r}: {key!r} is not a tier number (1 to "
+                                 f"{MAX_TIER:,})") from None
+        if k in out:
+            raise ValueError(f"mix entry {part!r}: {k} is given twice")
         out[k] = share
     if not out or sum(out.values()) <= 0:
         raise ValueError(f"mix {text!r} has no positive share")
