@@ -239,6 +239,80 @@ def test_generate_refuses_too_many_pending_jobs_and_tier_0(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("days", ["nan", "inf", "-1", "1e300"])
+def test_simulate_days_out_of_range_is_bad_input(days: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([*_simulate(PING_PONG)[:-3], "--days", days, "--no-progress"]) == 2
+    assert "--days: " in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_an_output_in_a_folder_without_files_is_refused_before_the_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (as root /proc passes the permission check; the metrics file was written after the
+    # run and then --result-out failed)
+    metrics = tmp_path / "m.txt"
+    assert cli.main(_simulate(PING_PONG, "--result-out", "/proc/rx.json", "--metrics-out",
+                              str(metrics))) == 2
+    assert "--result-out: cannot write a file in /proc" in capsys.readouterr().err
+    assert not metrics.exists()
+
+
+def test_an_output_that_fails_after_the_run_takes_back_the_ones_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.commands import simulate
+
+    real = simulate.write_file
+
+    def write_file(text: str, path: Any, option: str = "--out") -> None:
+        if option == "--out":
+            raise InputError([f"{option}: cannot write {path}: No space left on device"])
+        real(text, path, option)
+
+    monkeypatch.setattr(simulate, "write_file", write_file)
+    monkeypatch.setattr("planner.commands._common.write_file", write_file)
+    metrics, record, kept = tmp_path / "m.txt", tmp_path / "r.json", tmp_path / "kept.json"
+    kept.write_text("{}")  # (an output there before the run is not removed)
+    assert cli.main(_simulate(PING_PONG, "--metrics-out", str(metrics), "--result-out",
+                              str(record), "--out", str(tmp_path / "o.txt"))) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert not metrics.exists() and not record.exists()
+    assert cli.main(_simulate(PING_PONG, "--result-out", str(kept), "--out",
+                              str(tmp_path / "o.txt"))) == 2
+    assert kept.exists()
+
+
+@pytest.mark.parametrize("there", [False, True])
+def test_a_run_that_fails_leaves_no_dumped_ticks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        there: bool) -> None:
+    import planner.sim.metrics
+
+    def fail(res: Any) -> Any:
+        raise InputError(["metrics: made to fail"])
+
+    monkeypatch.setattr(planner.sim.metrics, "compute_metrics", fail)
+    dump = tmp_path / "new" / "ticks"
+    if there:  # a folder that was there stays, with what it held
+        dump.mkdir(parents=True)
+        (dump / "notes.txt").write_text("mine")
+    assert cli.main(_simulate(PING_PONG, "--dump-ticks", str(dump))) == 2
+    assert "made to fail" in capsys.readouterr().err
+    if there:
+        assert [p.name for p in dump.iterdir()] == ["notes.txt"]
+    else:
+        assert not (tmp_path / "new").exists()
+
+
+def test_a_dump_folder_with_another_runs_index_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ticks.jsonl").write_text('{"tick": 1}\n')
+    assert cli.main(_simulate(PING_PONG, "--dump-ticks", str(tmp_path))) == 2
+    assert "already holds ticks" in capsys.readouterr().err
+    assert (tmp_path / "ticks.jsonl").read_text() == '{"tick": 1}\n'
+
+
 def test_the_bundled_traces_still_load() -> None:
     assert len(load_trace(DATA / "philly-slice.csv")) == 34
     assert len(load_trace(DATA / "openb-slice.csv")) == 38

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +133,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+_DUMPED = ("tick-*.json", "plan-*.json", "ticks.jsonl")  # what --dump-ticks writes
+
+
 def check_dump_dir(path: str | None) -> None:
     """``--dump-ticks DIR``: a folder that can be created or written, and that holds no
     ticks of another run (they would be overwritten): InputError before the run."""
@@ -136,16 +143,40 @@ def check_dump_dir(path: str | None) -> None:
         return
     check_output(path, "--dump-ticks", folder=True)
     folder = Path(path)
-    if folder.is_dir() and any(folder.glob("tick-*.json")):
-        raise InputError([f"--dump-ticks: {path} already holds ticks (tick-*.json) of another "
-                          + "run; give an empty or new folder"])
+    if folder.is_dir() and any(any(folder.glob(name)) for name in _DUMPED):
+        raise InputError([f"--dump-ticks: {path} already holds ticks (tick-*.json, plan-*.json "
+                          + "or ticks.jsonl) of another run; give an empty or new folder"])
 
 
-def tick_dumper(folder: Path) -> Any:
+def check_creatable(path: str | None, option: str) -> None:
+    """A file can be made in the folder of output ``path``, tried with a temporary one:
+    InputError before the run (as root the permission check passes where the file
+    system makes no file, as in /proc). A device or FIFO is written into, as is."""
+    if not path:
+        return
+    real = os.path.realpath(path)
+    if os.path.exists(real) and not os.path.isfile(real):
+        return
+    folder = os.path.dirname(real)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".preempt-planner-", dir=folder)
+    except OSError as exc:
+        raise InputError([f"{option}: cannot write a file in {folder}: {exc.strerror or exc}"]) \
+            from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def tick_dumper(folder: Path) -> tuple[Any, Callable[[], None]]:
     """The simulator's ``on_tick`` for ``--dump-ticks``: each call's snapshot and plan
     as contract JSON files (written atomically), and a line per call in
     ``ticks.jsonl`` (its number, time, wall seconds, evictions, placements,
-    deferrals and status), to find the tick worth replaying."""
+    deferrals and status), to find the tick worth replaying. Also returned: what
+    removes the files and folders it made (for a run that fails)."""
+    top = folder  # the outermost folder made here (None: the folder was there)
+    while not top.parent.exists():
+        top = top.parent
+    made: Path | None = None if folder.exists() else top
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -164,24 +195,46 @@ def tick_dumper(folder: Path) -> Any:
         with index.open("a") as f:
             f.write(json.dumps(line) + "\n")
 
-    return dump
+    def undo() -> None:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+            return
+        for name in _DUMPED:  # (the folder held none of these: check_dump_dir)
+            for p in folder.glob(name):
+                p.unlink(missing_ok=True)
+
+    return dump, undo
 
 
 def run(args: Any) -> int:
-    from planner.sim.metrics import compute_metrics
-    from planner.sim.prom import write_run_metrics
-    from planner.sim.report import metrics_table
     from planner.sim.runner import prepare
 
-    for path, option in ((args.out, "--out"), (args.metrics_out, "--metrics-out"),
-                         (args.result_out, "--result-out")):
+    outputs = ((args.out, "--out"), (args.metrics_out, "--metrics-out"),
+               (args.result_out, "--result-out"))
+    for path, option in outputs:
         check_output(path, option)  # (before the run, which may be long)
+        check_creatable(path, option)
     check_dump_dir(args.dump_ticks)
     check_run_args(args)
     spec = spec_from_args(args, args.planner, args.policy)
     sim = prepare(spec)
-    if args.dump_ticks:
-        sim.on_tick = tick_dumper(Path(args.dump_ticks))
+    if not args.dump_ticks:
+        return _run_and_write(sim, args)
+    sim.on_tick, undo = tick_dumper(Path(args.dump_ticks))
+    try:
+        return _run_and_write(sim, args)
+    except BaseException:  # (bad input, an interruption, a bug: no half of a dump is left)
+        undo()
+        raise
+
+
+def _run_and_write(sim: Any, args: Any) -> int:
+    """Run, then write the outputs; when one cannot be written, the ones this run
+    made before it are removed (none is left of a command that failed)."""
+    from planner.sim.metrics import compute_metrics
+    from planner.sim.prom import run_metrics
+    from planner.sim.report import metrics_table
+
     if not progress_wanted(args.no_progress):
         res = sim.run()
     else:
@@ -203,12 +256,23 @@ def run(args: Any) -> int:
 
             res = sim.run(progress)
     m = compute_metrics(res)
+    files = []  # (text, path, option): each made before any is written
     if args.metrics_out:
-        write_run_metrics(m, args.metrics_out)
+        files.append((run_metrics(m), args.metrics_out, "--metrics-out"))
     if args.result_out:
-        write_file(json.dumps(res.to_json()), args.result_out, "--result-out")
-    if args.format == "json":
-        write_output(json.dumps(m, indent=2, sort_keys=True), args.out)
-    else:
-        print_table(metrics_table(m), args.out)
+        files.append((json.dumps(res.to_json()), args.result_out, "--result-out"))
+    made: list[str] = []  # output files this run made (not there before)
+    try:
+        for text, path, option in files:
+            new = not os.path.lexists(path)
+            write_file(text, path, option)
+            made += [path] if new else []
+        if args.format == "json":  # (last: standard output cannot be taken back)
+            write_output(json.dumps(m, indent=2, sort_keys=True), args.out)
+        else:
+            print_table(metrics_table(m), args.out)
+    except BaseException:
+        for path in made:
+            Path(path).unlink(missing_ok=True)
+        raise
     return 0
