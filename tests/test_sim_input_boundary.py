@@ -254,7 +254,7 @@ def test_an_output_in_a_folder_without_files_is_refused_before_the_run(
     metrics = tmp_path / "m.txt"
     assert cli.main(_simulate(PING_PONG, "--result-out", "/proc/rx.json", "--metrics-out",
                               str(metrics))) == 2
-    assert "--result-out: cannot write a file in /proc" in capsys.readouterr().err
+    assert "--result-out: cannot write in folder /proc" in capsys.readouterr().err
     assert not metrics.exists()
 
 

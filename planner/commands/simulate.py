@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,25 +147,6 @@ def check_dump_dir(path: str | None) -> None:
                           + "or ticks.jsonl) of another run; give an empty or new folder"])
 
 
-def check_creatable(path: str | None, option: str) -> None:
-    """A file can be made in the folder of output ``path``, tried with a temporary one:
-    InputError before the run (as root the permission check passes where the file
-    system makes no file, as in /proc). A device or FIFO is written into, as is."""
-    if not path:
-        return
-    real = os.path.realpath(path)
-    if os.path.exists(real) and not os.path.isfile(real):
-        return
-    folder = os.path.dirname(real)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".preempt-planner-", dir=folder)
-    except OSError as exc:
-        raise InputError([f"{option}: cannot write a file in {folder}: {exc.strerror or exc}"]) \
-            from None
-    os.close(fd)
-    os.unlink(tmp)
-
-
 def tick_dumper(folder: Path) -> tuple[Any, Callable[[], None]]:
     """The simulator's ``on_tick`` for ``--dump-ticks``: each call's snapshot and plan
     as contract JSON files (written atomically), and a line per call in
@@ -213,7 +193,6 @@ def run(args: Any) -> int:
                (args.result_out, "--result-out"))
     for path, option in outputs:
         check_output(path, option)  # (before the run, which may be long)
-        check_creatable(path, option)
     check_dump_dir(args.dump_ticks)
     check_run_args(args)
     spec = spec_from_args(args, args.planner, args.policy)
