@@ -317,3 +317,16 @@ def test_the_bundled_traces_still_load() -> None:
     assert len(load_trace(DATA / "philly-slice.csv")) == 34
     assert len(load_trace(DATA / "openb-slice.csv")) == 38
     assert json.loads(json.dumps([j.to_json() for j in load_trace(PING_PONG)]))
+
+
+@pytest.mark.parametrize(("tick", "said"), [
+    ("1e-320", "--tick: at least 1 s between ticks, got 9.99989e-321"),
+    ("0.5", "--tick: at least 1 s between ticks, got 0.5"),
+    ("0", "--tick: must be a positive number, got 0"),
+])
+def test_a_tick_below_a_second_is_bad_input(tick: str, said: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # (--tick 1e-320 made the number of ticks infinite: an OverflowError, exit 3, in
+    # simulate, compare and tune alike, which share the check)
+    assert cli.main([*_simulate(PING_PONG)[:-3], "--tick", tick, "--no-progress"]) == 2
+    assert said in capsys.readouterr().err

@@ -38,7 +38,7 @@ def add_run_args(p: Any) -> None:
                    help="trace file (Philly CSV, Alibaba openb CSV or JSONL); a bare name is "
                         "also looked up in ../shared/traces (- reads standard input)")
     p.add_argument("--trace-format", default="auto", choices=["auto", "philly", "openb", "jsonl"])
-    p.add_argument("--tick", type=float, default=60.0, help="seconds between ticks (default 60)")
+    p.add_argument("--tick", type=float, default=60.0, help="seconds between ticks (default 60, at least 1)")
     p.add_argument("--days", type=float, help="simulated days (default: until every job is done)")
     p.add_argument("--start", help="simulated start (ISO-8601 or epoch; default first arrival)")
     p.add_argument("--seed", type=int, default=0,

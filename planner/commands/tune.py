@@ -88,7 +88,7 @@ def register(sub: Any) -> None:
                         "thrash<=0, t2_p95<=default")
     p.add_argument("--no-prune", action="store_true",
                    help="run every window of every trial (no pruning of dominated trials)")
-    p.add_argument("--tick", type=float, default=60.0, help="seconds between ticks (default 60)")
+    p.add_argument("--tick", type=float, default=60.0, help="seconds between ticks (default 60, at least 1)")
     p.add_argument("--time-limit", type=float, default=1.0, help="planner time limit per tick")
     p.add_argument("--deterministic", action="store_true", help="deterministic planner mode")
     p.add_argument("--workers", type=int, default=None,

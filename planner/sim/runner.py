@@ -36,6 +36,7 @@ class RunSpec:
 
 
 MAX_DAYS = 3650  # simulated days at most (the metrics sample every tick of the span)
+MIN_TICK_S = 1.0  # seconds between ticks at least (a scheduler's loop; 1e-320 overflowed)
 
 
 def _check_numbers(cfg: SimConfig, time_scale: float) -> None:
@@ -43,6 +44,8 @@ def _check_numbers(cfg: SimConfig, time_scale: float) -> None:
     errors = range_problems([("--tick", cfg.tick_s), ("--days", cfg.days),
                              ("--time-limit", cfg.time_limit_s), ("--halflife", cfg.halflife_s),
                              ("--time-scale", time_scale)], [("--workers", cfg.workers)])
+    if not errors and cfg.tick_s < MIN_TICK_S:
+        errors.append(f"--tick: at least {MIN_TICK_S:g} s between ticks, got {cfg.tick_s:g}")
     if not errors and cfg.days is not None and cfg.days > MAX_DAYS:
         errors.append(f"--days: at most {MAX_DAYS:,} (ten years of a trace), got {cfg.days:g}")
     if errors:
