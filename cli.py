@@ -6,21 +6,27 @@ Exit status, for every command: 0 success; 1 the answer is no (``verify``: the p
 breaks a rule); 2 bad input or bad options (the message names the field or option
 and the rule; nothing is written); 3 an internal error (one line says what failed;
 ``--debug`` or ``PREEMPT_PLANNER_DEBUG=1`` shows the traceback); 130 interrupted.
+Standard output that cannot be written (a full disk, closed by the caller) is
+status 2 with a one-line error; when its reader goes away (``| head``) the output
+stops quietly, status 141 (128 + SIGPIPE, as a command killed by SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import gc
 import importlib
 import logging
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from models import InputError
 
 EXIT_INTERNAL = 3
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of standard output went away
 EXAMPLES: dict[str, list[str]] = {
     "plan": ["preempt-planner plan instances/example-70b.json",
              "preempt-planner plan snapshot.json -o json --out plan.json --time-limit 2",
@@ -313,6 +319,110 @@ def _version() -> str:
         return "unknown"
 
 
+class _OutputLost(Exception):
+    """Standard output could not be written: the OSError (a full disk, a closed
+    descriptor, EPIPE when its reader went away)."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+        self.exc = exc
+
+
+class _Guarded:
+    """sys.stdout or sys.stderr of the console script, whose failed writes are
+    decided here, not by whichever code wrote: on standard output an OSError
+    becomes _OutputLost (main reports it: a full disk is an error, a reader gone
+    away a quiet exit); on standard error it is dropped (an error about it would
+    have nowhere to go, and rich would end the process on EPIPE)."""
+
+    def __init__(self, stream: Any, *, drop: bool) -> None:
+        self._stream = stream
+        self._drop = drop
+
+    def _failed(self, exc: OSError) -> None:
+        if not self._drop:
+            raise _OutputLost(exc) from None
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            self._failed(exc)
+            return 0
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._failed(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _standard_streams() -> None:
+    """Standard input, output and error as the console script needs them. One the
+    caller closed (``<&-``, ``>&-``, ``2>&-``: a cron job, a daemon) gets /dev/null
+    on its descriptor, so that no file opened later (the --out file) becomes
+    descriptor 0, 1 or 2 and receives what is meant for them: standard input then
+    reads nothing (and ``-`` is refused naming the argument, see stdin_options),
+    standard output is /dev/null opened for reading, so that a write fails (an
+    error, not output lost in silence), and standard error discards. Standard
+    output and error are then _Guarded."""
+    from planner.commands._common import set_closed
+
+    closed = []
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+            closed.append(False)
+            continue
+        except OSError:
+            closed.append(True)
+        new = os.open(os.devnull, flags)
+        if new != fd:
+            os.dup2(new, fd)
+            os.close(new)
+    if closed[0] or sys.stdin is None:
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        set_closed(stdin=True)
+    if closed[1] or sys.stdout is None:
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        set_closed(stdout=True)
+    if closed[2] or sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    if not isinstance(sys.stdout, _Guarded):
+        sys.stdout = _Guarded(sys.stdout, drop=False)
+    if not isinstance(sys.stderr, _Guarded):
+        sys.stderr = _Guarded(sys.stderr, drop=True)
+
+
+def _output_lost(lost: _OutputLost, args: argparse.Namespace) -> int:
+    """Standard output could not be written: quietly status 141 when its reader went
+    away (``| head``), else a one-line error and status 2 (an output that cannot be
+    written, as for --out). Either way what is left in its buffer goes to /dev/null,
+    so that no flush at exit fails again."""
+    from planner.commands._common import EXIT_USAGE, error, stdout_closed
+
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    if lost.exc.errno == errno.EPIPE:
+        return EXIT_BROKEN_PIPE
+    why = lost.exc.strerror or str(lost.exc)
+    if stdout_closed():
+        why = "it is closed"
+        if hasattr(args, "out") and not args.out:
+            why += "; write the output to a file with --out FILE"
+    error(f"cannot write the output to standard output: {why}")
+    return EXIT_USAGE
+
+
 # commands after which the console script exits without freeing every object: a
 # 12,500-node snapshot and its plan take about 1 s to free at exit, and these start
 # no process pools, Ray or servers that need their exit handlers
@@ -322,7 +432,10 @@ _ran: list[str] = []  # the command main() ran last
 
 def entry() -> None:
     """The console script: :func:`main`, then ``sys.exit``, or, after a command of
-    FAST_EXIT, its output flushed and logging shut down, ``os._exit``."""
+    FAST_EXIT, its output flushed and logging shut down, ``os._exit``. Standard
+    streams closed by the caller, or that cannot be written, are handled (see
+    _standard_streams)."""
+    _standard_streams()
     if len(sys.argv) > 1 and sys.argv[1] in FAST_EXIT:
         # one snapshot read, planned or checked, then os._exit: the cyclic garbage
         # collector would only walk the snapshot's objects (a full collection when
@@ -339,7 +452,7 @@ def entry() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # (a reader that went away, a closed stream)
+        except (OSError, ValueError, _OutputLost):  # (a reader gone away, a closed stream)
             pass
     os._exit(status)
 
@@ -359,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         status = args.func(args)
     except InputError as exc:
         status = report_input_error(exc)
+    except _OutputLost as lost:
+        status = _output_lost(lost, args)
     except KeyboardInterrupt:
         status = 130
     except Exception as exc:  # a bug: one line, not a traceback (unless asked for)
@@ -367,6 +482,10 @@ def main(argv: list[str] | None = None) -> int:
         error(f"internal error in '{args.command}': {type(exc).__name__}: {exc} (a bug; run "
               "again with --debug, or PREEMPT_PLANNER_DEBUG=1, for the traceback)")
         status = EXIT_INTERNAL
+    try:
+        sys.stdout.flush()  # (here, where a failure is reported, not at exit)
+    except _OutputLost as lost:
+        status = _output_lost(lost, args) if not status else status
     return int(status or 0)
 
 

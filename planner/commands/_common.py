@@ -26,6 +26,22 @@ PIPE_WIDTH = 100_000  # stdout that is not a terminal: tables as wide as their c
 
 class _Output:
     quiet = False  # --quiet: no warnings, notes or progress (errors always print)
+    stdin_closed = False  # closed by the caller (``<&-``), seen by cli.entry
+    stdout_closed = False  # (``>&-``)
+
+
+def set_closed(*, stdin: bool = False, stdout: bool = False) -> None:
+    """Standard input or output was closed when the process started (cli.entry):
+    ``-`` is then refused naming the argument (stdin_options); a summary shown next
+    to an --out file is left out (stdout_closed)."""
+    _Output.stdin_closed = _Output.stdin_closed or stdin
+    _Output.stdout_closed = _Output.stdout_closed or stdout
+
+
+def stdout_closed() -> bool:
+    """Standard output was closed by the caller (``>&-``): a command whose result
+    went to --out leaves out what it would show there (writing it would fail)."""
+    return _Output.stdout_closed
 
 
 def set_quiet(quiet: bool) -> None:
@@ -112,6 +128,9 @@ def stdin_options(given: list[tuple[str, Any]]) -> list[str]:
     if len(named) > 1:
         raise InputError([(f"{', '.join(named)}: only one file can be read from standard "
                            "input (-)")])
+    if named and _Output.stdin_closed:
+        raise InputError([(f"{named[0]} -: standard input is closed (nothing can be read "
+                           "from it); give a file")])
     return named
 
 
@@ -183,6 +202,54 @@ def check_output(path: str | None, option: str, *, folder: bool = False) -> None
     if not folder and p.exists() and not p.is_file():
         return  # (a device or a FIFO is written into: its access says it all)
     _try_writing(p if folder else Path(os.path.realpath(p)).parent, option, folder)
+
+
+def check_inputs_kept(inputs: list[tuple[str, Any]], outputs: list[tuple[str, Any]], *,
+                      folder: bool = False) -> None:
+    """Refuse, before any work, an output that is one of the command's own input files
+    (InputError, exit status 2): writing it would replace the input. ``inputs`` and
+    ``outputs`` are (option, path) pairs; None, ``-`` and texts that are no file
+    (--add-job JSON) are skipped; ``@file`` is the file. Two paths are the same when
+    they are one file (os.path.samefile: ./a.json, a link to it), or, for outputs not
+    made yet, the same real path (two outputs named alike). With ``folder`` the
+    outputs are the files a command writes in its output folder."""
+    def path_of(value: Any) -> str | None:
+        if value is None or str(value) in ("", "-", "@-"):
+            return None
+        text = str(value)
+        return text.removeprefix("@")
+
+    def same(a: str, b: str) -> bool:
+        try:
+            if os.path.exists(a) and os.path.exists(b):
+                return os.path.samefile(a, b)
+            return os.path.realpath(a) == os.path.realpath(b)
+        except (OSError, ValueError):  # (a name too long or with a NUL: no file)
+            return False
+
+    seen: list[tuple[str, str]] = []
+    for option, value in outputs:
+        out = path_of(value)
+        if out is None:
+            continue
+        for in_option, in_value in inputs:
+            given = path_of(in_value)
+            if given is not None and os.path.isfile(given) and os.path.exists(out) \
+                    and same(out, given):
+                also = "" if given == out else f" ({given})"
+                if folder:
+                    where = os.path.dirname(out) or "."
+                    raise InputError([(f"{option}: {where} would get {os.path.basename(out)}, "
+                                       f"which is the input file {in_option}{also}; give "
+                                       "another folder (it would replace the input)")])
+                raise InputError([(f"{option}: {out} is the input file {in_option}{also}; "
+                                   "write the output to another file (it would replace the "
+                                   "input)")])
+        for other_option, other in seen:
+            if same(out, other):
+                raise InputError([(f"{option}: {out} is also the file of {other_option}; "
+                                   "give each output its own file")])
+        seen.append((option, out))
 
 
 def _try_writing(folder: Path, option: str, create: bool) -> None:

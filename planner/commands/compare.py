@@ -11,12 +11,14 @@ from typing import Any
 
 from models import InputError, load_policy, range_problems
 from planner.commands._common import (
+    check_inputs_kept,
     check_output,
     err_console,
     is_quiet,
     note,
     print_table,
     progress_wanted,
+    stdout_closed,
     warn,
     write_file,
 )
@@ -46,6 +48,11 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--format", default="table", choices=["table", "json"],
                    help="output format (default table)")
     p.set_defaults(func=run)
+
+
+# the files compare writes in its --out folder (the charts: planner/sim/report.py)
+REPORT_FILES = ("report.md", "metrics.json", "over_time.png", "wasted_by_cause.png",
+                "wait_cdf.png")
 
 
 def add_where_args(p: Any) -> None:
@@ -117,6 +124,10 @@ def run(args: Any) -> int:
     from planner.sim.runner import prepare
 
     check_output(args.out, "--out", folder=True)  # (before the runs, which may be long)
+    policies = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
+    check_inputs_kept([("--cluster", args.cluster), ("--trace", args.trace),
+                       ("--policy", args.policy), *(("--policies", p) for p in policies)],
+                      [("--out", Path(args.out) / name) for name in REPORT_FILES], folder=True)
     bad = range_problems(at_least_one=[("--jobs", args.jobs)])
     if bad:
         raise InputError(bad)
@@ -163,7 +174,9 @@ def run(args: Any) -> int:
               f"seed {first.config['seed']}.")
     write_file(markdown_report(metrics, charts, header, skipped), out / "report.md")
     write_file(json.dumps(metrics, indent=2, sort_keys=True), out / "metrics.json")
-    if args.format == "json":
+    if stdout_closed():  # (closed by the caller: the report is in --out)
+        pass
+    elif args.format == "json":
         print(json.dumps(metrics, indent=2, sort_keys=True))
     else:
         print_table(comparison_table(metrics))

@@ -10,10 +10,13 @@ from rich.markup import escape
 from models import MAX_SEED, InputError, Plan, Snapshot, range_problems
 from planner.commands._common import (
     add_snapshot_args,
+    check_inputs_kept,
     check_output,
     check_time_limit,
     load_snapshot_arg,
     out_console,
+    stdin_options,
+    stdout_closed,
     titled_table,
     warn_settings,
     write_file,
@@ -69,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(bad)
     check_output(args.out, "--out")
     check_output(args.metrics_out, "--metrics-out")
+    stdin_options([("SNAPSHOT", args.snapshot), ("--policy", args.policy)])
+    check_inputs_kept([("SNAPSHOT", args.snapshot), ("--policy", args.policy)],
+                      [("--out", args.out), ("--metrics-out", args.metrics_out)])
     workers = warn_settings(args.deterministic, args.workers)
     if args.planner == "cpsat":  # (before the snapshot: the plan's time limit is for planning)
         from planner import warm_up
@@ -87,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         if not args.out:
             write_output(text, None)
-    else:
+    elif not (args.out and stdout_closed()):  # (the plan is in --out: no table)
         # a pipe or a log gets whole lines rather than truncated ids
         render(snap, result, out_console(), max_jobs=args.max_jobs)
     return 0

@@ -28,6 +28,7 @@ from planner.commands._common import (
     add_snapshot_args,
     load_snapshot_arg,
     out_console,
+    stdin_options,
     titled_table,
     write_output,
 )
@@ -433,6 +434,7 @@ def run(args: argparse.Namespace) -> int:
            (("--max-nodes", args.max_nodes), ("--max-jobs", args.max_jobs)) if value < 0]
     if bad:
         raise InputError(bad)
+    stdin_options([("SNAPSHOT", args.snapshot), ("--policy", args.policy)])
     snap = load_snapshot_arg(args.snapshot, args.policy)
     if args.format == "json":
         write_output(json.dumps(as_json(snap), indent=2), None)

@@ -11,12 +11,14 @@ from typing import Any
 from models import MAX_SEED, InputError, range_problems
 from planner import PLANNERS
 from planner.commands._common import (
+    check_inputs_kept,
     check_output,
     err_console,
     is_quiet,
     note,
     print_table,
     progress_wanted,
+    stdout_closed,
     titled_table,
     warn,
     warn_settings,
@@ -24,6 +26,8 @@ from planner.commands._common import (
 
 DEFAULT_OBJECTIVES = "wasted,thrash,t1_p95,t2_p95"
 TUNED_PLANNERS = list(PLANNERS)
+# the files tune writes in its --out folder (planner/tune/output.py)
+OUT_FILES = ("report.md", "front.json", "front.png", "policy.yaml")
 
 
 def register(sub: Any) -> None:
@@ -171,6 +175,9 @@ def run(args: Any) -> int:
     check_output(args.out, "--out", folder=True)
     if args.cache:
         check_output(args.cache, "--cache", folder=True)
+    check_inputs_kept([(f"--{o}", getattr(args, o)) for o in ("cluster", "trace", "space",
+                                                               "policy")],
+                      [("--out", Path(args.out) / name) for name in OUT_FILES], folder=True)
     bad = range_problems([("--tick", args.tick), ("--time-limit", args.time_limit),
                           ("--days", args.days)],
                          [("--trials", args.trials), ("--jobs", args.jobs),
@@ -219,7 +226,9 @@ def run(args: Any) -> int:
         raise
     backend.close()
     files = write_outputs(rec, out)
-    if args.format == "json":
+    if stdout_closed():  # (closed by the caller: the front is in --out)
+        pass
+    elif args.format == "json":
         print(json.dumps(rec, indent=1, sort_keys=True))
     else:
         print_table(front_table(rec))

@@ -15,6 +15,7 @@ from planner.commands._common import (
     add_snapshot_args,
     error,
     load_snapshot_arg,
+    stdin_options,
 )
 
 
@@ -27,6 +28,7 @@ def summary(snap: Snapshot) -> str:
 
 def verdict(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The one-line summary and the same facts as JSON data (raises InputError)."""
+    stdin_options([("SNAPSHOT", args.snapshot), ("--policy", args.policy)])
     if args.kind == "policy":
         pol = load_policy(Path(args.snapshot))
         tiers = ", ".join(str(t) for t in sorted(pol.tiers))

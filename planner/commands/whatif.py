@@ -12,6 +12,7 @@ from planner import SIM_PLANNERS
 from planner.commands._common import (
     PlainTable,
     add_snapshot_args,
+    check_inputs_kept,
     check_output,
     check_time_limit,
     load_snapshot_arg,
@@ -105,6 +106,9 @@ def run(args: Any) -> int:
         raise InputError(bad)
     stdin_options([("SNAPSHOT", args.snapshot), ("--policy", args.policy),
                    ("--scenario", args.scenario), *(("--add-job", j) for j in args.add_jobs)])
+    check_inputs_kept([("SNAPSHOT", args.snapshot), ("--policy", args.policy),
+                       ("--scenario", args.scenario),
+                       *(("--add-job", j) for j in args.add_jobs)], [("--out", args.out)])
     snap = load_snapshot_arg(args.snapshot, args.policy)
     variants: list[Variant] = []
     if args.scenario:
