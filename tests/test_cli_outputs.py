@@ -179,3 +179,34 @@ def test_compare_and_tune_out_folder_holding_an_input_is_refused(
                      str(tuned)]) == 2
     assert "would get policy.yaml, which is the input file --space" in capsys.readouterr().err
     assert space.read_bytes() == before and sorted(tuned.iterdir()) == [space]
+
+
+def test_simulate_and_the_adapters_out_over_an_input_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "cluster.json"
+    shutil.copy(SIM / "cluster-1node.json", cluster)
+    before = cluster.read_bytes()
+    assert cli.main(["simulate", "--cluster", str(cluster), "--trace",
+                     str(SIM / "ping-pong.jsonl"), "--planner", "greedy", "--no-progress",
+                     "--metrics-out", str(cluster)]) == 2
+    assert f"--metrics-out: {cluster} is the input file --cluster" in capsys.readouterr().err
+    assert cluster.read_bytes() == before
+    k8s = ROOT / "tests" / "fixtures" / "k8s"
+    pods = tmp_path / "pods.json"
+    shutil.copy(k8s / "pods.json", pods)
+    assert cli.main(["k8s", "snapshot", "--nodes", str(k8s / "nodes.json"), "--pods", str(pods),
+                     "--config", str(k8s / "config.yaml"), "--out", str(pods)]) == 2
+    assert f"--out: {pods} is the input file --pods" in capsys.readouterr().err
+    slurm = ROOT / "tests" / "fixtures" / "slurm" / "22.05"
+    squeue = tmp_path / "squeue.json"
+    shutil.copy(slurm / "squeue.json", squeue)
+    assert cli.main(["slurm", "snapshot", "--squeue-json", str(squeue), "--nodes-json",
+                     str(slurm / "sinfo.json"), "--out", str(squeue)]) == 2
+    assert f"--out: {squeue} is the input file --squeue-json" in capsys.readouterr().err
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"evictions": [], "placements": [], "deferred": []}\n')
+    assert cli.main(["slurm", "apply", str(plan), "--dry-run", "--report", str(plan)]) == 2
+    assert f"--report: {plan} is the input file PLAN" in capsys.readouterr().err
+    assert (pods.read_bytes() == (k8s / "pods.json").read_bytes()
+            and squeue.read_bytes() == (slurm / "squeue.json").read_bytes()
+            and plan.read_text().startswith('{"evictions"'))

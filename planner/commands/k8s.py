@@ -14,6 +14,7 @@ from typing import Any
 from models import InputError, load_plan, read_document, suggest_fields
 from planner.commands._common import (
     add_json_format,
+    check_inputs_kept,
     check_output,
     stdin_options,
     warn,
@@ -90,8 +91,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
 
     check_output(args.out, "--out")
     check_output(args.meta_out, "--meta-out")
-    stdin_options([("--nodes", args.nodes), ("--pods", args.pods), ("--events", args.events),
-                   ("--config", args.config)])
+    inputs = [("--nodes", args.nodes), ("--pods", args.pods), ("--events", args.events),
+              ("--config", args.config)]
+    stdin_options(inputs)
+    check_inputs_kept(inputs, [("--out", args.out), ("--meta-out", args.meta_out)])
     now = _now(args.now)
     cfg = _config(args.config)
     files = {"nodes": args.nodes, "pods": args.pods, "events": args.events}
@@ -143,8 +146,10 @@ def run_apply(args: argparse.Namespace) -> int:
         raise InputError([("--rehearse: a rehearsal is a kubectl script of dry runs; give "
                            "it with --emit kubectl")])
     check_output(args.out, "--out")
-    stdin_options([("PLAN", args.plan), ("--snapshot-meta", args.snapshot_meta),
-                   ("--config", args.config)])
+    inputs = [("PLAN", args.plan), ("--snapshot-meta", args.snapshot_meta),
+              ("--config", args.config)]
+    stdin_options(inputs)
+    check_inputs_kept(inputs, [("--out", args.out)])
     now = _now(args.now) or datetime.now(UTC)
     cfg = _config(args.config) if args.config else None
     doc = read_document(args.plan)  # (read once: it may be standard input)

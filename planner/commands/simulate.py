@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from models import MAX_SEED, InputError, range_problems
 from planner import SIM_PLANNERS
 from planner.commands._common import (
+    check_inputs_kept,
     check_output,
     err_console,
     print_table,
@@ -193,6 +194,8 @@ def run(args: Any) -> int:
                (args.result_out, "--result-out"))
     for path, option in outputs:
         check_output(path, option)  # (before the run, which may be long)
+    check_inputs_kept([(o, getattr(args, o[2:])) for o in ("--cluster", "--trace", "--policy")],
+                      [(option, path) for path, option in outputs])
     check_dump_dir(args.dump_ticks)
     check_run_args(args)
     spec = spec_from_args(args, args.planner, args.policy)

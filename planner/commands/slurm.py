@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from planner.adapters.slurm.config import CONFIG_ENV, ConfigError, SlurmConfig, load_config
-from planner.commands._common import add_json_format, check_output, write_output
+from planner.commands._common import (
+    add_json_format,
+    check_inputs_kept,
+    check_output,
+    stdin_options,
+    write_output,
+)
 from planner.interrupts import sigterm_interrupts
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -176,6 +182,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_level)
     check_output(args.out, "--out")
+    inputs = [("--config", args.config), ("--squeue-json", args.squeue_json),
+              ("--nodes-json", args.nodes_json)]
+    stdin_options(inputs)
+    check_inputs_kept(inputs, [("--out", args.out)])
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
@@ -247,6 +257,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_level)
     check_output(args.report, "--report")  # (before any command runs)
+    inputs = [("PLAN", args.plan), ("--snapshot", args.snapshot), ("--config", args.config)]
+    stdin_options(inputs)
+    check_inputs_kept(inputs, [("--report", args.report)])
     cfg = _config(args)
     if cfg is None:
         return EXIT_USAGE
