@@ -202,18 +202,19 @@ def atomic_write(
     ``/dev/stdout``, a FIFO) is written into, not replaced (there is no atomic way
     to write it, and replacing it would put a file in its place).
     """
-    path = os.path.realpath(os.fspath(path))
-    try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)
+    given = os.fspath(path)
+    try:  # (through every link: /dev/stdout -> /proc/self/fd/1 -> a pipe has no path)
+        special = not stat.S_ISREG(os.stat(given).st_mode)
     except FileNotFoundError:
         special = False
     if special:
-        with _blocked(block_signals), open(path, "wb") as f:
+        with _blocked(block_signals), open(given, "wb") as f:
             data = data_or_callable(f) if callable(data_or_callable) else data_or_callable
             if isinstance(data, bytes | bytearray | memoryview):
                 f.write(data)
             f.flush()
             return f.tell() if f.seekable() else 0
+    path = os.path.realpath(given)
     directory = os.path.dirname(path)
     with _blocked(block_signals):
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path), suffix=_TMP_SUFFIX, dir=directory)

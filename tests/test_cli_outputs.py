@@ -210,3 +210,13 @@ def test_simulate_and_the_adapters_out_over_an_input_is_refused(
     assert (pods.read_bytes() == (k8s / "pods.json").read_bytes()
             and squeue.read_bytes() == (slurm / "squeue.json").read_bytes()
             and plan.read_text().startswith('{"evictions"'))
+
+
+def test_out_dev_stdout_into_a_pipe_writes_the_output() -> None:
+    # (/dev/stdout -> /proc/self/fd/1 -> 'pipe:[N]', which is no path: --out /dev/stdout
+    # into a pipe was "cannot write /dev/stdout: No such file or directory", exit 2)
+    done = subprocess.run([*ENTRY, *PLAN, "-o", "json", "--out", "/dev/stdout"],
+                          capture_output=True, text=True, cwd=str(ROOT),
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "feasible"  # (the greedy plan)
