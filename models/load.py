@@ -298,10 +298,26 @@ TOO_MANY_DIGITS = f"malformed JSON: {DIGITS_RULE}"
 def _yaml_loader() -> Any:
     """PyYAML's safe loader, but a scalar it cannot convert (an integer of more than
     Python's 4,300 digits, a timestamp such as 2026-13-45) is a YAML error at its line
-    and column instead of the ValueError PyYAML lets through."""
+    and column instead of the ValueError PyYAML lets through, and so is a key given
+    twice in one mapping (PyYAML keeps the last)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # a key given twice in one mapping: PyYAML keeps the last in silence (a
+            # second 'tiers:' in a policy replaced the first); merged keys (<<) may
+            # be given again, that is what merging is for
+            seen: dict[tuple[str, str], int] = {}
+            for key, _value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = seen.get((key.tag, key.value))
+                    if line is not None:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key {key.value[:40]!r} is given twice in one "
+                            f"mapping (first at line {line + 1})", key.start_mark)
+                    seen[(key.tag, key.value)] = key.start_mark.line
+            return super().construct_mapping(node, deep)
+
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
                 return super().construct_object(node, deep)

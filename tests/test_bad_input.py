@@ -551,6 +551,30 @@ def test_a_yaml_value_python_cannot_read_is_bad_input_at_its_line(
         assert said in out
 
 
+def test_a_yaml_key_given_twice_is_bad_input_at_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # PyYAML kept the last of two keys in silence: a policy's second 'tiers:' replaced
+    # the first (JSON documents are machine-written: not checked, json.loads' way)
+    path = tmp_path / "s.yaml"
+    path.write_text("version: 1\nnow: 2026-11-29T08:00:00Z\nnodes: [{id: n1, gpus: 8}]\n"
+                    "jobs: []\npolicy:\n  thrash: null\n  tiers: {1: {}}\n"
+                    "  tiers: {3: {}}\n")
+    status, out = _validate(path, capsys)
+    assert status == 2, out
+    assert ("malformed YAML: the key 'tiers' is given twice in one mapping (first at line 7) "
+            "in \"<unicode string>\", line 8, column 3") in out
+    path.write_text("version: 1\nnow: 2026-11-29T08:00:00Z\nnodes: [{id: n1, gpus: 8, "
+                    "gpus: 4}]\njobs: []\n")
+    status, out = _validate(path, capsys)
+    assert status == 2 and "the key 'gpus' is given twice in one mapping (first at line 3)" \
+        in out
+    # a merge key's values may be given again: that is what merging is for
+    path.write_text("x: &n {id: n1, gpus: 8}\nversion: 1\nnow: 2026-11-29T08:00:00Z\n"
+                    "nodes: [{<<: *n, gpus: 4}]\njobs: []\n")
+    status, out = _validate(path, capsys)
+    assert "given twice" not in out
+
+
 def test_yaml_tier_keys_must_be_tier_numbers(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     # int() made 1.9 and true tier 1: both merged into it, one silently winning
