@@ -330,3 +330,16 @@ def test_a_tick_below_a_second_is_bad_input(tick: str, said: str,
     # simulate, compare and tune alike, which share the check)
     assert cli.main([*_simulate(PING_PONG)[:-3], "--tick", tick, "--no-progress"]) == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("start", "said"), [
+    ("nan", "--start: 'nan' is neither epoch seconds nor an ISO-8601 time"),
+    ("inf", "--start: 'inf' is neither epoch seconds nor an ISO-8601 time"),
+    ("1e300", "--start: '1e300' is not a time from 1970 to 9000"),
+    ("-5", "--start: '-5' is not a time from 1970 to 9000"),
+])
+def test_a_start_that_is_no_time_of_the_contract_is_bad_input(
+        start: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # (they ran, and said "trace: no job in the simulated period")
+    assert cli.main([*_simulate(PING_PONG)[:-3], "--start", start, "--no-progress"]) == 2
+    assert said in capsys.readouterr().err

@@ -11,14 +11,24 @@ from models import InputError, Policy, load_policy, range_problems
 from planner.sim.cluster import load_cluster
 from planner.sim.engine import SimConfig, SimResult, Simulator
 from planner.sim.metrics import compute_metrics
-from planner.sim.traces import load_trace, parse_epoch, parse_tier_rule, slice_trace
+from planner.sim.traces import (
+    in_contract_time,
+    load_trace,
+    parse_epoch,
+    parse_tier_rule,
+    slice_trace,
+)
 
 __all__ = ["RunSpec", "parse_time", "prepare", "run_spec", "set_policy"]
 
 
 def parse_time(text: str | float | None) -> float | None:
-    """Epoch seconds from a number or an ISO-8601 time (UTC when no zone is given)."""
-    return parse_epoch(text, "--start")
+    """Epoch seconds from a number or an ISO-8601 time (UTC when no zone is given), a
+    time of the contract (from 1970, before 9000: InputError naming --start)."""
+    t = parse_epoch(text, "--start")
+    if t is not None and not in_contract_time(t):
+        raise InputError([f"--start: {text!r} is not a time from 1970 to 9000"])
+    return t
 
 
 @dataclass

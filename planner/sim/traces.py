@@ -295,10 +295,8 @@ def _epoch(text: str) -> float:
 def parse_epoch(text: str | float | None, what: str) -> float | None:
     if text is None or text == "":
         return None
-    if isinstance(text, (int, float)):
-        return float(text)
-    t = _epoch(str(text))
-    if math.isnan(t) and str(text).strip().lower() != "nan":
+    t = float(text) if isinstance(text, (int, float)) else _epoch(str(text))
+    if not math.isfinite(t):  # (nan, inf: no time; 'nan' read as a number was one)
         raise InputError([f"{what}: {text!r} is neither epoch seconds nor an ISO-8601 time"])
     return t
 
@@ -315,7 +313,7 @@ def _to_1e9(v: Any) -> bool:  # (seconds, GB)
     return _number(v) and 0 <= v <= 1e9
 
 
-def _in_contract_time(v: Any) -> bool:
+def in_contract_time(v: Any) -> bool:
     return _number(v) and 0 <= v < _YEAR_9000
 
 
@@ -400,7 +398,7 @@ _GPUS = f"a whole number from 0 to {MAX_TRACE_GPUS:,}"
 _TIME = ("a time (ISO-8601 such as 2017-10-04 09:01:55, UTC unless it names a zone) from "
          "1970 to 9000")
 _PHILLY_RULES: dict[str, Rule] = {
-    "timestamp": (_TIME, _in_contract_time),
+    "timestamp": (_TIME, in_contract_time),
     "duration": ("a number of seconds from 0 to 10^9", _to_1e9),
     "num_gpus": (_GPUS, _whole(0, MAX_TRACE_GPUS)),
     "cluster": ("a team name (not empty)", _text),
@@ -452,8 +450,8 @@ _OPENB_RULES: dict[str, Rule] = {
     "name": ("a pod name (not empty)", _text),
     "num_gpu": (f"empty or {_GPUS}", _whole(0, MAX_TRACE_GPUS)),
     "creation_time": ("a number of seconds from 0 to 10^9", _to_1e9),
-    "scheduled_time": (_WHEN, lambda v: v is None or _in_contract_time(v)),
-    "deletion_time": (_WHEN, lambda v: v is None or _in_contract_time(v)),
+    "scheduled_time": (_WHEN, lambda v: v is None or in_contract_time(v)),
+    "deletion_time": (_WHEN, lambda v: v is None or in_contract_time(v)),
 }
 
 
@@ -571,7 +569,7 @@ def load_jsonl(path: str | Path) -> list[TraceJob]:
         except (TypeError, InputError) as exc:
             errors.append(f"line {n}: {exc}")
             continue
-        if not _in_contract_time(job.submit):
+        if not in_contract_time(job.submit):
             errors.append(f"line {n}: submit: outside 1970-01-01 to 9000-01-01")
             continue
         jobs.append(job)
