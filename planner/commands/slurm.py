@@ -249,10 +249,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
         save_after_failure,
     )
     from planner.adapters.slurm.state import (
-        AdapterState,
         StateFileError,
         StateLockError,
-        state_lock,
+        load_locked,
     )
 
     _setup_logging(args.log_level)
@@ -278,12 +277,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
                                "snapshot the plan was made from")], f"--snapshot {args.snapshot}")
         nodes, gpus = expected_nodes(snap), running_gpus(snap)
     with ExitStack() as held:
-        try:
-            # the state file's lock around load, apply and save (a dry run changes
-            # nothing): a `slurm run` or another `slurm apply` holding it is refused
-            if not args.dry_run:
-                held.enter_context(state_lock(cfg.state_file))
-            state = AdapterState.load(cfg.state_file)
+        try:  # (a `slurm run` or another `slurm apply` holding the lock is refused)
+            state = load_locked(held, cfg.state_file, lock=not args.dry_run)
         except (StateLockError, StateFileError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE

@@ -38,7 +38,7 @@ from planner.adapters.slurm.state import (
     AdapterState,
     StateFileError,
     StateLockError,
-    state_lock,
+    load_locked,
 )
 from planner.trap import atomic_write
 
@@ -357,12 +357,8 @@ def run_loop(cfg: SlurmConfig, *, interval_s: float | None = None, ticks: int | 
     if cfg.state_file is None:
         log.warning("slurm: %s", NO_STATE_FILE)
     with ExitStack() as held:
-        try:
-            # the state file's lock for the loop's life (a dry run changes nothing
-            # and takes none): a second `slurm run` or a `slurm apply` fails fast
-            if not dry_run:
-                held.enter_context(state_lock(cfg.state_file))
-            state = AdapterState.load(cfg.state_file)
+        try:  # (a second `slurm run` or a `slurm apply` holding the lock: fails fast)
+            state = load_locked(held, cfg.state_file, lock=not dry_run)
         except (StateLockError, StateFileError) as exc:
             log.error("slurm: %s", exc)
             return 2

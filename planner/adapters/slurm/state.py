@@ -23,7 +23,7 @@ import json
 import os
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,6 +218,16 @@ def state_lock(state_file: str | Path | None) -> Iterator[Path | None]:
         yield lock
     finally:
         os.close(fd)  # releases the lock
+
+
+def load_locked(held: ExitStack, state_file: str | Path | None, *, lock: bool) -> AdapterState:
+    """The state file's state, read after taking its lock (``state_lock``) into
+    ``held`` when ``lock`` (a dry run changes nothing and takes none): what `slurm
+    apply` holds around load, apply and save, and `slurm run` for the loop's life.
+    Raises StateLockError or StateFileError."""
+    if lock:
+        held.enter_context(state_lock(state_file))
+    return AdapterState.load(state_file)
 
 
 def _holder(fd: int) -> str:
