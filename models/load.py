@@ -303,20 +303,22 @@ def _yaml_loader() -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        def compose_mapping_node(self, anchor: Any) -> Any:
             # a key given twice in one mapping: PyYAML keeps the last in silence (a
-            # second 'tiers:' in a policy replaced the first); merged keys (<<) may
-            # be given again, that is what merging is for
+            # second 'tiers:' in a policy replaced the first). Checked as written, when
+            # the mapping is composed: merging (<<) adds keys to it later, in place,
+            # and a merged key may be given again (that is what merging is for)
+            node = super().compose_mapping_node(anchor)
             seen: dict[tuple[str, str], int] = {}
             for key, _value in node.value:
                 if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
                     line = seen.get((key.tag, key.value))
                     if line is not None:
-                        raise yaml.constructor.ConstructorError(
+                        raise yaml.composer.ComposerError(
                             None, None, f"the key {key.value[:40]!r} is given twice in one "
                             f"mapping (first at line {line + 1})", key.start_mark)
                     seen[(key.tag, key.value)] = key.start_mark.line
-            return super().construct_mapping(node, deep)
+            return node
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
@@ -445,10 +447,6 @@ def _policy_errors(pol: Policy) -> list[str]:
         for v in tp.can_preempt:
             if v not in pol.tiers:
                 errors.append(f"policy.tiers.{t}.can_preempt: tier {v} is not defined in the policy")
-    for pool, allowed in sorted(pol.pools.items()):
-        for v in allowed:
-            if v not in pol.tiers:  # (no job of it can exist: the pool admits nothing by it)
-                errors.append(f"policy.pools.{pool}: tier {v} is not defined in the policy")
     if pol.thrash is not None:
         for v in pol.thrash.exempt_tiers:
             if v not in pol.tiers:

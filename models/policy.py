@@ -368,7 +368,7 @@ NEW_TIER: dict[str, Any] = {"preemptible": False, "min_runtime_s": 0, "can_preem
                             "preempt_after_s": 0}
 
 
-_TIER_KEY = re.compile(r"-?[0-9]{1,18}")  # (as the JSON Schema's tier keys; int64)
+_TIER_KEY = re.compile(r"-?[0-9]{1,4300}")  # (the JSON Schema's tier keys, as int() reads)
 
 
 def tier_number(key: Any) -> int | None:

@@ -150,8 +150,6 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "jobs[0].tier: tier 7 of job 'a' is not in the policy (tiers: 1, 2, 3)"),
     ("can_preempt names an undefined tier", _set("policy", {"tiers": {"2": {"can_preempt": [5]}}}),
      "policy.tiers.2.can_preempt: tier 5 is not defined in the policy"),
-    ("pool admits an undefined tier", _set("policy", {"pools": {"spot": [2, 9]}}),
-     "policy.pools.spot: tier 9 is not defined in the policy"),
     ("two keys of one tier", _set("policy", {"tiers": {"3": {"min_runtime_s": 0},
                                                       "03": {"min_runtime_s": 9}}}),
      "policy.tiers: keys '3' and '03' are both tier 3; give each tier once"),
@@ -551,6 +549,16 @@ def test_a_yaml_value_python_cannot_read_is_bad_input_at_its_line(
         assert said in out
 
 
+def test_a_pool_may_name_a_tier_the_policy_does_not_define() -> None:
+    # (the contract does not make it bad input: no job can be of that tier, so the pool
+    # admits nothing by it)
+    from models import load_snapshot
+
+    snap = json.loads(EXAMPLE.read_text())
+    snap["policy"] = {"pools": {"spot": [2, 9]}}
+    assert load_snapshot(snap).policy.pools["spot"] == [2, 9]
+
+
 def test_a_yaml_key_given_twice_is_bad_input_at_its_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # PyYAML kept the last of two keys in silence: a policy's second 'tiers:' replaced
@@ -573,6 +581,16 @@ def test_a_yaml_key_given_twice_is_bad_input_at_its_line(
                     "nodes: [{<<: *n, gpus: 4}]\njobs: []\n")
     status, out = _validate(path, capsys)
     assert "given twice" not in out
+    # ... also where the anchored mapping is written below the one that merges it
+    # (PyYAML merges into it in place before it is built)
+    from models.load import parse_document
+
+    doc = parse_document("_base: &base {preemptible: true, min_runtime_s: 1800}\n"
+                         "_t:\n  t2: &t2\n    <<: *base\n    min_runtime_s: 3600\n"
+                         "tiers:\n  '2':\n    <<: *t2\n    can_preempt: [3]\n", "p",
+                         yaml_first=True)
+    assert doc["tiers"] == {"2": {"preemptible": True, "min_runtime_s": 3600,
+                                  "can_preempt": [3]}}
 
 
 def test_yaml_tier_keys_must_be_tier_numbers(tmp_path: Path,

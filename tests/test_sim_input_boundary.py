@@ -343,3 +343,41 @@ def test_a_start_that_is_no_time_of_the_contract_is_bad_input(
     # (they ran, and said "trace: no job in the simulated period")
     assert cli.main([*_simulate(PING_PONG)[:-3], "--start", start, "--no-progress"]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_jsonl_number_of_400_digits_is_bad_input(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # (math.isfinite overflowed on it: an internal error)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"id": "a", "submit": 1' + "0" * 400 + ', "duration_s": 10, '
+                     '"gpus_per_node": 1}\n')
+    assert cli.main([*_simulate(PING_PONG)[:-3], "--trace", str(trace), "--no-progress"]) == 2
+    assert "line 1: submit: " in capsys.readouterr().err
+
+
+def test_a_failed_run_removes_its_dump_reached_through_dot_dot(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # ('x/../y': x was made to reach y, and only x was removed after a failed run)
+    dump = tmp_path / "x" / ".." / "y"
+    assert cli.main(_simulate(PING_PONG, "--dump-ticks", str(dump), "--out", "/dev/full")) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_trace_found_among_the_shared_traces_is_not_an_output(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a bare --trace name is looked up in the shared traces folder; --result-out naming
+    # that file replaced the trace)
+    from planner.sim import traces
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    trace = shared / "mine.jsonl"
+    trace.write_text(Path(PING_PONG).read_text())
+    monkeypatch.setattr(traces, "shared_traces_dir", lambda: shared)
+    monkeypatch.chdir(tmp_path)
+    args = _simulate(PING_PONG)[:-3]
+    args[args.index("--trace") + 1] = "mine.jsonl"
+    assert cli.main([*args, "--no-progress", "--result-out", str(trace)]) == 2
+    assert f"--result-out: {trace} is the input file --trace" in capsys.readouterr().err
+    assert trace.read_text() == Path(PING_PONG).read_text()

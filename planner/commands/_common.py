@@ -246,10 +246,15 @@ def check_inputs_kept(inputs: list[tuple[str, Any]], outputs: list[tuple[str, An
                                    "write the output to another file (it would replace the "
                                    "input)")])
         for other_option, other in seen:
-            if same(out, other):
+            if same(out, other) and not _special(out):  # (a device takes both: /dev/null)
                 raise InputError([(f"{option}: {out} is also the file of {other_option}; "
                                    "give each output its own file")])
         seen.append((option, out))
+
+
+def _special(path: str) -> bool:
+    """Is ``path`` something other than a regular file (a device, a FIFO)?"""
+    return os.path.exists(path) and not os.path.isfile(path)
 
 
 def _try_writing(folder: Path, option: str, create: bool) -> None:

@@ -22,7 +22,13 @@ from planner.commands._common import (
     warn,
     write_file,
 )
-from planner.commands.simulate import PLANNER_CHOICES, add_run_args, check_run_args, spec_from_args
+from planner.commands.simulate import (
+    PLANNER_CHOICES,
+    add_run_args,
+    check_run_args,
+    spec_from_args,
+    trace_file,
+)
 
 
 def register(sub: Any) -> None:
@@ -125,7 +131,7 @@ def run(args: Any) -> int:
 
     check_output(args.out, "--out", folder=True)  # (before the runs, which may be long)
     policies = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
-    check_inputs_kept([("--cluster", args.cluster), ("--trace", args.trace),
+    check_inputs_kept([("--cluster", args.cluster), ("--trace", trace_file(args.trace)),
                        ("--policy", args.policy), *(("--policies", p) for p in policies)],
                       [("--out", Path(args.out) / name) for name in REPORT_FILES], folder=True)
     bad = range_problems(at_least_one=[("--jobs", args.jobs)])

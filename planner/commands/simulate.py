@@ -86,6 +86,19 @@ def check_run_args(args: Any) -> None:
         setattr(args, option[2:], stdin_to_file(option))
 
 
+def trace_file(name: str | None) -> str | None:
+    """The file a --trace names (a bare name may be one of the shared traces: the
+    simulator looks there too), for the check that no output replaces it."""
+    from planner.sim.traces import resolve_trace_path
+
+    if not name or name == "-":
+        return name
+    try:
+        return str(resolve_trace_path(name))
+    except InputError:  # (not found: the run says so)
+        return name
+
+
 def spec_from_args(args: Any, planner: str, policy: str | None, label: str | None = None,
                    extra_sets: list[tuple[str, Any]] | None = None) -> Any:
     from planner.sim.runner import RunSpec, parse_time
@@ -154,6 +167,7 @@ def tick_dumper(folder: Path) -> tuple[Any, Callable[[], None]]:
     ``ticks.jsonl`` (its number, time, wall seconds, evictions, placements,
     deferrals and status), to find the tick worth replaying. Also returned: what
     removes the files and folders it made (for a run that fails)."""
+    folder = Path(os.path.realpath(folder))  # ('x/../y' makes x to reach y: not here)
     top = folder  # the outermost folder made here (None: the folder was there)
     while not top.parent.exists():
         top = top.parent
@@ -194,8 +208,8 @@ def run(args: Any) -> int:
                (args.result_out, "--result-out"))
     for path, option in outputs:
         check_output(path, option)  # (before the run, which may be long)
-    check_inputs_kept([(o, getattr(args, o[2:])) for o in ("--cluster", "--trace", "--policy")],
-                      [(option, path) for path, option in outputs])
+    check_inputs_kept([("--cluster", args.cluster), ("--trace", trace_file(args.trace)),
+                       ("--policy", args.policy)], [(option, path) for path, option in outputs])
     check_dump_dir(args.dump_ticks)
     check_run_args(args)
     spec = spec_from_args(args, args.planner, args.policy)

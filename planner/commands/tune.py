@@ -23,6 +23,7 @@ from planner.commands._common import (
     warn,
     warn_settings,
 )
+from planner.commands.simulate import trace_file
 
 DEFAULT_OBJECTIVES = "wasted,thrash,t1_p95,t2_p95"
 TUNED_PLANNERS = list(PLANNERS)
@@ -175,8 +176,8 @@ def run(args: Any) -> int:
     check_output(args.out, "--out", folder=True)
     if args.cache:
         check_output(args.cache, "--cache", folder=True)
-    check_inputs_kept([(f"--{o}", getattr(args, o)) for o in ("cluster", "trace", "space",
-                                                               "policy")],
+    check_inputs_kept([("--cluster", args.cluster), ("--trace", trace_file(args.trace)),
+                       ("--space", args.space), ("--policy", args.policy)],
                       [("--out", Path(args.out) / name) for name in OUT_FILES], folder=True)
     bad = range_problems([("--tick", args.tick), ("--time-limit", args.time_limit),
                           ("--days", args.days)],

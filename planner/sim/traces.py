@@ -302,7 +302,9 @@ def parse_epoch(text: str | float | None, what: str) -> float | None:
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    # (an int is finite however long: math.isfinite overflows on 400 digits)
+    return (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and math.isfinite(v))
 
 
 def _whole(lo: int, hi: int) -> Callable[[Any], bool]:
@@ -506,7 +508,8 @@ def load_openb(path: str | Path, *, seed: int = 0, node_gpus: int = 8,
 # a JSONL record's fields beyond their presence: (what they must be, the check)
 _ROW_RULES: dict[str, Rule] = {
     "id": ("a non-empty string", _text),
-    "submit": ("epoch seconds or an ISO-8601 time", lambda v: _number(v) or _text(v)),
+    "submit": ("epoch seconds or an ISO-8601 time",
+               lambda v: (_number(v) and abs(v) < 1e18) or _text(v)),
     "duration_s": ("a number of seconds from above 0 to 10^9", lambda v: _to_1e9(v) and v > 0),
     "gpus_per_node": ("a whole number from 1 to 1,024", _whole(1, 1024)),
     "nodes": ("a whole number from 1 to 100,000", _whole(1, 100_000)),
