@@ -319,9 +319,11 @@ def _version() -> str:
         return "unknown"
 
 
-class _OutputLost(Exception):
+class _OutputLost(BaseException):
     """Standard output could not be written: the OSError (a full disk, a closed
-    descriptor, EPIPE when its reader went away)."""
+    descriptor, EPIPE when its reader went away). A BaseException, as SystemExit is:
+    it ends the command, and no ``except Exception`` on the way (a loop's failed
+    tick, argparse's OSError around --help) may take it for the work's own error."""
 
     def __init__(self, exc: OSError) -> None:
         super().__init__(exc.strerror or str(exc))
@@ -401,7 +403,7 @@ def _standard_streams() -> None:
         sys.stderr = _Guarded(sys.stderr, drop=True)
 
 
-def _output_lost(lost: _OutputLost, args: argparse.Namespace) -> int:
+def _output_lost(lost: _OutputLost, args: argparse.Namespace | None) -> int:
     """Standard output could not be written: quietly status 141 when its reader went
     away (``| head``), else a one-line error and status 2 (an output that cannot be
     written, as for --out). Either way what is left in its buffer goes to /dev/null,
@@ -417,7 +419,7 @@ def _output_lost(lost: _OutputLost, args: argparse.Namespace) -> int:
     why = lost.exc.strerror or str(lost.exc)
     if stdout_closed():
         why = "it is closed"
-        if hasattr(args, "out") and not args.out:
+        if args is not None and hasattr(args, "out") and not args.out:
             why += "; write the output to a file with --out FILE"
     error(f"cannot write the output to standard output: {why}")
     return EXIT_USAGE
@@ -461,7 +463,16 @@ def main(argv: list[str] | None = None) -> int:
     from planner.commands._common import error, report_input_error
 
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except _OutputLost as lost:  # (--help or --version into a full or closed output)
+        return _output_lost(lost, None)
+    except SystemExit:  # --help, --version: what they printed is flushed here, where a
+        try:  # failure is reported, not at the interpreter's exit (status 120)
+            sys.stdout.flush()
+        except _OutputLost as lost:
+            return _output_lost(lost, None)
+        raise
     _ran.append(str(getattr(args, "command", "")))
     if extra:  # (argparse alone would not say which option was meant)
         _leaf(parser, args).error("unrecognized arguments: " + " ".join(extra)
@@ -484,8 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         status = EXIT_INTERNAL
     try:
         sys.stdout.flush()  # (here, where a failure is reported, not at exit)
-    except _OutputLost as lost:
-        status = _output_lost(lost, args) if not status else status
+    except _OutputLost as lost:  # (and standard output goes to /dev/null from here on)
+        lost_status = _output_lost(lost, args)
+        status = status or lost_status
     return int(status or 0)
 
 

@@ -220,3 +220,23 @@ def test_out_dev_stdout_into_a_pipe_writes_the_output() -> None:
                           stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "feasible"  # (the greedy plan)
+
+
+@pytest.mark.parametrize(("args", "redirect", "said"), [
+    (["--version"], ">/dev/full", "No space left on device"),
+    (["--help"], ">&-", "it is closed"),
+    (["slurm", "--help"], ">/dev/full", "No space left on device"),
+])
+def test_help_and_version_into_an_output_that_cannot_be_written(
+        args: list[str], redirect: str, said: str) -> None:
+    # (a traceback and status 1, or "Exception ignored" and status 120 at exit)
+    done = _sh(args, redirect)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"error: cannot write the output to standard output: {said}"
+
+
+def test_output_lost_ends_the_command_through_any_except_exception() -> None:
+    # a loop's "except Exception" for a failed tick (slurm run) logged it every tick and
+    # went on, into a closed output or a pipe whose reader went away
+    assert issubclass(cli._OutputLost, BaseException)
+    assert not issubclass(cli._OutputLost, Exception)

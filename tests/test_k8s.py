@@ -1727,7 +1727,9 @@ def test_apply_refuses_meta_fields_of_the_wrong_type_or_range(
     for field, value, said in (
             ("prefix", 5, "prefix: must be a string, got 5"),
             ("max_plan_age_s", 1e300, ("max_plan_age_s: must be a number of seconds > 0 and "
-                                       "at most 1e+09, got 1e+300")),
+                                       "at most 2e+09, got 1e+300")),
+            ("interval_s", 1.5e9, ("interval_s: must be a number of seconds > 0 and at most "
+                                   "1e+09, got 1500000000.0")),
             ("max_plan_age_s", -1, "max_plan_age_s: must be a number of seconds > 0"),
             ("interval_s", True, "interval_s: must be a number of seconds > 0"),
             ("now", 7, "now: must be a string, got 7"),
@@ -1741,6 +1743,12 @@ def test_apply_refuses_meta_fields_of_the_wrong_type_or_range(
             assert f"--snapshot-meta: {said}" in err, err
             assert not out.exists()
     meta_file.write_text(json.dumps(result.meta))
+    assert main([*base, "--emit", "kubectl"]) == 0 and out.exists()
+    # what 'k8s snapshot' writes from a config of the longest interval_s, 1e9 (its
+    # plans may be twice as old: max_plan_age_s 2e9), is read back
+    out.unlink()
+    meta_file.write_text(json.dumps({**result.meta, "interval_s": 1e9,
+                                     "max_plan_age_s": 2e9}))
     assert main([*base, "--emit", "kubectl"]) == 0 and out.exists()
 
 

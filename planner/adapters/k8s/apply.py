@@ -59,12 +59,13 @@ def _meta_problems(meta: dict[str, Any]) -> list[str]:
     for key in ("now", "prefix"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             out.append(f"{key}: must be a string, got {_shown(meta[key])}")
-    for key in ("interval_s", "max_plan_age_s"):
+    # (max_plan_age_s defaults to twice interval_s: config.plan_age_limit_s)
+    for key, most in (("interval_s", MAX_SECONDS), ("max_plan_age_s", 2 * MAX_SECONDS)):
         value = meta.get(key)
         if value is not None and not (isinstance(value, int | float)
                                       and not isinstance(value, bool)
-                                      and 0 < value <= MAX_SECONDS):
-            out.append(f"{key}: must be a number of seconds > 0 and at most {MAX_SECONDS:g}, "
+                                      and 0 < value <= most):
+            out.append(f"{key}: must be a number of seconds > 0 and at most {most:g}, "
                        f"got {_shown(value)}")
     out += [f"jobs.{job}: must be an object, got {_shown(entry)}"
             for job, entry in meta["jobs"].items() if not isinstance(entry, dict)]
