@@ -9,8 +9,6 @@ private ``CollectorRegistry`` per call, so nothing leaks into the global one).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +115,3 @@ def plan_metrics(plan: Plan, snapshot: Snapshot | None = None) -> str:
         rate.set(float("nan"))
         alert.set(0)
     return generate_latest(reg).decode()
-
-
-def write_text_atomic(text: str, path: str | Path) -> None:
-    """Helper for per-tick files: write then rename (scrapers never see half a file)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
