@@ -56,30 +56,14 @@ def _timed(fn: Any) -> float:
 def one_size(path: Path, limit: float, repeat: int) -> dict[str, Any]:
     import pydantic_core
 
+    from benchmarks.bench_scale import time_floor_parts
     from models import load_snapshot
     from planner import plan
-    from planner.checks import assemble as assemble_mod
-    from planner.checks import verify as verify_mod
     from planner.core import problem as problem_mod
-    from planner.solver import cpsat as cpsat_mod
 
     text = path.read_text()
-    spent = {"build": 0.0, "assemble": 0.0, "verify": 0.0}
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                spent[name] += time.perf_counter() - t
-        return wrapper
-
     real_build = problem_mod.build_problem
-    problem_mod.build_problem = timed("build", real_build)
-    assemble_mod.assemble = timed("assemble", assemble_mod.assemble)
-    cpsat_mod.assemble = assemble_mod.assemble
-    verify_mod.verify = timed("verify", verify_mod.verify)
+    spent = time_floor_parts()
     rows: dict[str, list[float]] = {k: [] for k in (
         "parse_s", "parse_json_loads_s", "load_s", "build_s", "build_running_s", "plan_s",
         "plan_floor_s", "plan_build_s", "plan_assemble_s", "plan_verify_s")}

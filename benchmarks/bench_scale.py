@@ -48,19 +48,14 @@ GEN: dict[str, Any] = {"gpus_per_node": 8, "occupancy": 0.9, "immune_share": 0.2
                        "multinode_share": 0.1}
 
 
-def child(path: str, planner: str, limit: float, started: float) -> dict[str, Any]:
-    """One plan in this process, with the floor's parts timed (``--child``);
-    ``started``: the parent's ``time.time()`` when it started this process."""
-    import resource
-
-    t_start = time.perf_counter()
-    from models import load_snapshot
-    from planner import plan
+def time_floor_parts() -> dict[str, float]:
+    """From here on, the seconds spent in build_problem, assemble and verify (the
+    floor's parts besides loading) are added up in the dict returned, under "build",
+    "assemble" and "verify"."""
     from planner.checks import assemble as assemble_mod
     from planner.checks import verify as verify_mod
     from planner.core import problem as problem_mod
     from planner.solver import cpsat as cpsat_mod
-    from planner.solver.speed import factor
 
     spent = {"build": 0.0, "assemble": 0.0, "verify": 0.0}
 
@@ -77,6 +72,21 @@ def child(path: str, planner: str, limit: float, started: float) -> dict[str, An
     assemble_mod.assemble = timed("assemble", assemble_mod.assemble)
     cpsat_mod.assemble = assemble_mod.assemble
     verify_mod.verify = timed("verify", verify_mod.verify)
+    return spent
+
+
+def child(path: str, planner: str, limit: float, started: float) -> dict[str, Any]:
+    """One plan in this process, with the floor's parts timed (``--child``);
+    ``started``: the parent's ``time.time()`` when it started this process."""
+    import resource
+
+    t_start = time.perf_counter()
+    from models import load_snapshot
+    from planner import plan
+    from planner.checks import verify as verify_mod
+    from planner.solver.speed import factor
+
+    spent = time_floor_parts()
     if planner == "cpsat":  # as the command line does, before reading the snapshot
         from planner import warm_up
 
