@@ -144,6 +144,67 @@ def test_mutated_snapshot_texts_are_bad_input_or_load() -> None:
             expect_bad_input_or(lambda doc=doc: load_snapshot(doc), why)
 
 
+def _mutated_text(text: str, rng: random.Random, extra: list[str]) -> tuple[str, list[str]]:
+    """``text`` with 1 to 4 characters (or pieces of ``extra``) put in or taken out."""
+    chars, said = list(text), []
+    for _ in range(rng.randint(1, 4)):
+        pos = rng.randrange(len(chars) + 1)
+        if rng.random() < 0.5 or not chars:
+            piece = rng.choice(extra)
+            chars[pos:pos] = list(piece)
+            said.append(f"put {piece!r} at {pos}")
+        else:
+            said.append(f"took {chars.pop(min(pos, len(chars) - 1))!r} at {pos}")
+    return "".join(chars), said
+
+
+def test_mutated_yaml_texts_are_bad_input_or_load() -> None:
+    # YAML as users write it by hand: anchors, merge keys, tags, flow and block styles
+    import yaml
+
+    rng = random.Random(56)
+    texts = [yaml.safe_dump(json.loads(p.read_text()), sort_keys=False) for p in SEEDS[:3]]
+    texts.append("a: &x {b: 1, c: 2}\nd:\n  <<: *x\n  b: 3\ne: [*x, *x]\n")
+    extra = [*":-[]{}&*<!|>'\"#%@`,?\n \t0123456789x\\", "<<", "&a", "*a", "!!binary",
+             "!!python/object", "\u00e9", "\ufeff", "2026-13-45", "9" * 5000]
+    for _ in range(600):
+        text, why = _mutated_text(rng.choice(texts), rng, extra)
+        doc = expect_bad_input_or(lambda text=text: parse_document(text, "fuzz",
+                                                                   yaml_first=True), why)
+        if isinstance(doc, dict):
+            expect_bad_input_or(lambda doc=doc: load_snapshot(doc), why)
+
+
+def test_mutated_trace_texts_are_bad_input_or_load(tmp_path: Path) -> None:
+    # the simulator's trace readers (Philly and openb CSV, JSONL), row by row
+    from planner.sim.traces import load_trace
+
+    rng = random.Random(56)
+    data = ROOT / "tests" / "data" / "sim"
+    texts = {name: "".join((data / name).read_text().splitlines(keepends=True)[:20])
+             for name in ("philly-slice.csv", "openb-slice.csv", "ping-pong.jsonl")}
+    extra = [*",\n\"'-.0123456789eE+:TZ\t{}[]", "nan", "inf", "1e400", "9" * 400, "\u00e9",
+             "2017-13-45 25:61:61", "null", "true"]
+    records = [json.loads(line) for line in texts["ping-pong.jsonl"].splitlines()
+               if line.startswith("{")]
+    for _ in range(600):
+        name = rng.choice(sorted(texts))
+        if name.endswith(".jsonl") and rng.random() < 0.5:  # a record's value replaced
+            i = rng.randrange(len(records))
+            record, why = mutate(records[i], rng)
+            if rng.random() < 0.2:
+                key = rng.choice(sorted(record))
+                record[key], why = 10**400, [*why, f"{key}: 10**400"]
+            lines = [json.dumps(r) for r in records]
+            lines[i] = json.dumps(record)
+            text = "\n".join(lines) + "\n"
+        else:
+            text, why = _mutated_text(texts[name], rng, extra)
+        path = tmp_path / name
+        path.write_text(text)
+        expect_bad_input_or(lambda path=path: load_trace(path), [name, *why])
+
+
 def test_mutated_plans_are_bad_input_or_verify() -> None:
     rng = random.Random(7)
     cases = []
