@@ -199,7 +199,7 @@ def check_output(path: str | None, option: str, *, folder: bool = False) -> None
         raise InputError([f"{option}: folder {where} does not exist"])
     if not os.access(where, os.W_OK | os.X_OK):
         raise InputError([f"{option}: folder {where} is not writable"])
-    if not folder and p.exists() and not p.is_file():
+    if not folder and _special(path):
         return  # (a device or a FIFO is written into: its access says it all)
     _try_writing(p if folder else Path(os.path.realpath(p)).parent, option, folder)
 
