@@ -20,15 +20,19 @@ from planner.core.problem import build_problem
 RECENT = "2026-11-30T07:50:00Z"  # 10 min ago: tier 3 immune for 20 more min (R6)
 
 
-SMALL = {"reserve": {"min_cluster_nodes": 16}}  # (the default keeps none below 32 nodes)
+# (the default keeps none below 32 nodes); the tests below on the fullest open nodes
+# ask for them: 2 nodes, prefer "full", shards of half a node
+SMALL = {"reserve": {"min_cluster_nodes": 16, "nodes": 2, "prefer": "full",
+                     "min_shard_fraction": 0.5}}
 
 
 def _cluster(extra: list[dict[str, Any]], policy: dict | None = None) -> dict[str, Any]:
     """16 nodes. n00-n12 and n13 are each held whole by a tier-3 job started 10 min
     ago (immune, R6): closed. n14: an old tier-3 job on GPUs 0-5 (2 free); n15: an
     old tier-3 job on all 8 GPUs (0 free). Both are open: a tier-1 job may evict
-    everything on them. The reserve (from 16 nodes here), max(2, floor(0.02 x 16))
-    = 2 nodes, takes the open nodes with the fewest free GPUs: n15 (0), then n14 (2)."""
+    everything on them. The reserve of SMALL (from 16 nodes), max(2, floor(0.02 x
+    16)) = 2 nodes, takes the open nodes with the fewest free GPUs: n15 (0), then n14
+    (2)."""
     nodes = [node(f"n{i:02d}") for i in range(16)]
     jobs = [run(f"imm{i:02d}", 3, {f"n{i:02d}": list(range(8))}, started=RECENT)
             for i in range(14)]
@@ -38,9 +42,10 @@ def _cluster(extra: list[dict[str, Any]], policy: dict | None = None) -> dict[st
 
 def test_the_count_follows_the_cluster_size() -> None:
     r = Reserve()
-    # max(2, floor(0.02 x N)) from 32 up nodes on; none below
-    assert [r.count(n) for n in (1, 16, 31, 32, 100, 149, 150, 12_500)] == [
-        0, 0, 0, 2, 2, 2, 3, 250]
+    # max(4, floor(0.02 x N)) from 32 up nodes on; none below
+    assert [r.count(n) for n in (1, 16, 31, 32, 100, 249, 250, 12_500)] == [
+        0, 0, 0, 4, 4, 4, 5, 250]
+    assert (r.prefer, r.min_shard_fraction) == ("empty", 0.25)
     assert Reserve(fraction=0.05).count(100) == 5
     assert Reserve(nodes=0, fraction=0.0).count(1_000) == 0
     assert Reserve(min_cluster_nodes=0, nodes=3).count(2) == 2  # (never more than the nodes)
@@ -136,3 +141,52 @@ def test_whatif_switches_the_reserve_off(tmp_path: Any, capsys: Any) -> None:
     assert (out["base"]["evictions"], out["base"]["deferred"]) == (1, {"PROTECTED": 2})
     off = out["variants"][0]
     assert (off["evictions"], off["deferred"]) == (1, {})
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
+def test_prefer_empty_reserves_the_open_nodes_with_most_free_gpus(planner: str) -> None:
+    # imm13 gone: three open nodes, n13 (8 free, no job), n14 (2 free, r14) and n15
+    # (0 free, r15). prefer "empty" ranks by most free GPUs first: n13 (8), n14 (2);
+    # "full" (the default) n15 (0), n14 (2). With n13 reserved, low (tier 3, 1 GPU)
+    # finds no room (n14 reserved too, every other node immune) and waits; big
+    # (tier 1, 8 GPUs) takes the whole free n13 and evicts nothing.
+    extra = [pend("big", 1, 8), pend("low", 3, 1, submitted_at=OLD)]
+    data = _cluster(extra, {"reserve": {**SMALL["reserve"], "prefer": "empty"}})
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm13"]
+    p = build_problem(load_snapshot(data))
+    assert sorted(p.nodes[i].node.id for i in p.reserved) == ["n13", "n14"]
+    plan = solve(data, planner)
+    assert nodes_of(plan, "big") == {"n13": list(range(8))}
+    assert plan["evictions"] == []
+    assert deferred_entry(plan, "low")["reason"] == "PROTECTED"
+    # "full" ranks the fullest first: n15 and n14 kept
+    data["policy"] = SMALL
+    q = build_problem(load_snapshot(data))
+    assert sorted(q.nodes[i].node.id for i in q.reserved) == ["n14", "n15"]
+    # no tier-1 job of a quarter of a node or more running or pending: nothing is
+    # kept, and low starts on free GPUs (n13's or n14's)
+    data["policy"] = {"reserve": {"min_cluster_nodes": 16}}
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "big"]
+    assert build_problem(load_snapshot(data)).reserved == frozenset()
+    assert set(nodes_of(solve(data, planner), "low")) <= {"n13", "n14"}
+
+
+def test_prefer_is_empty_or_full() -> None:
+    data = _cluster([], {"reserve": {"prefer": "most"}})
+    with pytest.raises(InputError, match=r"policy\.reserve\.prefer"):
+        load_snapshot(data)
+
+
+def test_nothing_is_kept_without_a_big_shard_of_the_reserve_tiers() -> None:
+    # The default reserve keeps nodes only while a tier-1 job whose shards take at
+    # least 25% of a node (2 of 8 GPUs) runs or waits: a 1-GPU tier-1 job alone keeps
+    # none, a 2-GPU tier-1 job running on n14's free GPUs does. n14 then holds a job
+    # tier 1 may not evict (closed): of max(4, floor(0.02 x 16)) = 4 asked, the open
+    # nodes n13 (whole, 8 free) and n15 (0 free) are kept.
+    pol = {"reserve": {"min_cluster_nodes": 16}}
+    data = _cluster([pend("small", 1, 1)], pol)
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm13"]
+    assert build_problem(load_snapshot(data)).reserved == frozenset()
+    data["jobs"].append(run("t1", 1, {"n14": [6, 7]}))
+    p = build_problem(load_snapshot(data))
+    assert sorted(p.nodes[i].node.id for i in p.reserved) == ["n13", "n15"]

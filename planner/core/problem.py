@@ -6,6 +6,7 @@ Everything here is solver-free and deterministic (ids in canonical order).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -641,7 +642,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
             hosts[key] = sorted(found)
         info.candidates = hosts[key]
         pending[j.id] = info
-    reserved = reserve_nodes(policy, nodes, running)
+    reserved = reserve_nodes(policy, nodes, running, pending)
     if reserved:
         _keep_off(policy, nodes, pending, reserved)
     out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
@@ -650,12 +651,15 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     return out
 
 
-def reserve_nodes(policy: Policy, nodes: list[NodeInfo],
-                  running: dict[str, VictimInfo]) -> frozenset[int]:
+def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, VictimInfo],
+                  pending: dict[str, PendingInfo]) -> frozenset[int]:
     """The nodes ``policy.reserve`` keeps open this tick (an extension, a planner's
-    choice: models.policy.Reserve): of the up nodes in a pool admitting one of its
-    tiers whose every running job one of them may evict now, the ``count`` with the
-    fewest free GPUs, then the fewest running jobs, then by id."""
+    choice: models.policy.Reserve): none unless a job of its tiers whose shards take
+    at least ``min_shard_fraction`` of the smallest up node's GPUs is running or
+    pending; then, of the up nodes in a pool admitting one of its tiers whose every
+    running job one of them may evict now, the ``count`` with the most free GPUs
+    (``prefer: empty``; the fewest with ``prefer: full``), then the fewest running
+    jobs, then by id."""
     res = policy.reserve
     up = [nd for nd in nodes if nd.node.state == "up"]
     k = 0 if res is None else res.count(len(up))
@@ -663,6 +667,12 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo],
         return frozenset()
     assert res is not None
     tiers = [t for t in res.tiers if t in policy.tiers]
+    least = res.min_shard_fraction * min(nd.node.gpus for nd in up)
+    wanted = set(tiers)
+    if not any(j.tier in wanted and j.gpus_per_node >= least
+               for j in itertools.chain((v.job for v in running.values()),
+                                        (i.job for i in pending.values()))):
+        return frozenset()  # (no big shard of the reserve's tiers to keep nodes for)
     rights = {v for t in tiers for v in policy.tier(t).can_preempt}
     closed = bytearray(len(nodes))
     jobs = [0] * len(nodes)
@@ -682,7 +692,10 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo],
             pools[pool] = any(policy.pool_admits(pool, t) for t in tiers)
         if pools[pool]:
             opened.append((popcount(nd.free), jobs[nd.idx], nd.idx))
-    opened.sort()
+    if res.prefer == "empty":
+        opened.sort(key=lambda t: (-t[0], t[1], t[2]))
+    else:
+        opened.sort()
     return frozenset(ni for _f, _j, ni in opened[:k])
 
 
