@@ -340,12 +340,13 @@ class Reserve(Record):
     nodes, the ``max(nodes, floor(fraction x up nodes))`` with the most free GPUs
     (``prefer: empty``; the fewest with ``prefer: full``), then the fewest running
     jobs, then by id, are reserved for shards of jobs of ``tiers`` of at least
-    ``min_shard_fraction`` of the node's GPUs; other pending jobs are not placed
+    ``min_shard_fraction`` of the node's GPUs (only nodes such a job, running or
+    pending, could use; none while there is none); other pending jobs are not placed
     there (nor evict there). Off on clusters of fewer than ``min_cluster_nodes`` up
     nodes. Without it, jobs of lower tiers start on open nodes, each is immune for
     its tier's min_runtime_s (R6), and a whole-node tier-1 job finds every node
     holding one; with ``prefer: empty`` the reserved nodes drain to whole free nodes
-    that a burst of tier-1 jobs takes without evicting (docs/simulation.md, "The
+    that a burst of tier-1 jobs can take without evicting (docs/simulation.md, "The
     default policy")."""
 
     tiers: list[Annotated[int, Strict()]] = Field(default_factory=lambda: [1])
@@ -354,7 +355,7 @@ class Reserve(Record):
     min_cluster_nodes: int = Field(32, ge=0, le=MAX_COUNT, strict=True)
     min_shard_fraction: float = Field(0.25, ge=0, le=1, strict=True)
     # which open nodes: "empty", the most free GPUs first (the reserved nodes drain
-    # to whole free nodes as their jobs end, and stay reserved); "full", the fewest
+    # to whole free nodes as their jobs end); "full", the fewest
     # free GPUs first (nodes full of jobs a tier-1 job may evict: few GPUs idle)
     prefer: Literal["empty", "full"] = "empty"
 

@@ -147,7 +147,7 @@ def test_whatif_switches_the_reserve_off(tmp_path: Any, capsys: Any) -> None:
 def test_prefer_empty_reserves_the_open_nodes_with_most_free_gpus(planner: str) -> None:
     # imm13 gone: three open nodes, n13 (8 free, no job), n14 (2 free, r14) and n15
     # (0 free, r15). prefer "empty" ranks by most free GPUs first: n13 (8), n14 (2);
-    # "full" (the default) n15 (0), n14 (2). With n13 reserved, low (tier 3, 1 GPU)
+    # "full" n15 (0), n14 (2). With n13 reserved, low (tier 3, 1 GPU)
     # finds no room (n14 reserved too, every other node immune) and waits; big
     # (tier 1, 8 GPUs) takes the whole free n13 and evicts nothing.
     extra = [pend("big", 1, 8), pend("low", 3, 1, submitted_at=OLD)]
@@ -190,3 +190,26 @@ def test_nothing_is_kept_without_a_big_shard_of_the_reserve_tiers() -> None:
     data["jobs"].append(run("t1", 1, {"n14": [6, 7]}))
     p = build_problem(load_snapshot(data))
     assert sorted(p.nodes[i].node.id for i in p.reserved) == ["n13", "n15"]
+
+
+def test_only_nodes_a_big_shard_could_use_are_kept() -> None:
+    # Nodes of two sizes: s0-s3 of 2 GPUs, each held whole by an old tier-3 job
+    # (open), and b0-b3 of 8 GPUs, empty (open). The 1-GPU tier-1 job is a big shard
+    # for a 2-GPU node (1 >= 0.25 x 2) but not for an 8-GPU one (1 < 0.25 x 8): only
+    # the 2-GPU nodes are kept (all 4 of max(4, floor(0.02 x 8)) = 4), and the
+    # job, the lower tiers too, may still use the empty 8-GPU nodes. A 2-GPU tier-1
+    # job is big for both: the 4 emptiest open nodes, b0-b3, are kept.
+    nodes = [node(f"s{i}", 2) for i in range(4)] + [node(f"b{i}") for i in range(4)]
+    jobs = [run(f"r{i}", 3, {f"s{i}": [0, 1]}) for i in range(4)]
+    pol = {"reserve": {"min_cluster_nodes": 8}}
+    data = snap(nodes, [*jobs, pend("one", 1, 1), pend("low", 3, 1, submitted_at=OLD)], pol)
+    p = build_problem(load_snapshot(data))
+    kept = sorted(p.nodes[i].node.id for i in p.reserved)
+    assert kept == ["s0", "s1", "s2", "s3"]
+    bigs = {p.node_index[f"b{i}"] for i in range(4)}
+    assert bigs <= set(p.pending["one"].candidates)
+    assert bigs <= set(p.pending["low"].candidates)
+    data = snap(nodes, [*jobs, pend("two", 1, 2), pend("low", 3, 1, submitted_at=OLD)], pol)
+    p = build_problem(load_snapshot(data))
+    assert sorted(p.nodes[i].node.id for i in p.reserved) == ["b0", "b1", "b2", "b3"]
+    assert not bigs & set(p.pending["low"].candidates)

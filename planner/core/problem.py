@@ -6,9 +6,8 @@ Everything here is solver-free and deterministic (ids in canonical order).
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -654,12 +653,11 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
 def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, VictimInfo],
                   pending: dict[str, PendingInfo]) -> frozenset[int]:
     """The nodes ``policy.reserve`` keeps open this tick (an extension, a planner's
-    choice: models.policy.Reserve): none unless a job of its tiers whose shards take
-    at least ``min_shard_fraction`` of the smallest up node's GPUs is running or
-    pending; then, of the up nodes in a pool admitting one of its tiers whose every
-    running job one of them may evict now, the ``count`` with the most free GPUs
+    choice: models.policy.Reserve): of the up nodes in a pool admitting one of its
+    tiers whose every running job one of them may evict now, and that a *big shard*
+    of its tiers could use (_wanted), the ``count`` with the most free GPUs
     (``prefer: empty``; the fewest with ``prefer: full``), then the fewest running
-    jobs, then by id."""
+    jobs, then by id; none when no such shard runs or waits."""
     res = policy.reserve
     up = [nd for nd in nodes if nd.node.state == "up"]
     k = 0 if res is None else res.count(len(up))
@@ -667,11 +665,8 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, Vict
         return frozenset()
     assert res is not None
     tiers = [t for t in res.tiers if t in policy.tiers]
-    least = res.min_shard_fraction * min(nd.node.gpus for nd in up)
-    wanted = set(tiers)
-    if not any(j.tier in wanted and j.gpus_per_node >= least
-               for j in itertools.chain((v.job for v in running.values()),
-                                        (i.job for i in pending.values()))):
+    wanted = _wanted(res.min_shard_fraction, set(tiers), nodes, running, pending)
+    if wanted is None:
         return frozenset()  # (no big shard of the reserve's tiers to keep nodes for)
     rights = {v for t in tiers for v in policy.tier(t).can_preempt}
     closed = bytearray(len(nodes))
@@ -690,13 +685,47 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, Vict
         pool = nd.node.pool
         if pool not in pools:
             pools[pool] = any(policy.pool_admits(pool, t) for t in tiers)
-        if pools[pool]:
+        if pools[pool] and wanted(nd):
             opened.append((popcount(nd.free), jobs[nd.idx], nd.idx))
     if res.prefer == "empty":
         opened.sort(key=lambda t: (-t[0], t[1], t[2]))
     else:
         opened.sort()
     return frozenset(ni for _f, _j, ni in opened[:k])
+
+
+def _wanted(fraction: float, tiers: set[int], nodes: list[NodeInfo],
+            running: dict[str, VictimInfo], pending: dict[str, PendingInfo]
+            ) -> Callable[[NodeInfo], bool] | None:
+    """Which nodes a big shard of the reserve's ``tiers`` (at least ``fraction`` of the
+    node's GPUs, as _keep_off measures it) could use: a candidate node of such a
+    pending job, or a node of the GPU type and size such a running job runs on.
+    None when there is no such job."""
+    kinds: set[tuple[str | None, int]] = set()
+    for v in running.values():
+        j = v.job
+        if j.tier in tiers and v.parts:
+            n = nodes[v.parts[0][0]].node
+            if j.gpus_per_node >= fraction * n.gpus:
+                kinds.add((n.gpu_type, n.gpus))
+    lists: dict[tuple[int, int], list[int]] = {}  # (candidates list, shard) -> list
+    for i in pending.values():
+        if i.job.tier in tiers and i.candidates:
+            lists.setdefault((id(i.candidates), i.job.gpus_per_node), i.candidates)
+    if not kinds and not lists:
+        return None
+    sets: dict[int, frozenset[int]] = {}  # (made for the few open nodes asked about)
+
+    def hosts(nd: NodeInfo) -> bool:
+        for (lid, gpn), cands in lists.items():
+            if gpn >= fraction * nd.node.gpus:
+                if lid not in sets:
+                    sets[lid] = frozenset(cands)
+                if nd.idx in sets[lid]:
+                    return True
+        return False
+
+    return lambda nd: (nd.node.gpu_type, nd.node.gpus) in kinds or hosts(nd)
 
 
 def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingInfo],
