@@ -359,6 +359,12 @@ class Reserve(Record):
     # free GPUs first (nodes full of jobs a tier-1 job may evict: few GPUs idle)
     prefer: Literal["empty", "full"] = "empty"
 
+    def takes(self, shard_gpus: int, node_gpus: int) -> bool:
+        """May a shard of ``shard_gpus`` GPUs of a job of ``tiers`` use a reserved node
+        of ``node_gpus`` GPUs (at least ``min_shard_fraction`` of them)? Such shards
+        are also what makes a node worth keeping."""
+        return shard_gpus >= self.min_shard_fraction * node_gpus
+
     def count(self, up_nodes: int) -> int:
         """How many open nodes to reserve on a cluster of ``up_nodes`` up nodes."""
         if up_nodes < self.min_cluster_nodes:

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from models import Job, Node, Policy, Snapshot, Storage
-from models.policy import exempt_by
+from models.policy import Reserve, exempt_by
 from models.rules import cascade_guarded, cooldown_until
 from planner.core import topology as topo
 
@@ -665,7 +665,7 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, Vict
         return frozenset()
     assert res is not None
     tiers = [t for t in res.tiers if t in policy.tiers]
-    wanted = _wanted(res.min_shard_fraction, set(tiers), nodes, running, pending)
+    wanted = _wanted(res, set(tiers), nodes, running, pending)
     if wanted is None:
         return frozenset()  # (no big shard of the reserve's tiers to keep nodes for)
     rights = {v for t in tiers for v in policy.tier(t).can_preempt}
@@ -694,19 +694,19 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, Vict
     return frozenset(ni for _f, _j, ni in opened[:k])
 
 
-def _wanted(fraction: float, tiers: set[int], nodes: list[NodeInfo],
+def _wanted(res: Reserve, tiers: set[int], nodes: list[NodeInfo],
             running: dict[str, VictimInfo], pending: dict[str, PendingInfo]
             ) -> Callable[[NodeInfo], bool] | None:
-    """Which nodes a big shard of the reserve's ``tiers`` (at least ``fraction`` of the
-    node's GPUs, as _keep_off measures it) could use: a candidate node of such a
-    pending job, or a node of the GPU type and size such a running job runs on.
-    None when there is no such job."""
+    """Which nodes a big shard of the reserve's ``tiers`` (one the node takes:
+    Reserve.takes, as _keep_off asks) could use: a candidate node of such a pending
+    job, or a node of the GPU type and size such a running job runs on. None when
+    there is no such job."""
     kinds: set[tuple[str | None, int]] = set()
     for v in running.values():
         j = v.job
         if j.tier in tiers and v.parts:
             n = nodes[v.parts[0][0]].node
-            if j.gpus_per_node >= fraction * n.gpus:
+            if res.takes(j.gpus_per_node, n.gpus):
                 kinds.add((n.gpu_type, n.gpus))
     lists: dict[tuple[int, int], list[int]] = {}  # (candidates list, shard) -> list
     for i in pending.values():
@@ -718,7 +718,7 @@ def _wanted(fraction: float, tiers: set[int], nodes: list[NodeInfo],
 
     def hosts(nd: NodeInfo) -> bool:
         for (lid, gpn), cands in lists.items():
-            if gpn >= fraction * nd.node.gpus:
+            if res.takes(gpn, nd.node.gpus):
                 if lid not in sets:
                     sets[lid] = frozenset(cands)
                 if nd.idx in sets[lid]:
@@ -744,7 +744,7 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
         off = offs.get(size)
         if off is None:
             off = offs[size] = reserved if not size else frozenset(
-                ni for ni in reserved if size < res.min_shard_fraction * nodes[ni].node.gpus)
+                ni for ni in reserved if not res.takes(size, nodes[ni].node.gpus))
         if not off:
             continue
         key = (id(info.candidates), off)
