@@ -213,3 +213,67 @@ def test_only_nodes_a_big_shard_could_use_are_kept() -> None:
     p = build_problem(load_snapshot(data))
     assert sorted(p.nodes[i].node.id for i in p.reserved) == ["b0", "b1", "b2", "b3"]
     assert not bigs & set(p.pending["low"].candidates)
+
+
+def _spent(n: int = 4) -> list[dict[str, Any]]:
+    """``n`` evictions 10-40 minutes ago: R15's window (an hour) counts them all."""
+    return [{"job": f"gone{i}", "at": f"2026-11-30T07:{20 + 5 * i:02d}:00Z", "gpus": 1}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
+def test_with_the_window_spent_a_small_tier1_shard_takes_a_reserved_nodes_free_gpu(
+        planner: str) -> None:
+    # The case of test_lower_tiers_and_small_tier1_shards_stay_off_the_reserved_nodes
+    # (n14: r14 on GPUs 0-5, 2 free; n15: r15 on all 8; both reserved, every other
+    # node immune) after 4 evictions in the last hour: B = max(4, floor(0.03 x 16
+    # running)) = 4, H = 4, nothing left. Each eviction now is past the budget
+    # (exempt, tier 1's, but each adds past_budget_gpu_s to what the planners
+    # minimise), so small (tier 1, 1 GPU) may take the free GPUs of reserved nodes
+    # that hold jobs rather than evict. Both tier-1 jobs start (9 GPUs, not 8).
+    # cpsat: small on a free GPU of n14, big evicts r15 (800 GPU-s, one victim). The
+    # heuristics place big first on the cheapest victim, r14 (600), and small then
+    # evicts r15 (800). low (tier 3) still stays off: it waits, PROTECTED.
+    data = _cluster([pend("big", 1, 8), pend("small", 1, 1),
+                     pend("low", 3, 1, submitted_at=OLD)])
+    data["recent_evictions"] = _spent()
+    p = build_problem(load_snapshot(data))
+    assert p.thrash is not None and (p.thrash.limit, p.thrash.left) == (4, 0)
+    kept = {p.node_index["n14"], p.node_index["n15"]}
+    assert p.reserved == kept
+    assert kept <= set(p.pending["small"].candidates)
+    assert not kept & set(p.pending["low"].candidates)
+    plan = solve(data, planner)
+    assert plan["objective"]["admitted_gpus"] == {"1": 9, "2": 0, "3": 0}
+    if planner == "cpsat":
+        assert nodes_of(plan, "small") == {"n14": [6]}
+        assert [e["job"] for e in plan["evictions"]] == ["r15"]
+        assert plan["objective"]["eviction_cost_gpu_s"] == 800
+    else:
+        assert nodes_of(plan, "big") == {"n14": list(range(8))}
+        assert sorted(e["job"] for e in plan["evictions"]) == ["r14", "r15"]
+        assert plan["objective"]["eviction_cost_gpu_s"] == 600 + 800
+    assert deferred_entry(plan, "low")["reason"] == "PROTECTED"
+    # with 3 evictions in the window (1 left) small stays off the reserved nodes
+    data["recent_evictions"] = _spent(3)
+    q = build_problem(load_snapshot(data))
+    assert not kept & set(q.pending["small"].candidates)
+
+
+def test_a_wholly_free_reserved_node_stays_for_big_shards_with_the_window_spent() -> None:
+    # prefer "empty" with imm13 gone: n13 (8 free, no job) and n14 (2 free, r14) are
+    # kept. With the window spent the 1-GPU tier-1 job may use n14 (it holds r14), not
+    # n13: a whole free node is what the reserve keeps for big shards.
+    data = _cluster([pend("big", 1, 8), pend("small", 1, 1)],
+                    {"reserve": {**SMALL["reserve"], "prefer": "empty"}})
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm13"]
+    data["recent_evictions"] = _spent()
+    p = build_problem(load_snapshot(data))
+    n13, n14 = p.node_index["n13"], p.node_index["n14"]
+    assert p.reserved == {n13, n14}
+    cands = set(p.pending["small"].candidates)
+    assert n14 in cands and n13 not in cands
+    plan = solve(data)
+    assert nodes_of(plan, "big") == {"n13": list(range(8))}
+    assert nodes_of(plan, "small") == {"n14": [6]}
+    assert plan["evictions"] == []

@@ -642,10 +642,12 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         info.candidates = hosts[key]
         pending[j.id] = info
     reserved = reserve_nodes(policy, nodes, running, pending)
+    budget = thrash_budget(snap, len(running) - ignored)
     if reserved:
-        _keep_off(policy, nodes, pending, reserved)
+        _keep_off(policy, nodes, pending, reserved,
+                  spent=budget is not None and budget.left <= 0)
     out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
-                  thrash_budget(snap, len(running) - ignored), reserved)
+                  budget, reserved)
     out._statics, out._shapes, out._lasting = statics, hosts, lasting
     return out
 
@@ -729,10 +731,14 @@ def _wanted(res: Reserve, tiers: set[int], nodes: list[NodeInfo],
 
 
 def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingInfo],
-              reserved: frozenset[int]) -> None:
+              reserved: frozenset[int], spent: bool = False) -> None:
     """Take the ``reserved`` nodes out of the candidate nodes of every pending job
     but the reserve's tiers' jobs whose shards take at least min_shard_fraction of
-    a node's GPUs (there). Jobs of one shard size and candidate list share a list."""
+    a node's GPUs (there). When the rolling window has nothing left (``spent``: R15's
+    B - H <= 0, each eviction now past the budget), a smaller shard of the reserve's
+    tiers keeps the reserved nodes that hold running jobs: it takes their free GPUs
+    rather than evict, and the wholly free nodes stay for big shards. Jobs of one
+    shard size and candidate list share a list."""
     res = policy.reserve
     assert res is not None
     tiers = set(res.tiers)
@@ -744,7 +750,8 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
         off = offs.get(size)
         if off is None:
             off = offs[size] = reserved if not size else frozenset(
-                ni for ni in reserved if not res.takes(size, nodes[ni].node.gpus))
+                ni for ni in reserved if not res.takes(size, nodes[ni].node.gpus)
+                and not (spent and nodes[ni].held))
         if not off:
             continue
         key = (id(info.candidates), off)
