@@ -342,11 +342,11 @@ class Reserve(Record):
     jobs, then by id, are reserved for shards of jobs of ``tiers`` of at least
     ``min_shard_fraction`` of the node's GPUs (only nodes such a job, running or
     pending, could use; none while there is none); other pending jobs are not placed
-    there (nor evict there), but for smaller shards of ``tiers`` on reserved nodes that
-    hold running jobs while R15's window has nothing left (every eviction past it). Off on clusters of fewer than ``min_cluster_nodes`` up
-    nodes. Without it, jobs of lower tiers start on open nodes, each is immune for
-    its tier's min_runtime_s (R6), and a whole-node tier-1 job finds every node
-    holding one; with ``prefer: empty`` the reserved nodes drain to whole free nodes
+    there (nor evict there), but for smaller shards of ``tiers`` on reserved nodes
+    that hold running jobs while R15's window has nothing left (every eviction past
+    it). Off on clusters of fewer than ``min_cluster_nodes`` up nodes. Without it,
+    jobs of lower tiers start on open nodes, each is immune for its tier's
+    min_runtime_s (R6), and a whole-node tier-1 job finds every node holding one; with ``prefer: empty`` the reserved nodes drain to whole free nodes
     that a burst of tier-1 jobs can take without evicting (docs/simulation.md, "The
     default policy")."""
 
