@@ -346,9 +346,10 @@ class Reserve(Record):
     that hold running jobs while R15's window has nothing left (every eviction past
     it). Off on clusters of fewer than ``min_cluster_nodes`` up nodes. Without it,
     jobs of lower tiers start on open nodes, each is immune for its tier's
-    min_runtime_s (R6), and a whole-node tier-1 job finds every node holding one; with ``prefer: empty`` the reserved nodes drain to whole free nodes
-    that a burst of tier-1 jobs can take without evicting (docs/simulation.md, "The
-    default policy")."""
+    min_runtime_s (R6), and a whole-node tier-1 job finds every node holding one;
+    with ``prefer: empty`` the reserved nodes drain to whole free nodes that a burst
+    of tier-1 jobs can take without evicting (docs/simulation.md, "The default
+    policy")."""
 
     tiers: list[Annotated[int, Strict()]] = Field(default_factory=lambda: [1])
     nodes: int = Field(4, ge=0, le=MAX_COUNT, strict=True)
