@@ -726,8 +726,11 @@ def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_a_base
     # moves 7 exempt jobs to free GPUs that tier-2 jobs held: 56/76/39 GPUs per tier.
     # The baselines need no trade: 56/104/39 each, priority value 12,110 for the plain
     # greedy plan (7 evictions), 12,146 for the Kubernetes-style one (6 evictions)
-    # and the Slurm-style one (7, costlier). Every candidate plan that ranks above
-    # the traded one competes after the trades: the Kubernetes-style plan is returned.
+    # and the Slurm-style one (7, costlier). Every plan is kept after its trade, so the
+    # passes after a candidate start from the plan that ranks highest once traded:
+    # the Kubernetes-style plan, whose moves to cheaper victims then bring its
+    # eviction cost from 23,152 to 19,009 GPU-s (7 victims where it had 6: the
+    # objective ranks the cost before the count).
     from planner.checks.verify import objective_of
 
     data = generate(nodes=256, pending=100, seed=0, gpus_per_node=8, occupancy=0.9,
@@ -741,8 +744,11 @@ def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_a_base
     assert all(objective_of(snap, p).key() >= k for k in keys.values())
     assert (p.objective.admitted_gpus, p.objective.priority_value) == (
         {"1": 56, "2": 104, "3": 39}, 12146)
-    assert (p.objective.evictions, p.objective.evictions_past_budget) == (6, 0)
+    assert (p.objective.evictions, p.objective.evictions_past_budget) == (7, 0)
+    assert round(p.objective.eviction_cost_gpu_s) == 19009
     assert "the Kubernetes-style baseline's plan is better once exempt jobs take free GPUs " \
         "first (thrash.exempt_free_first): returned" in (p.solver.detail or "")
-    assert p.status == "feasible" and p.solver.gap is None
+    # (the whole model, hinted with that plan, finds none in its 0.5 s of deterministic
+    # time, 1 s finds one: the plan is the passes', as the status says)
+    assert p.status == "fallback" and p.solver.gap is None
     assert verify(snap, p) == []

@@ -121,6 +121,11 @@ CUT_SAFETY = 1.0
 # 0.3 s at 12,500 (a greedy plan, every pass), 14 ms at 1,024; the cut keep was
 # fitted when it took 11-19 ms at 12,500
 BEST_FIT_SHARE = 0.02
+# each plan is kept after thrash.exempt_free_first (_Run.swapped) where that trade,
+# timed on the first plan, takes at most this share of the time limit (it took 4 ms
+# on the 1,024-node benchmark tick's greedy plan, 23 ms at 4,096 and 94 ms at 12,500
+# nodes; a tick keeps some ten plans)
+SWAP_SHARE = 0.02
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
 SEARCH_TIMES = 7
@@ -179,6 +184,8 @@ def _plan_name(s: Strategy | None) -> str:
         return "the last tick's plan (nothing it rests on changed)"
     if isinstance(s, Greedy | Squeaky):
         return "a greedy variant's plan"
+    if isinstance(s, WholeModel):
+        return "the whole model's plan"
     return f"the plan of {s.name}" if s is not None and s.name else "another candidate plan"
 
 
@@ -247,6 +254,19 @@ class _Run:
         self.polish_s = 0.0  # the time its first polishing passes took
         self.end = self.work  # when passes before the last polishing pass end
         self._keys: dict[int, tuple[Decision, tuple]] = {}
+        # thrash.exempt_free_first: each plan is kept after that trade (swapped()), so
+        # that the passes after a candidate (polishing, ejection moves, LNS, the whole
+        # model's hint) start from a plan that ranks as it will be returned; with a
+        # wall clock only where the trade of the first plan took at most SWAP_SHARE of
+        # the time limit, else the best plan by the plain objective is traded at the
+        # end, against every other plan traded too (_exempt_free_first)
+        pol, tb = problem.policy.thrash, problem.thrash
+        self.swapping = bool(pol is not None and pol.exempt_free_first and tb is not None
+                             and tb.exempt_tiers)
+        self._swap_measured = self.det
+        self.moved: dict[int, tuple[Decision, int]] = {}
+        self.traded: dict[int, Decision] = {}  # the plans swapped() returned
+        self.raw_top: tuple = ()
         # for solver.detail
         self.why = ""  # why the whole model was skipped (and what LNS found)
         self.polished = ""  # the greedy plan's polishing
@@ -260,6 +280,7 @@ class _Run:
         self.settled = False
         self.cost_bound: float | None = None
         self.more = ""  # the passes on the whole model's plan
+        self.pre_ejected = ""  # ejection moves on the traded plan before the model
         self.wall = 0.0
 
     # -- keeping the best -------------------------------------------------------
@@ -270,11 +291,48 @@ class _Run:
             hit = self._keys[id(d)] = (d, objective_of(self.problem, d).key())
         return hit[1]
 
+    def swapped(self, s: Strategy, d: Decision) -> Decision:
+        """``d``, the plan of ``s``, after ``thrash.exempt_free_first``
+        (planner/core/decision.py) on it cleaned; ``d`` itself where no exempt job
+        moves. ``moved`` counts the exempt jobs moved on the way to the plan (those
+        moved in the plan a pass started from too), ``raw_top`` the plain objective's
+        best key before any trade."""
+        hit = self.traded.get(id(d))
+        if hit is d:  # (a pass that returned the plan it started from)
+            return d
+        out, n = exempt_free_first(self.problem, clean(self.problem, d))
+        if not n:
+            out = d
+        else:
+            self.raw_top = max(self.raw_top, self.key(d))
+        start = getattr(s, "start", None)
+        if isinstance(start, Decision) and id(start) in self.moved:
+            n += self.moved[id(start)][1]
+        if n:
+            self.moved[id(out)] = (out, n)
+        self.traded[id(out)] = out
+        return out
+
     def keep(self, s: Strategy, d: Decision) -> None:
         """Keep ``d``, the plan of ``s``, as the best by the strategy's rule
-        (portfolio.py: ``keeps``), and note it as the plan of ``s``."""
+        (portfolio.py: ``keeps``), and note it as the plan of ``s``. Where
+        ``swapping``, ``d`` is kept after ``thrash.exempt_free_first`` (:meth:`swapped`),
+        and a pass's plan only when it ranks at least as high as the plan it started
+        from."""
+        if not self._swap_measured:  # (the first plan; with a wall clock)
+            self._swap_measured = True
+            t = time.perf_counter()
+            if self.swapping:
+                d = self.swapped(s, d)
+            if time.perf_counter() - t > SWAP_SHARE * self.budget.seconds:
+                self.swapping = False
+        elif self.swapping:
+            d = self.swapped(s, d)
         self.plan_of[id(s)] = d
         self._strategies.append(s)
+        if s.keeps == "always" and self.swapping and self.best is not None and (
+                self.key(d) < self.key(self.best)):
+            return  # (after the trade, a pass may rank lower than the plan it started from)
         if s.keeps == "always":  # (a pass that never makes the plan worse)
             if s.said:
                 self.plans.append(d)
@@ -283,6 +341,8 @@ class _Run:
             return
         if s.keeps == "better":
             self.plans.append(d)
+        if d is self.best:  # (the whole model's hint, returned: the plan is still its own)
+            return
         if (self.best is None or self.key(d) > self.key(self.best)
                 or (s.keeps == "as good" and self.key(d) >= self.key(self.best))):
             self.best, self.by = d, s
@@ -561,6 +621,14 @@ class _Run:
         if self.lane is not None:  # (not expected: the model was to be skipped)
             self.lane.close()
         assert self.best is not None
+        if self.swapping and id(self.best) in self.moved:
+            # exempt jobs took free GPUs first in the plan so far: the model, which
+            # ranks plans by the contract's objective, ranks the plans they trade away
+            # higher (its own too), so ejection moves on the traded plan come first,
+            # in a share of the time, and hint the model
+            pre = Eject(self.best)
+            yield pre, work.share(EJECT_SHARE)
+            self.pre_ejected = pre.said
         yield Cheaper(self.best), work.less(min_solve_s(self.det))
         used: dict[str, frozenset[int]] = {}  # pruning keeps the nodes greedy plans used
         for d in self.plans:
@@ -703,6 +771,12 @@ class _Run:
         place that a plan built around the free GPUs from the start has: every plan
         a strategy made (the greedy plans and the baselines' among them, so the
         returned plan is never worse than theirs) competes, swapped too."""
+        if self.swapping:  # (every plan was kept after its trade)
+            hit = self.moved.get(id(best))
+            moved = hit[1] if hit is not None and hit[0] is best else 0
+            return best, moved, (f"{_plan_name(self.by)} is better once exempt jobs take "
+                                 "free GPUs first (thrash.exempt_free_first): returned"
+                                 if self.raw_top > self.key(best) else "")
         d, moved = exempt_free_first(self.problem, best)
         if not moved:
             return d, moved, ""
@@ -794,7 +868,9 @@ class _Run:
         if self.proven:
             cost_bound = objective_of(problem, best).planned_cost()
         built = "" if self.det else f"; model built in {model.built_at:.3f} s"
-        detail = (f"{len(res.phases)} phase(s): {', '.join(statuses)}{built}"
+        before = (f"ejection moves on the plan so far after exempt jobs took free GPUs "
+                  f"first, before the model: {self.pre_ejected}; " if self.pre_ejected else "")
+        detail = (f"{before}{len(res.phases)} phase(s): {', '.join(statuses)}{built}"
                   + ("; NVLink sets across cliques not modelled" if model.model.approximate
                      else "")
                   + ("; candidate nodes pruned" if model.model.pruned else "")
