@@ -19,7 +19,9 @@ the snapshot file, and calls ``plan()`` on it. Reported per configuration, media
   largest), in MB;
 - the plan: status, solver status, gap (where the model ran), admitted GPUs per
   tier and eviction cost (the worst run's, lexicographically), and whether it
-  verifies.
+  verifies; for the Kubernetes- and Slurm-style baselines also their plan after
+  ``thrash.exempt_free_first`` ("traded"), which the greedy and CP-SAT planners
+  apply and these baselines, keeping the schedulers' own choices, do not.
 
 Usage (from the repository root)::
 
@@ -104,6 +106,17 @@ def child(path: str, planner: str, limit: float, started: float) -> dict[str, An
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lanes = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     key = verify_mod.objective_of(snap, p).key()
+    traded = None
+    if planner in ("k8s", "slurm"):  # (not timed: the benchmark's own)
+        # the plan after thrash.exempt_free_first, which the greedy and CP-SAT
+        # planners apply and these baselines, keeping the schedulers' choices, do not
+        from planner.core.decision import clean, decision_of, exempt_free_first
+        from planner.core.decision import objective_of as decision_objective
+        from planner.core.problem import build_problem
+
+        prob = build_problem(snap)
+        d, _moved = exempt_free_first(prob, clean(prob, decision_of(prob, p)))
+        traded = decision_objective(prob, d)
     return {"process_s": process, "imports_s": t_imported - t_start,
             "load_s": t_loaded - t_imported,
             "plan_s": p.solver.wall_s, "build_s": parts["build"],
@@ -113,6 +126,8 @@ def child(path: str, planner: str, limit: float, started: float) -> dict[str, An
             "admitted": p.objective.admitted_gpus,
             "cost": round(p.objective.eviction_cost_gpu_s), "evictions": p.objective.evictions,
             "key": list(key), "valid": not errors,
+            "traded": None if traded is None else {
+                "admitted": traded.admitted_gpus, "key": list(traded.key())},
             # the speed factor the plan's time estimates used (docs/planner.md, section
             # 3): 1.0 in a process whose measurement fell in a quick moment of a busy
             # machine makes its estimates short
@@ -141,6 +156,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "statuses": sorted({f"{r['status']} ({r['solver_status']})" for r in runs}),
             "gaps": [r["gap"] for r in runs], "worst": {k: worst[k] for k in (
                 "admitted", "cost", "evictions", "key")},
+            "traded": min((r["traded"] for r in runs if r.get("traded")),
+                          key=lambda t: t["key"], default=None),
             "valid": all(r["valid"] for r in runs)}
 
 
@@ -195,7 +212,9 @@ def main() -> None:
             print(f"| {int(nodes):,} / {res['pending']:,} | {name} | {s['process_s'][0]:.2f} | "
                   f"{s['plan_s'][0]:.2f} | {s['floor_s'][0]:.2f} | {s['rss_mb']} "
                   f"({s['lane_rss_mb']}) | {', '.join(s['statuses'])} | "
-                  f"{s['worst']['admitted']} | {s['worst']['cost']:,} |")
+                  f"{s['worst']['admitted']}"
+                  + (f" (traded {s['traded']['admitted']})" if s.get("traded") else "")
+                  + f" | {s['worst']['cost']:,} |")
 
 
 if __name__ == "__main__":

@@ -752,3 +752,46 @@ def test_after_exempt_jobs_take_free_gpus_first_cpsat_is_never_worse_than_a_base
     # time, 1 s finds one: the plan is the passes', as the status says)
     assert p.status == "fallback" and p.solver.gap is None
     assert verify(snap, p) == []
+
+
+def test_each_candidate_is_kept_after_exempt_jobs_take_free_gpus_first() -> None:
+    # The generated 256-node tick of the test above. The sparing greedy plan admits
+    # 56/112/39 GPUs per tier (priority value 12,458, 17 victims), but its exempt
+    # tier-1 jobs' victims take it past R15's window: thrash.exempt_free_first moves
+    # 13 exempt jobs to the free GPUs tier-2 and tier-3 jobs held, which then wait:
+    # 56/68/27 and no victim. The plain greedy plan admits 56/104/39 (12,110, 7
+    # victims) and needs no trade. Each plan is kept after its trade, so the plain
+    # plan ranks first; a pass that starts from it and returns the sparing plan (which
+    # ranks above it by the contract's objective alone) is not kept, and the plan
+    # says which plan won once traded.
+    from planner.core.budget import Budget
+    from planner.core.decision import clean, objective_of
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+    from planner.solver.cpsat import _Run
+    from planner.solver.portfolio import Greedy, Polish
+
+    data = generate(nodes=256, pending=100, seed=0, gpus_per_node=8, occupancy=0.9,
+                    immune_share=0.25, multinode_share=0.1)
+    data["policy"]["reserve"] = None
+    problem = build_problem(load_snapshot(data))
+    sparing = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
+    plain = clean(problem, GreedyPlanner(problem).solve())
+    assert objective_of(problem, sparing).key()[:4] == (56, 112, 39, 12458)
+    run = _Run(problem, Budget(1.0, wall=False), workers=1, seed=0, log=False, prune=True)
+    assert run.swapping
+    first = Greedy({"spare_lower": True})
+    run.keep(first, sparing)
+    assert run.best is run.plan_of[id(first)] and run.best is not sparing
+    assert run.key(run.best)[:6] == (56, 68, 27, 9243, 0.0, 0)
+    assert run.moved[id(run.best)] == (run.best, 13)
+    second = Greedy({})
+    run.keep(second, plain)
+    assert run.best is plain and run.by is second  # (no exempt job moves in it)
+    back = Polish(plain)
+    run.keep(back, sparing)  # traded, it ranks below the plain plan: not kept
+    assert run.best is plain
+    best, moved, note = run._exempt_free_first(run.best)
+    assert (best, moved) == (plain, 0)
+    assert note == ("the plain greedy plan (the greedy baseline's) is better once exempt "
+                    "jobs take free GPUs first (thrash.exempt_free_first): returned")
