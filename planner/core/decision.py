@@ -463,15 +463,23 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     def under(parts: list[tuple[int, int]]) -> set[str]:
         return victims_under(problem, d.victims, parts)
 
+    held: dict[int, int] = {}  # node -> the victims' GPUs there
+    for v in d.victims:
+        for ni, m in problem.running[v].parts:
+            held[ni] = held.get(ni, 0) | m
+
+    def on_victims(parts: list[tuple[int, int]]) -> bool:
+        return any(held.get(ni, 0) & m for ni, m in parts)
+
     movers = sorted((j for j, parts in d.placements.items()
                      if tb.exempt_tiers and pending[j].job.tier in tb.exempt_tiers
-                     and under(parts)),
+                     and on_victims(parts)),
                     key=lambda j: (pending[j].job.tier, -pending[j].job.total_gpus,
                                    -pending[j].job.priority, j))
     if not movers:
         return d, 0
     donors = sorted((j for j, parts in d.placements.items()
-                     if pending[j].job.tier not in tb.exempt_tiers and not under(parts)
+                     if pending[j].job.tier not in tb.exempt_tiers and not on_victims(parts)
                      and (past or pending[j].guarded or pending[j].patient_until is not None)),
                     key=lambda j: (-pending[j].job.tier, pending[j].job.priority, j))
     if not donors:
@@ -488,11 +496,22 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     out = Decision(set(d.victims), dict(d.placements))
     moved = 0
     used: set[str] = set()
+    # a donor's GPUs stay the same until it is used, and whether a mover can take
+    # them depends only on what can_take looks at: movers alike in that resume their
+    # donor list where the last of them stopped (the same donors as a scan from the
+    # start, without the checks that failed before)
+    start: dict[tuple, int] = {}
     for j in movers:
-        job = pending[j].job
-        for q in by_shape.get((job.gpus_per_node,) * job.nodes, ()):
+        info = pending[j]
+        job = info.job
+        alike = (id(info.candidates), info.need_nvlink, job.nodes, job.gpus_per_node,
+                 job.same_block, job.same_nvlink_domain)
+        shaped = by_shape.get((job.gpus_per_node,) * job.nodes, [])
+        for k in range(start.get(alike, 0), len(shaped)):
+            q = shaped[k]
             if q in used or not fits(j, out.placements[q]):
                 continue
+            start[alike] = k + 1
             used.add(q)
             old = out.placements[j]
             out.placements[j] = out.placements.pop(q)
@@ -501,6 +520,8 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
                 out.placements[q] = old
             moved += 1
             break
+        else:
+            start[alike] = len(shaped)
     if not moved:
         return d, 0
     return clean(problem, out), moved
