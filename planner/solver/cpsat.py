@@ -770,8 +770,11 @@ class _Run:
         many exempt jobs moved, a note). The swap may leave the other job without a
         place that a plan built around the free GPUs from the start has: every plan
         a strategy made (the greedy plans and the baselines' among them, so the
-        returned plan is never worse than theirs) competes, swapped too."""
-        if self.swapping:  # (every plan was kept after its trade)
+        returned plan is never worse than theirs) competes, swapped too. Where
+        ``swapping``, every plan was kept after its trade (:meth:`keep`): the best is
+        returned as it is, with the exempt jobs moved on the way to it, and the note
+        says when a plan that ranked higher by the objective alone lost to it."""
+        if self.swapping:
             hit = self.moved.get(id(best))
             moved = hit[1] if hit is not None and hit[0] is best else 0
             return best, moved, (f"{_plan_name(self.by)} is better once exempt jobs take "
