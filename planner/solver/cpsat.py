@@ -121,11 +121,14 @@ CUT_SAFETY = 1.0
 # 0.3 s at 12,500 (a greedy plan, every pass), 14 ms at 1,024; the cut keep was
 # fitted when it took 11-19 ms at 12,500
 BEST_FIT_SHARE = 0.02
-# each plan is kept after thrash.exempt_free_first (_Run.swapped) where that trade,
-# timed on the first plan, takes at most this share of the time limit (it took 4 ms
-# on the 1,024-node benchmark tick's greedy plan, 23 ms at 4,096 and 94 ms at 12,500
-# nodes; a tick keeps some ten plans)
+# each plan is kept after thrash.exempt_free_first (_Run.swapped) where one trade
+# takes at most this share of the time limit, at TRADE_NODE_S per usable node on
+# the benchmark machine (the trade of the benchmark ticks' sparing greedy plan took
+# 4 ms at 1,024 nodes, 23-30 ms at 4,096 and 54-94 ms at 12,500, the machine's speed
+# factor 1.4; a tick keeps some ten plans): up to about 3,600 usable nodes at 1 s,
+# 7,300 at 2 s and 18,000 at 5 s on that machine, fewer on a slower one
 SWAP_SHARE = 0.02
+TRADE_NODE_S = 5.5e-6
 # a greedy search for a job that may evict takes up to this many times one on free
 # GPUs alone (FREE_JOB_S: a sixth to a seventh)
 SEARCH_TIMES = 7
@@ -257,13 +260,15 @@ class _Run:
         # thrash.exempt_free_first: each plan is kept after that trade (swapped()), so
         # that the passes after a candidate (polishing, ejection moves, LNS, the whole
         # model's hint) start from a plan that ranks as it will be returned; with a
-        # wall clock only where the trade of the first plan took at most SWAP_SHARE of
-        # the time limit, else the best plan by the plain objective is traded at the
+        # wall clock only where a trade is expected to take at most SWAP_SHARE of the
+        # time limit, else the best plan by the plain objective is traded at the
         # end, against every other plan traded too (_exempt_free_first)
         pol, tb = problem.policy.thrash, problem.thrash
         self.swapping = bool(pol is not None and pol.exempt_free_first and tb is not None
                              and tb.exempt_tiers)
-        self._swap_measured = self.det
+        if self.swapping and not self.det:
+            self.swapping = (TRADE_NODE_S * self.usable * scaled(1.0)
+                             <= SWAP_SHARE * budget.seconds)
         self.moved: dict[int, tuple[Decision, int]] = {}
         self.traded: dict[int, Decision] = {}  # the plans swapped() returned
         self.raw_top: tuple = ()
@@ -319,14 +324,7 @@ class _Run:
         ``swapping``, ``d`` is kept after ``thrash.exempt_free_first`` (:meth:`swapped`),
         and a pass's plan only when it ranks at least as high as the plan it started
         from."""
-        if not self._swap_measured:  # (the first plan; with a wall clock)
-            self._swap_measured = True
-            t = time.perf_counter()
-            if self.swapping:
-                d = self.swapped(s, d)
-            if time.perf_counter() - t > SWAP_SHARE * self.budget.seconds:
-                self.swapping = False
-        elif self.swapping:
+        if self.swapping:
             d = self.swapped(s, d)
         self.plan_of[id(s)] = d
         self._strategies.append(s)
