@@ -736,9 +736,10 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
     but the reserve's tiers' jobs whose shards take at least min_shard_fraction of
     a node's GPUs (there). When the rolling window has nothing left (``spent``: R15's
     B - H <= 0, each eviction now past the budget), a smaller shard of the reserve's
-    tiers keeps the reserved nodes that hold running jobs: it takes their free GPUs
-    rather than evict, and the wholly free nodes stay for big shards. Jobs of one
-    shard size and candidate list share a list."""
+    tiers keeps the reserved nodes that hold running jobs (their free GPUs, so that it
+    need not evict, or their jobs as victims, as on any node), and the wholly free
+    nodes stay for big shards. Jobs of one shard size and candidate list share a
+    list."""
     res = policy.reserve
     assert res is not None
     tiers = set(res.tiers)

@@ -328,10 +328,10 @@ class _Run:
             d = self.swapped(s, d)
         self.plan_of[id(s)] = d
         self._strategies.append(s)
-        if s.keeps == "always" and self.swapping and self.best is not None and (
-                self.key(d) < self.key(self.best)):
-            return  # (after the trade, a pass may rank lower than the plan it started from)
-        if s.keeps == "always":  # (a pass that never makes the plan worse)
+        if s.keeps == "always":  # (a pass that never makes the plan worse...)
+            if self.swapping and self.best is not None and (
+                    self.key(d) < self.key(self.best)):
+                return  # (...but may rank lower after the trade than the plan it started from)
             if s.said:
                 self.plans.append(d)
             self.best = d
