@@ -511,3 +511,45 @@ def test_a_priority_swap_places_more_important_jobs_anywhere() -> None:
     _valid(snap, problem, after)
     # nothing more important to swap in: no swap
     assert upgrade(problem, after) == (after, 0)
+
+
+def _trade_snap() -> dict[str, Any]:
+    """One 8-GPU node: GPUs 0-3 free, 4-7 held by tier-3 ``r1``; a tier-1 and a tier-2
+    job of 4 GPUs pending; the rolling window already holds 4 evictions (R15: B =
+    max(4, floor(0.03 x 1)) = 4, nothing left for victims of tiers that are not
+    exempt). No nodes kept for tier 1 (``reserve: null``)."""
+    snap = _snap([_node("n1")], [
+        {"id": "r1", "tier": 3, "state": "running", "gpus_per_node": 4, "nodes": 1,
+         "priority": 1, "started_at": OLD, "checkpoint": {"restore_s": 100},
+         "placement": [{"node": "n1", "gpus": [4, 5, 6, 7]}]},
+        {**_job("t1", 10, tier=1), "gpus_per_node": 4},
+        {**_job("t2", 10, tier=2), "gpus_per_node": 4}])
+    snap["policy"] = {"reserve": None}
+    snap["recent_evictions"] = [{"job": f"x{k}", "at": f"2026-11-30T07:{10 + k}:00Z", "gpus": 1}
+                                for k in range(4)]
+    return snap
+
+
+def test_ejection_after_the_trade_keeps_no_move_the_trade_undoes() -> None:
+    # The plan: t1 on the free GPUs 0-3, t2 deferred (it may not evict: the window is
+    # spent). Plain ejection moves t1 away for t2 (t2 on 0-3, t1 evicts r1: exempt,
+    # R15 allows it) and ranks that 4/4 above 4/0. But exempt jobs take free GPUs
+    # first (thrash.exempt_free_first): t1 and t2 trade places, r1 then counts
+    # against the spent window, so t2 is dropped and r1 spared: 4/0 again, the move
+    # undone. Compared after the trade, the round gains nothing: ejection keeps the
+    # plan as it was and admits no job.
+    from planner.core.decision import exempt_free_first
+    snap = _trade_snap()
+    pr = build_problem(load_snapshot(snap))
+    d = Decision(set(), {"t1": [(0, 0b1111)]})
+    raw, n_raw = eject(pr, d, tries=100)
+    assert (objective_of(pr, raw).admitted_gpus, raw.victims, n_raw) == (
+        {"1": 4, "2": 4, "3": 0}, {"r1"}, 1)
+    back, moved = exempt_free_first(pr, raw)
+    assert moved == 1
+    assert (objective_of(pr, back).admitted_gpus, back.victims, back.placements) == (
+        {"1": 4, "2": 0, "3": 0}, set(), {"t1": [(0, 0b1111)]})
+    traded, n = eject(pr, d, tries=100, traded=True)
+    assert (traded.placements, traded.victims, n) == (d.placements, set(), 0)
+    _valid(snap, pr, raw)
+    _valid(snap, pr, traded)

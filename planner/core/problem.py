@@ -16,7 +16,7 @@ import numpy as np
 
 from models import Job, Node, Policy, Snapshot, Storage
 from models.policy import Reserve, exempt_by
-from models.rules import cascade_guarded, cooldown_until
+from models.rules import cascade_guarded, cooldown_until, gang_group
 from planner.core import topology as topo
 
 # Sizes are compared in integer megabytes inside the models (rounded against us:
@@ -215,6 +215,10 @@ class Problem:
     # candidate nodes by candidates list (id -> [list, set, array]: _host)
     _hosts: dict[int, list] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    # a gang's candidate nodes by group (gang_groups): (candidates id, same block, same
+    # NVLink domain) -> [the list, node -> group, group -> nodes]
+    _gangs: dict[tuple[int, bool, bool], list] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
     # evictable victims per node, cheapest first, and their GPUs there (victims_by_node)
     _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int]] | None = field(
         default=None, init=False, repr=False, compare=False)
@@ -258,6 +262,21 @@ class Problem:
         """``info.candidates`` as a set, made once per list (_host)."""
         out: frozenset[int] = self._host(info)[1]
         return out
+
+    def gang_groups(self, info: PendingInfo) -> tuple[dict[int, tuple], dict[tuple, list[int]]]:
+        """The block or NVLink domain each of a gang's candidate nodes is in, as R2 has
+        a gang keep one (``models.rules.gang_group``), and the candidate nodes of each,
+        in candidate order: made once per candidates list and keeping (read only)."""
+        job = info.job
+        key = (id(info.candidates), job.same_block, job.same_nvlink_domain)
+        hit = self._gangs.get(key)
+        if hit is None or hit[0] is not info.candidates:
+            group_of = {ni: gang_group(self.nodes[ni].node, job) for ni in info.candidates}
+            groups: dict[tuple, list[int]] = {}
+            for ni, g in group_of.items():
+                groups.setdefault(g, []).append(ni)
+            hit = self._gangs[key] = [info.candidates, group_of, groups]
+        return hit[1], hit[2]
 
     def candidate_array(self, info: PendingInfo) -> np.ndarray:
         """``info.candidates`` as a numpy array of node indices, made once per list

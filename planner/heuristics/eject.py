@@ -66,7 +66,7 @@ import math
 from models.rules import keeps_group
 from planner.core import topology as topo
 from planner.core.budget import Budget
-from planner.core.decision import Decision, clean, objective_of
+from planner.core.decision import Decision, clean, exempt_free_first, objective_of
 from planner.core.problem import PendingInfo, Problem
 from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
 
@@ -78,11 +78,15 @@ SETUP_S_PER_RUNNING = 2.5e-5
 
 
 def eject(problem: Problem, d: Decision, budget: Budget | None = None, *,
-          tries: int | None = None) -> tuple[Decision, int]:
+          tries: int | None = None, traded: bool = False) -> tuple[Decision, int]:
     """A copy of ``d`` improved by ejection moves (see the module docstring), and the
     number of jobs it admits that ``d`` deferred. Stops at the end of ``budget``
     or after ``tries`` tried moves (deterministic); the
-    plan is never worse than ``d``."""
+    plan is never worse than ``d``. With ``traded``, plans are compared, and kept,
+    after ``thrash.exempt_free_first`` (planner/core/decision.py): a round's plan in
+    which exempt jobs then take the free GPUs a newly admitted job holds ranks as
+    it does after that trade (the planner that returns plans after the trade,
+    planner/solver/cpsat.py, would otherwise keep moves the trade undoes)."""
     if _past(budget):
         return d, 0
     order = job_order(problem)
@@ -91,16 +95,18 @@ def eject(problem: Problem, d: Decision, budget: Budget | None = None, *,
     # rounds over the tiers while one admits more (a chain found ends its tier's
     # sweep: the next round goes on)
     while True:
-        d, n = _round(problem, d, order, budget, tries_left)
+        d, n = _round(problem, d, order, budget, tries_left, traded)
         admitted += n
         if not n or _late(tries_left, budget):
             return d, admitted
 
 
 def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budget | None,
-           tries_left: list[float]) -> tuple[Decision, int]:
+           tries_left: list[float], traded: bool) -> tuple[Decision, int]:
     """One round of :func:`eject` over the tiers, most important first: the improved
     plan and the number of jobs it admits that ``d`` deferred."""
+    if traded:
+        d = _trade(problem, d)
     key = objective_of(problem, d).key()
     admitted = 0
     for tier in sorted({i.job.tier for i in order}):
@@ -143,10 +149,21 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
                 break
             ej.place(i)
         out = ej.decision()
+        if traded:
+            out = _trade(problem, out)
+            n = sum(1 for j in out.placements if j not in d.placements
+                    and problem.pending[j].job.tier == tier)
         k = objective_of(problem, out).key()
         if k > key:
             d, key, admitted = out, k, admitted + n
     return d, admitted
+
+
+def _trade(problem: Problem, d: Decision) -> Decision:
+    """``d`` cleaned, after ``thrash.exempt_free_first`` (``d`` itself where no exempt
+    job moves)."""
+    out, moved = exempt_free_first(problem, clean(problem, d))
+    return out if moved else d
 
 
 def upgrade(problem: Problem, d: Decision, budget: Budget | None = None, *,
@@ -513,9 +530,7 @@ class _Ejector:
         block a gang that keeps one could use, a few each: no one of them frees it.)
         Whether the gang was placed."""
         g, st, p = self.g, self.st, self.p
-        groups: dict[tuple, list[int]] = {}
-        for ni in info.candidates:
-            groups.setdefault(g.group_key(info, ni), []).append(ni)
+        groups = p.gang_groups(info)[1]
         best = None
         for key, nis in groups.items():
             fit, movers = 0, set()

@@ -913,10 +913,7 @@ class GreedyPlanner:
         memo = self._grouped_memo(st, info)
         gi = self._group_index.get(key)
         if gi is None or gi.st is not st or gi.reliefs != self._reliefs:
-            group_of = {ni: self.group_key(info, ni) for ni in info.candidates}
-            groups: dict[tuple, list[int]] = {}
-            for ni, g in group_of.items():
-                groups.setdefault(g, []).append(ni)
+            group_of, groups = self.p.gang_groups(info)
             opts: dict[int, tuple | None] = dict.fromkeys(info.candidates)
             for b in self._first_bounds(st, info):
                 opts[b[4]] = (*b[:5], b[6])

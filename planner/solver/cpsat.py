@@ -484,7 +484,7 @@ class _Run:
         # tier-2 GPU with the floor lane, 4,600-5,000 and 240-2,500 without)
         alone = tight and quick * jobs > self.budget.seconds
         if not alone and self.early_lane():
-            lane = SecondLane(list(EARLY_LANE), None)
+            lane = SecondLane(list(EARLY_LANE), None, traded=self.swapping)
             if lane.start(self.problem, work):
                 self.lane, self.in_lane = lane, EARLY_LANE
         floor: Greedy | FloorLane = Greedy({})  # the plain greedy plan (below)
@@ -577,7 +577,7 @@ class _Run:
             todo: list[dict | str] = [*storm_settings, PRIORITY_FIRST]
             if spare.budget_rejected:
                 todo = [*(["k8s"] if "k8s" not in self.computed else []), "slurm", *todo]
-            lane = SecondLane(todo, self.pace.greedy_s)
+            lane = SecondLane(todo, self.pace.greedy_s, traded=self.swapping)
             if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
                     and lane.start(self.problem, work)):
                 self.lane = lane
@@ -624,7 +624,7 @@ class _Run:
             # ranks plans by the contract's objective, ranks the plans they trade away
             # higher (its own too), so ejection moves on the traded plan come first,
             # in a share of the time, and hint the model
-            pre = Eject(self.best)
+            pre = Eject(self.best, traded=True)
             yield pre, work.share(EJECT_SHARE)
             self.pre_ejected = pre.said
         yield Cheaper(self.best), work.less(min_solve_s(self.det))
@@ -651,7 +651,7 @@ class _Run:
         self.bound_info = res.bound_info if res.realised else None
         self.cost_bound = res.cost_bound if self.best is res.best and res.realised else None
         if not self.proven:  # an unproven plan may still leave a swap or a move
-            ejection = Eject(self.best)
+            ejection = Eject(self.best, traded=self.swapping)
             yield ejection, self.eject_budget()
             last = Polish(self.best)
             yield last, work
@@ -690,7 +690,7 @@ class _Run:
         # before the baselines below, which are rarely better there
         ejection: Eject | None = None
         if not spare.budget_rejected:
-            ejection = Eject(self.best)
+            ejection = Eject(self.best, traded=self.swapping)
             yield ejection, self.eject_budget()
         # LNS stops after a pass without improvement, often well before its deadline:
         # the baselines not computed yet compete in the time left
@@ -708,7 +708,7 @@ class _Run:
                                   "returned" + (f" after {pol.said}" if pol.said else ""))
                 ejection = None
         if spare.budget_rejected or self.base_said:
-            ejection = Eject(self.best)
+            ejection = Eject(self.best, traded=self.swapping)
             yield ejection, self.eject_budget()
         last = Cheaper(self.best)
         yield last, self.work

@@ -396,22 +396,24 @@ class Eject(Strategy):
     """Ejection moves, then priority swaps (planner/heuristics/eject.py), on ``start``:
     until the budget's end, of which the swaps get what ejection leaves (it stops
     early after a round that admits nothing; admitted GPUs rank first), or in
-    deterministic mode EJECT_TRIES tries each. ``ejected``, ``swaps``: how many."""
+    deterministic mode EJECT_TRIES tries each. ``ejected``, ``swaps``: how many.
+    ``traded``: ejection compares plans after ``thrash.exempt_free_first`` (for a
+    planner that keeps plans after it)."""
 
     keeps = "always"
     name = "ejection moves"
 
-    def __init__(self, start: Decision):
-        self.start = start
+    def __init__(self, start: Decision, *, traded: bool = False):
+        self.start, self.traded = start, traded
         self.ejected = self.swaps = 0
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         d = self.start
         if budget.wall:
-            d, self.ejected = eject(problem, d, budget=budget)
+            d, self.ejected = eject(problem, d, budget=budget, traded=self.traded)
             d, self.swaps = upgrade(problem, d, budget=budget, speed=factor())
         else:
-            d, self.ejected = eject(problem, d, tries=EJECT_TRIES)
+            d, self.ejected = eject(problem, d, tries=EJECT_TRIES, traded=self.traded)
             d, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
         self.said = moved(self.ejected, self.swaps)
         return d
@@ -507,7 +509,7 @@ def candidate(kw: dict | str) -> Greedy | Baseline:
 
 
 def second_lane(problem: Problem, candidates: list[dict | str], first_s: float | None,
-                budget: Budget) -> tuple[Decision, str] | None:
+                budget: Budget, traded: bool = False) -> tuple[Decision, str] | None:
     """The second lane's plan (planner/solver/lanes.py, in a child process) and what it
     says: the ``candidates`` in order (greedy variants by their settings, baselines
     by name), each while its greedy runs (``first_s`` each, lane_runs) fit in
@@ -544,7 +546,7 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     first = Polish(best, cheaper=False)
     best = first.run(problem, budget)
     end = budget.less(CHEAPER_TIMES * first.took)
-    ejection = Eject(best)
+    ejection = Eject(best, traded=traded)
     best = ejection.run(problem, budget.until(
         eject_deadline(time.perf_counter(), end.end, budget.end)))
     last = Cheaper(best)
@@ -558,12 +560,14 @@ class SecondLane(Strategy):
     """The second lane (planner/solver/lanes.py): ``second_lane`` on ``candidates`` in a
     child process, started by :meth:`start`, ending lanes.grace_s() before the budget
     :meth:`run` waits in. Its plan (``said`` says which), or ``fallback`` (the plan
-    so far, set before it runs) when it gave none (``error`` says why)."""
+    so far, set before it runs) when it gave none (``error`` says why). ``traded``:
+    its ejection moves compare plans after ``thrash.exempt_free_first`` (Eject)."""
 
     name = "second lane"
 
-    def __init__(self, candidates: list[dict | str], first_s: float | None):
-        self.candidates, self.first_s = candidates, first_s
+    def __init__(self, candidates: list[dict | str], first_s: float | None, *,
+                 traded: bool = False):
+        self.candidates, self.first_s, self.traded = candidates, first_s, traded
         self.lane: Any = None
         self.error = ""
         self.fallback = Decision()
@@ -577,7 +581,7 @@ class SecondLane(Strategy):
         assert budget.wall  # (a second lane needs a wall clock)
         try:
             self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
-                             budget.less(lane_grace_s()))
+                             budget.less(lane_grace_s()), self.traded)
         except OSError:
             return False
         return True
