@@ -273,8 +273,23 @@ def checks(runs: list[dict[str, Any]], load: float) -> list[str]:
                    + ("all met" if not missed else "missed " + ", ".join(missed))
                    + f" (alerts {m['thrash_windows']} vs naive {naive['thrash_windows']}; "
                      f"waste {m['wasted_gpu_h']['total']:.0f} vs naive "
-                     f"{naive['wasted_gpu_h']['total']:.0f}; tier-2 p95 {ratio:.2f}x naive's)")
+                     f"{naive['wasted_gpu_h']['total']:.0f}; tier-2 p95 {ratio:.2f}x naive's"
+                   + (f"; {against(m, greedy)}" if "waste vs greedy" in missed
+                      and greedy is not None else "") + ")")
     return out
+
+
+def against(m: dict[str, Any], greedy: dict[str, Any]) -> str:
+    """What a run that wastes more than greedy's got for it: the GPU-hours more, the
+    jobs completed more, and its tier-2 and tier-3 p95 queueing delays as a share of
+    greedy's."""
+    def share(tier: str) -> str:
+        mine, theirs = m["queue_delay_s"][tier]["p95"], greedy["queue_delay_s"][tier]["p95"]
+        return "-" if mine is None or not theirs else f"{mine / theirs:.2f}x"
+    more = m["wasted_gpu_h"]["total"] - greedy["wasted_gpu_h"]["total"]
+    return (f"against greedy: {more:.2f} GPU-h more wasted, "
+            f"{m['completed'] - greedy['completed']:+d} jobs completed, tier-2 p95 "
+            f"{share('2')} and tier-3 p95 {share('3')} greedy's")
 
 
 if __name__ == "__main__":
