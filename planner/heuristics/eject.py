@@ -83,7 +83,8 @@ def eject(problem: Problem, d: Decision, budget: Budget | None = None, *,
     number of jobs it admits that ``d`` deferred. Stops at the end of ``budget``
     or after ``tries`` tried moves (deterministic); the
     plan is never worse than ``d``. With ``traded``, plans are compared, and kept,
-    after ``thrash.exempt_free_first`` (planner/core/decision.py): a round's plan in
+    after ``thrash.exempt_free_first`` (planner/core/decision.py), so the plan is never
+    worse than ``d`` after that trade, which may itself rank below ``d``: a round's plan in
     which exempt jobs then take the free GPUs a newly admitted job holds ranks as
     it does after that trade (the planner that returns plans after the trade,
     planner/solver/cpsat.py, would otherwise keep moves the trade undoes)."""
