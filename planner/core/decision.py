@@ -527,6 +527,14 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     return clean(problem, out), moved
 
 
+def after_trade(problem: Problem, d: Decision) -> tuple[Decision, int]:
+    """``d`` cleaned, after :func:`exempt_free_first`, and the number of exempt jobs
+    moved (``d`` itself and 0 where none moves): a plan as a planner that keeps plans
+    after the trade ranks it (planner/solver/cpsat.py, planner/heuristics/eject.py)."""
+    out, moved = exempt_free_first(problem, clean(problem, d))
+    return (out, moved) if moved else (d, 0)
+
+
 def decision_of(problem: Problem, plan: Plan) -> Decision:
     """The decision a plan of this problem carries out (its victims and GPUs)."""
     placements = {}

@@ -66,7 +66,7 @@ import math
 from models.rules import keeps_group
 from planner.core import topology as topo
 from planner.core.budget import Budget
-from planner.core.decision import Decision, clean, exempt_free_first, objective_of
+from planner.core.decision import Decision, after_trade, clean, objective_of
 from planner.core.problem import PendingInfo, Problem
 from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
 
@@ -103,11 +103,11 @@ def eject(problem: Problem, d: Decision, budget: Budget | None = None, *,
 
 
 def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budget | None,
-           tries_left: list[float], traded: bool) -> tuple[Decision, int]:
+           tries_left: list[float], trade: bool) -> tuple[Decision, int]:
     """One round of :func:`eject` over the tiers, most important first: the improved
     plan and the number of jobs it admits that ``d`` deferred."""
-    if traded:
-        d = _trade(problem, d)
+    if trade:
+        d = after_trade(problem, d)[0]
     key = objective_of(problem, d).key()
     admitted = 0
     for tier in sorted({i.job.tier for i in order}):
@@ -150,21 +150,14 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
                 break
             ej.place(i)
         out = ej.decision()
-        if traded:
-            out = _trade(problem, out)
+        if trade:
+            out = after_trade(problem, out)[0]
             n = sum(1 for j in out.placements if j not in d.placements
                     and problem.pending[j].job.tier == tier)
         k = objective_of(problem, out).key()
         if k > key:
             d, key, admitted = out, k, admitted + n
     return d, admitted
-
-
-def _trade(problem: Problem, d: Decision) -> Decision:
-    """``d`` cleaned, after ``thrash.exempt_free_first`` (``d`` itself where no exempt
-    job moves)."""
-    out, moved = exempt_free_first(problem, clean(problem, d))
-    return out if moved else d
 
 
 def upgrade(problem: Problem, d: Decision, budget: Budget | None = None, *,

@@ -22,6 +22,7 @@ from planner.checks.assemble import assemble
 from planner.core.budget import CUT_NOTE, Budget
 from planner.core.decision import (
     Decision,
+    after_trade,
     best_fit,
     carried,
     clean,
@@ -305,10 +306,8 @@ class _Run:
         hit = self.traded.get(id(d))
         if hit is d:  # (a pass that returned the plan it started from)
             return d
-        out, n = exempt_free_first(self.problem, clean(self.problem, d))
-        if not n:
-            out = d
-        else:
+        out, n = after_trade(self.problem, d)
+        if n:
             self.raw_top = max(self.raw_top, self.key(d))
         start = getattr(s, "start", None)
         if isinstance(start, Decision) and id(start) in self.moved:
