@@ -297,7 +297,8 @@ class Thrash(Record):
     # an extension of the contract (docs/format.md): a planner's choice, not a rule.
     # An exempt job placed on victims' GPUs while a job of another tier takes free GPUs
     # it could use instead swaps with it: otherwise exempt evictions make room for the
-    # other tiers past the budget (docs/simulation.md, "The default policy")
+    # other tiers past the budget, before their patience ran out or beyond their
+    # rights (docs/format.md; docs/simulation.md, "The default policy")
     exempt_free_first: bool = Field(True, strict=True)
     # an extension of the contract (docs/format.md): a planner's choice, not a rule.
     # When exempt victims take a plan past what the window has left, each victim past

@@ -435,6 +435,36 @@ def test_an_exempt_job_does_not_make_room_for_an_impatient_job() -> None:
         assert evicted(p) == ["r0"]
 
 
+def test_an_exempt_job_does_not_evict_for_a_job_without_the_right_to() -> None:
+    # n0: r0 (tier 2, 1 GPU, running since 04:00: past its 3,600 s immunity) on GPU 0,
+    # r3 (tier 3, 6 GPUs, started 07:50: 600 s of its 1,800 s immunity, R6) on GPUs
+    # 1-6, GPU 7 free; the window is empty (B = 4, 4 left). Pending: a (tier 1) and b
+    # (tier 2, past its patience), one GPU each. Admitting both means a evicting r0
+    # (tier 1 may preempt tier 2) and b taking GPU 7: within the budget and past b's
+    # patience, but tier 2 may preempt only tier 3 (R7), so b displaces a tier-2 job
+    # it could not evict itself, through a's exemption. By default a takes GPU 7, b
+    # would need r0's GPU, which its rights do not reach: r0 keeps running and b
+    # waits. With r0 a tier-3 job, b could evict it itself: nothing moves.
+    nodes = [node("n0")]
+    jobs = [run("r0", 2, {"n0": [0]}), run("r3", 3, {"n0": [1, 2, 3, 4, 5, 6]},
+                                          started="2026-11-30T07:50:00Z"),
+            pend("a", 1, 1, submitted_at=OLD), pend("b", 2, 1, submitted_at=OLD)]
+    for planner in ("cpsat", "greedy"):
+        p = solve(snap(nodes, jobs), planner)
+        assert [(x["job"], x["placement"]) for x in p["placements"]] == [
+            ("a", [{"node": "n0", "gpus": [7]}])], planner
+        assert evicted(p) == [] and reasons(p) == {"b": "OUTRANKED"}, planner
+    off = solve(snap(nodes, jobs, {"thrash": {"exempt_free_first": False}}))
+    assert sorted((x["job"], x["placement"][0]["gpus"]) for x in off["placements"]) == [
+        ("a", [0]), ("b", [7])]
+    assert [(e["job"], e["preemptors"]) for e in off["evictions"]] == [("r0", ["a"])]
+    lower = [run("r0", 3, {"n0": [0]}), *jobs[1:]]
+    for planner in ("cpsat", "greedy"):
+        p = solve(snap(nodes, lower), planner)
+        assert sorted(x["job"] for x in p["placements"]) == ["a", "b"], planner
+        assert evicted(p) == ["r0"], planner
+
+
 def _smalls_and_bigs(recent_n: int) -> tuple[list, list, list, list[str]]:
     """n0 and n1 hold eight 1-GPU tier-3 jobs each (s00-s17), n2 and n3 one 8-GPU
     tier-3 job each (b2, b3, restore 150 s); the tier-1 gang g (2 x 8 GPUs) is

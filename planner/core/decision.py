@@ -440,16 +440,19 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     placed job of another tier that holds only GPUs free in the snapshot, when it
     can use them (the same shape, on nodes it may run on, NVLink and block needs
     met), and when that job got there by the exemption: the plan's victims would not
-    fit in what the window has left were none of them exempt (R15), or the job may
-    take only free GPUs (R16's patience, R10's cascade guard). That job then takes
-    the exempt job's former GPUs where its rights and patience allow (their victims
-    now count against the budget), else it waits; ``clean`` then drops victims
-    nobody uses and re-checks R15. Without it, an objective that admits as many GPUs
-    as it can sends the exempt job to victims and the other tier's job to the free
-    GPUs: exempt evictions that make room for the other tiers, past the budget or
-    before their patience ran out, and an exempt job that waits for its victims'
-    flush where free GPUs would have started it at once (docs/simulation.md, "The
-    default policy").
+    fit in what the window has left were none of them exempt (R15), the job may
+    take only free GPUs (R16's patience, R10's cascade guard), or it may not evict
+    one of the exempt job's victims itself (R7: a tier-2 job that starts on free GPUs
+    while a tier-1 job evicts a running tier-2 job for want of them has in effect
+    displaced a job of its own tier). That job then takes the exempt job's former
+    GPUs where its rights and patience allow (their victims now count against the
+    budget), else it waits; ``clean`` then drops victims nobody uses and re-checks
+    R15. Without it, an objective that admits as many GPUs as it can sends the
+    exempt job to victims and the other tier's job to the free GPUs: exempt
+    evictions that make room for the other tiers, past the budget, before their
+    patience ran out or where their rights stop, and an exempt job that waits for
+    its victims' flush where free GPUs would have started it at once
+    (docs/simulation.md, "The default policy").
 
     Returns the decision and the number of exempt jobs moved (``d`` itself and 0
     when none moves)."""
@@ -479,11 +482,16 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     if not movers:
         return d, 0
     donors = sorted((j for j, parts in d.placements.items()
-                     if pending[j].job.tier not in tb.exempt_tiers and not on_victims(parts)
-                     and (past or pending[j].guarded or pending[j].patient_until is not None)),
+                     if pending[j].job.tier not in tb.exempt_tiers and not on_victims(parts)),
                     key=lambda j: (-pending[j].job.tier, pending[j].job.priority, j))
     if not donors:
         return d, 0
+    # donors that got in by the exemption whoever the mover's victims are (past the
+    # window, or on free GPUs only); the others only from a mover with a victim
+    # their rights do not reach
+    eager = {q for q in donors
+             if past or pending[q].guarded or pending[q].patient_until is not None}
+    tier_of = {v: problem.running[v].job.tier for v in d.victims}
 
     def fits(j: str, parts: list[tuple[int, int]]) -> bool:
         return can_take(problem, pending[j], parts)
@@ -497,19 +505,22 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
     moved = 0
     used: set[str] = set()
     # a donor's GPUs stay the same until it is used, and whether a mover can take
-    # them depends only on what can_take looks at: movers alike in that resume their
-    # donor list where the last of them stopped (the same donors as a scan from the
-    # start, without the checks that failed before)
+    # them depends only on what can_take looks at and the tiers of the mover's
+    # victims: movers alike in that resume their donor list where the last of them
+    # stopped (the same donors as a scan from the start, without the checks that
+    # failed before)
     start: dict[tuple, int] = {}
     for j in movers:
         info = pending[j]
         job = info.job
+        hit = frozenset(tier_of[v] for v in under(d.placements[j]))
         alike = (id(info.candidates), info.need_nvlink, job.nodes, job.gpus_per_node,
-                 job.same_block, job.same_nvlink_domain)
+                 job.same_block, job.same_nvlink_domain, hit)
         shaped = by_shape.get((job.gpus_per_node,) * job.nodes, [])
         for k in range(start.get(alike, 0), len(shaped)):
             q = shaped[k]
-            if q in used or not fits(j, out.placements[q]):
+            if (q in used or (q not in eager and hit <= pending[q].rights)
+                    or not fits(j, out.placements[q])):
                 continue
             start[alike] = k + 1
             used.add(q)
