@@ -21,6 +21,7 @@ from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.checks.assemble import assemble
 from planner.checks.verify import verify
+from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, objective_of
 from planner.core.problem import build_problem
 from planner.heuristics.eject import _Ejector, eject, upgrade
@@ -553,3 +554,34 @@ def test_ejection_after_the_trade_keeps_no_move_the_trade_undoes() -> None:
     assert (traded.placements, traded.victims, n) == (d.placements, set(), 0)
     _valid(snap, pr, raw)
     _valid(snap, pr, traded)
+
+
+def test_priority_swaps_the_trade_undoes_leave_the_ejection_plan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # n0: r0 (tier 2, 1 GPU, past its immunity) on GPU 0, r3 (tier 3, immune: started
+    # 10 minutes ago) on GPUs 1-5, GPUs 6 and 7 free; the window is empty. Pending: a
+    # (tier 1), b and c (tier 2), one GPU each. The ejection's plan (no move to make)
+    # is a on GPU 7 and c on GPU 6: 1/1 GPUs. Priority swaps that gave a on r0's GPU
+    # and b on GPU 7 (1/1 as is) rank 1/0 once traded: a takes b's free GPU 7 and b,
+    # whose rights stop at tier 3, cannot have r0's. Eject keeps the ejection's plan
+    # and counts no swap.
+    from planner.solver import portfolio
+
+    nodes = [_node("n0")]
+    jobs = [{"id": "r0", "tier": 2, "state": "running", "gpus_per_node": 1,
+             "started_at": OLD,
+             "placement": [{"node": "n0", "gpus": [0]}]},
+            {"id": "r3", "tier": 3, "state": "running", "gpus_per_node": 5,
+             "started_at": "2026-11-30T07:50:00Z",
+             "placement": [{"node": "n0", "gpus": [1, 2, 3, 4, 5]}]},
+            *({"id": j, "tier": t, "state": "pending", "gpus_per_node": 1,
+               "submitted_at": OLD} for j, t in (("a", 1), ("b", 2), ("c", 2)))]
+    pr = build_problem(load_snapshot(_snap(nodes, jobs)))
+    d = Decision(set(), {"a": [(0, 1 << 7)], "c": [(0, 1 << 6)]})
+    swapped = Decision({"r0"}, {"a": [(0, 1 << 0)], "b": [(0, 1 << 7)]})
+    monkeypatch.setattr(portfolio, "upgrade", lambda *a, **kw: (swapped, 1))
+    for traded, want, swaps in ((True, d, 0), (False, swapped, 1)):
+        e = portfolio.Eject(d, traded=traded)
+        out = e.run(pr, Budget(5.0, wall=False))
+        assert (out.placements, out.victims, e.swaps) == (
+            want.placements, want.victims, swaps), traded

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.core.budget import Budget
-from planner.core.decision import Decision, clean, objective_of
+from planner.core.decision import Decision, after_trade, clean, objective_of
 from planner.core.problem import Problem
 from planner.heuristics.baselines import get_baseline
 from planner.heuristics.eject import eject, upgrade
@@ -398,7 +398,9 @@ class Eject(Strategy):
     early after a round that admits nothing; admitted GPUs rank first), or in
     deterministic mode EJECT_TRIES tries each. ``ejected``, ``swaps``: how many.
     ``traded``: ejection compares plans after ``thrash.exempt_free_first`` (for a
-    planner that keeps plans after it)."""
+    planner that keeps plans after it), and the swaps are kept only where the plan
+    they give ranks as high once traded as the ejection's (a swap the trade undoes
+    would otherwise take the ejection's gains with it)."""
 
     keeps = "always"
     name = "ejection moves"
@@ -411,12 +413,15 @@ class Eject(Strategy):
         d = self.start
         if budget.wall:
             d, self.ejected = eject(problem, d, budget=budget, traded=self.traded)
-            d, self.swaps = upgrade(problem, d, budget=budget, speed=factor())
+            up, self.swaps = upgrade(problem, d, budget=budget, speed=factor())
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES, traded=self.traded)
-            d, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
+            up, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
+        if self.swaps and self.traded and (objective_of(problem, after_trade(problem, up)[0]).key()
+                                           < objective_of(problem, d).key()):
+            up, self.swaps = d, 0
         self.said = moved(self.ejected, self.swaps)
-        return d
+        return up
 
 
 class Lns(Strategy):
