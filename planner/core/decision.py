@@ -524,10 +524,9 @@ def exempt_free_first(problem: Problem, d: Decision) -> tuple[Decision, int]:
                 continue
             start[alike] = k + 1
             used.add(q)
-            old = out.placements[j]
+            old = out.placements[j]  # (d's: a mover is no donor, so not moved before)
             out.placements[j] = out.placements.pop(q)
-            if (all(problem.running[v].job.tier in pending[q].rights for v in under(old))
-                    and fits(q, old)):
+            if hit <= pending[q].rights and fits(q, old):  # (hit: the tiers under old)
                 out.placements[q] = old
             moved += 1
             break

@@ -417,9 +417,10 @@ class Eject(Strategy):
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES, traded=self.traded)
             up, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
-        if self.swaps and self.traded and (objective_of(problem, after_trade(problem, up)[0]).key()
-                                           < objective_of(problem, d).key()):
-            up, self.swaps = d, 0
+        if self.swaps and self.traded:
+            traded_up = after_trade(problem, up)[0]
+            if objective_of(problem, traded_up).key() < objective_of(problem, d).key():
+                up, self.swaps = d, 0
         self.said = moved(self.ejected, self.swaps)
         return up
 
