@@ -414,6 +414,39 @@ def test_a_chain_ends_the_sweep_and_the_next_round_makes_the_next() -> None:
     _valid(snap, problem, after)
 
 
+def test_a_chain_sweep_gets_a_third_of_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The chain case above with a wall-clock budget of 100 s: the sweep searches
+    # within a third of the time left when it starts (CHAIN_SHARE), so that the
+    # less important tiers' quicker moves keep the rest, and still finds J0's
+    # chain (24 tier-2 GPUs). Deterministic mode (no budget, tries) is unchanged.
+    import time
+
+    snap = _chain_snap(1)
+    problem = build_problem(load_snapshot(snap))
+    ix = problem.node_index
+    before = Decision(set(), {"K0": [(ix["n0a"], 0xFF)], "L0": [(ix["n0b"], 0xFF)]})
+    outer = Budget(100.0)
+    seen: list[tuple[float, float] | None] = []  # (its deadline's time left, outer's)
+    real_chain = _Ejector.chain
+
+    def chain(self: _Ejector, info: Any, deadline: Any) -> bool:
+        now = time.perf_counter()
+        seen.append(None if deadline is None else (deadline.end - now, outer.end - now))
+        return real_chain(self, info, deadline)
+
+    monkeypatch.setattr(_Ejector, "chain", chain)
+    after, moves = eject(problem, before, budget=outer)
+    assert moves == 1
+    assert objective_of(problem, after).admitted_gpus == {"1": 0, "2": 24, "3": 0}
+    times = [x for x in seen if x is not None]
+    assert times and len(times) == len(seen)
+    assert all(mine <= left / 3 + 1e-6 for mine, left in times)
+    assert all(mine > 30 for mine, _left in times)  # (a third of some 100 s)
+    seen.clear()
+    after, moves = eject(problem, before, tries=100)
+    assert moves == 1 and seen and all(x is None for x in seen)
+
+
 def _spy_chain_leaves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The jobs that leave their place in chain searches, in order."""
     left: list[str] = []

@@ -43,7 +43,8 @@ A fourth sweep makes chains of two moves, single-node jobs first: ``K`` leaves a
 ``K`` is tried: ``K2`` leaves, ``K`` is placed, and ``K2`` is placed again. The move
 is kept when ``K2`` finds a place, else undone (and ``K2`` is not tried again for
 ``J``). Most tries find nothing and each places jobs twice, so the first chain
-found ends the sweep.
+found ends the sweep, and with a wall clock a sweep gets at most CHAIN_SHARE of the
+time left (the less important tiers' quicker moves come after it).
 
 Then the less important tiers' jobs come back: where they were, when their GPUs
 are still available to them within the limits, else where the greedy search puts
@@ -71,6 +72,11 @@ from planner.core.problem import PendingInfo, Problem
 from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
 
 GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
+# a tier's chain sweep gets at most this share of a wall-clock budget's time left:
+# most of its tries find nothing (on the 1,024-node benchmark tick after the trade of
+# thrash.exempt_free_first, every sweep of a 4.7 s ejection found nothing, 2.7 s in
+# all), and the less important tiers' quicker moves come after it in the round
+CHAIN_SHARE = 1 / 3
 # time to set up the greedy planner's state for a plan (an _Ejector), per running job,
 # on the benchmark machine (upgrade's ``speed`` scales it to this one): 0.05 s at 2,730
 # running jobs, 0.26 s at 11,464 (1,024 and 4,096 benchmark nodes)
@@ -132,7 +138,8 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
         # last, chains of two moves, single-node jobs first. They are slow, and most
         # tries find nothing: the first chain found ends the sweep, so that the less
         # important tiers get their moves in this round too (the next round goes on)
-        n += any(ej.chain(i, budget) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
+        within = budget.share(CHAIN_SHARE) if budget is not None and budget.wall else budget
+        n += any(ej.chain(i, within) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         if not n:
             continue
         # the less important tiers back where they were when that still fits (a quick
