@@ -136,7 +136,8 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
         # then, for gangs that keep one block or NVLink domain, the clearing of one
         n += sum(ej.clear(i, budget) for i in todo)
         # last, chains of two moves, single-node jobs first. They are slow, and most
-        # tries find nothing: the first chain found ends the sweep, so that the less
+        # tries find nothing: the first chain found ends the sweep, and with a wall
+        # clock the sweep keeps to CHAIN_SHARE of the time left, so that the less
         # important tiers get their moves in this round too (the next round goes on)
         within = budget.share(CHAIN_SHARE) if budget is not None and budget.wall else budget
         n += any(ej.chain(i, within) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
