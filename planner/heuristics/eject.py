@@ -139,7 +139,7 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
         # tries find nothing: the first chain found ends the sweep, and with a wall
         # clock the sweep keeps to CHAIN_SHARE of the time left, so that the less
         # important tiers get their moves in this round too (the next round goes on)
-        within = budget.share(CHAIN_SHARE) if budget is not None and budget.wall else budget
+        within = None if budget is None else budget.share(CHAIN_SHARE)  # (as is without a clock)
         n += any(ej.chain(i, within) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         if not n:
             continue
