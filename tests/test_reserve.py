@@ -95,6 +95,25 @@ def test_lower_tiers_and_small_tier1_shards_stay_off_the_reserved_nodes(planner:
     assert deferred_entry(p, "small")["reason"] == "PROTECTED"
 
 
+def test_the_note_names_each_reserved_node_with_room_whatever_its_free_gpus() -> None:
+    # 3 reserved nodes of one kind that differ in their free GPUs (the note decides
+    # once per kind of node and free set): prefer "full" takes n15 (0 free), n14 (2)
+    # and n13, emptied (8). big (tier 1, 8 GPUs) takes n13 without evicting; low
+    # (tier 3, 1 GPU) waits behind immune jobs, and its note names the reserved nodes
+    # whose free GPUs in the snapshot hold it: n13 and n14, not n15
+    policy = {"reserve": {**SMALL["reserve"], "nodes": 3}}
+    data = _cluster([pend("big", 1, 8), pend("low", 3, 1, submitted_at=OLD)], policy)
+    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm13"]
+    p = solve(data)
+    assert nodes_of(p, "big") == {"n13": list(range(8))}
+    assert p["evictions"] == []
+    low = deferred_entry(p, "low")
+    assert low["reason"] == "PROTECTED"
+    assert low["detail"].endswith(
+        "; n13 and n14 have free GPUs for it but are kept open for tier 1 jobs taking at "
+        "least 50% of a node's GPUs (policy.reserve)")
+
+
 def test_without_the_reserve_the_small_jobs_take_the_open_nodes() -> None:
     # reserve null: low takes a free GPU of n14 and small evicts there too (the
     # cheapest room: r14 for 600 GPU-s, or a free GPU); big then finds n15 (r15,

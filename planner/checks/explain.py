@@ -451,9 +451,13 @@ def _reserved_note(problem: Problem, info: PendingInfo) -> str:
 
     def fit() -> list[int]:  # the reserved nodes with free GPUs for a shard of the job
         nodes = problem.nodes
-        return [ni for ni in sorted(problem.reserved)
-                if node_can_host(nodes[ni], job, problem.policy)
-                and nodes[ni].fits(nodes[ni].free, job.gpus_per_node, info.need_nvlink)]
+        out: list[int] = []
+        for members in _reserved_kinds(problem):  # (one answer per kind of node)
+            nd = nodes[members[0]]
+            if (node_can_host(nd, job, problem.policy)
+                    and nd.fits(nd.free, job.gpus_per_node, info.need_nvlink)):
+                out += members
+        return sorted(out)
 
     def compute() -> str:
         hosts = problem.candidate_set(info)
@@ -473,6 +477,24 @@ def _reserved_note(problem: Problem, info: PendingInfo) -> str:
                 f"{100 * res.min_shard_fraction:g}% of a node's GPUs (policy.reserve)")
 
     return _once(problem, ("reserved", *_shape(info)), compute)
+
+
+def _reserved_kinds(problem: Problem) -> list[list[int]]:
+    """The reserved nodes in groups that node_can_host and NodeInfo.fits on the
+    node's free GPUs cannot tell apart (all they read of a node: its state, size, GPU
+    type, pool, whether it has a block and an NVLink domain, its layout and free
+    GPUs), each in index order."""
+    def compute() -> list[list[int]]:
+        groups: dict[tuple, list[int]] = {}
+        for ni in sorted(problem.reserved):
+            nd = problem.nodes[ni]
+            n = nd.node
+            groups.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
+                               n.nvlink_domain is None, id(nd.layout), nd.full, nd.free),
+                              []).append(ni)
+        return list(groups.values())
+
+    return _once(problem, ("reserved kinds",), compute)
 
 
 def _deferred_entry(problem: Problem, info: PendingInfo, d: Decision,

@@ -22,6 +22,7 @@ from planner.core import topology as topo
 # Sizes are compared in integer megabytes inside the models (rounded against us:
 # sizes up, capacities down), so the storm check never admits a violation.
 MB_PER_GB = 1000
+_INF = float("inf")
 
 
 def _mask(gpus: list[int]) -> int:
@@ -433,38 +434,67 @@ def _static(policy: Policy, j: Job, tick: _Tick, node_index: dict[str, int],
     """A running job's _Static: models.rules' local_flush_s and solo_flush_s, worked
     out from ``tick`` (the same numbers), and its storm cap: the largest storage load
     F_s (GB) for which R12's need(v) stays <= grace.max_s (-1: none; inf: no
-    limit)."""
-    parts, on_down = [], []
-    for p in j.placement or ():
-        ni = node_index[p.node]
-        parts.append((ni, _mask(p.gpus)))
-        if tick.down[ni]:
-            on_down.append(p.node)
-    # (models.rules.victim_storage: its first node's, which NodeInfo holds)
-    stor = nodes[parts[0][0]].storage if parts else None
+    limit). (Run for every running job of a cold tick: written for speed, each
+    record's field read once.)"""
+    parts: list[tuple[int, int]] = []
+    on_down: list[str] = []
+    placement = j.placement
+    if placement:
+        down = tick.down
+        for p in placement:
+            ni = node_index[p.node]
+            gpus = p.gpus
+            parts.append((ni, 1 << gpus[0] if len(gpus) == 1 else _mask(gpus)))
+            if down[ni]:
+                on_down.append(p.node)
+        # (models.rules.victim_storage: its first node's, which NodeInfo holds)
+        stor = nodes[parts[0][0]].storage
+    else:
+        stor = None
     ck = j.checkpoint
     if ck.signal is None:  # (models.rules.flushes)
-        return _Static(j, parts, on_down, stor, False, float("inf"), 0.0, "")
+        return _Static(j, parts, on_down, stor, False, _INF, 0.0, "")
+    size, barrier, cleanup = ck.size_gb, ck.barrier_s, ck.cleanup_s
     local = 0.0  # models.rules.local_flush_s
     if parts:
-        shard = ck.size_gb / j.nodes
+        shard = size / j.nodes
+        local_bw = tick.local_bw
         for ni, _m in parts:
-            if bw := tick.local_bw[ni]:
-                local = max(local, shard / bw)
+            bw = local_bw[ni]
+            if bw and shard / bw > local:
+                local = shard / bw
     # the storm cap
-    slack = -1.0 if tick.slack < 0 else tick.slack - ck.barrier_s - ck.cleanup_s
+    slack = -1.0 if tick.slack < 0 else tick.slack - barrier - cleanup
     if slack < local - 1e-12 or slack < 0:
         cap = -1.0
     else:
-        cap = float("inf") if stor is None else slack * stor.write_gb_per_s
+        cap = _INF if stor is None else slack * stor.write_gb_per_s
     # models.rules.solo_flush_s
-    solo = max(ck.size_gb / stor.write_gb_per_s if stor is not None else 0.0, local)
+    solo = max(size / stor.write_gb_per_s if stor is not None else 0.0, local)
     r11 = ""
-    if cap < 0 or ck.size_gb > cap + 1e-9:
-        need = policy.grace.need(solo, ck.barrier_s, ck.cleanup_s)
+    if cap < 0 or size > cap + 1e-9:
+        need = policy.grace.need(solo, barrier, cleanup)
         r11 = (f"its checkpoint flush needs a grace of {need:.0f} s > grace.max_s "
                f"{policy.grace.max_s:.0f} s")
     return _Static(j, parts, on_down, stor, True, cap, solo, r11)
+
+
+def _nvlink_key(nvlink: object) -> object:
+    """A node's ``nvlink`` as a dict key: equal for equal values (a name, islands or
+    edges; a tuple is a tenth of a repr's time)."""
+    if isinstance(nvlink, str):
+        return nvlink
+    if isinstance(nvlink, list):
+        return tuple(map(tuple, nvlink))
+    return ("edges", tuple(nvlink.edges))  # type: ignore[attr-defined]
+
+
+def _job_id(j: Job) -> str:
+    return j.id
+
+
+def _node_id(n: Node) -> str:
+    return n.id
 
 
 def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | None
@@ -512,16 +542,18 @@ def changed_nodes(snap: Snapshot, previous: Problem | None) -> set[int] | None:
 def _victim(policy: Policy, now: datetime, j: Job, st: _Static, tick: _Tick) -> VictimInfo:
     """A running job's VictimInfo at ``now``: what protects it (R5, a down node, R6,
     R8, R17, R11, in that order) and its eviction cost (models.rules' immune_for_s
-    and cost_of, worked out from ``tick``: the same numbers)."""
+    and cost_of, worked out from ``tick``: the same numbers). (Run for every running
+    job of a tick: written for speed.)"""
     preemptible, now_ok, min_runtime = tick.tiers[j.tier]
-    age = 0.0 if j.started_at is None else (now - j.started_at).total_seconds()
-    why, rule = "", ""
+    started = j.started_at
+    age = 0.0 if started is None else (now - started).total_seconds()
+    why = rule = ""
     if not preemptible:
         why, rule = f"tier {j.tier} is not preemptible", "R5"
     elif st.on_down:
         why, rule = f"it has GPUs on down node {st.on_down[0]}", "down"
-    elif (immune := max(0.0, min_runtime - age)) > 0:
-        why, rule = f"immune for another {_dur(immune)}", "R6"
+    elif min_runtime > age:
+        why, rule = f"immune for another {_dur(min_runtime - age)}", "R6"
     elif not now_ok:
         why, rule = f"tier {j.tier} is outside its preemption windows", "R8"
     elif (j.expected_end_at is not None
@@ -531,17 +563,19 @@ def _victim(policy: Policy, now: datetime, j: Job, st: _Static, tick: _Tick) -> 
     elif st.r11:
         why, rule = st.r11, "R11"
     ck = j.checkpoint
-    if st.flushing:
+    flushing = st.flushing
+    if flushing:
         lost = 0.0
     else:  # (models.rules.lost_s)
-        since = ck.last_at or j.started_at
-        lost = max(0.0, 0.0 if since is None else (now - since).total_seconds())
-    return VictimInfo(
-        job=j, parts=st.parts, evictable=not why, why_not=why, rule=rule,
-        cost=j.gpus_per_node * j.nodes * (lost + ck.restore_s + st.solo_s),
-        storage=st.storage.id if st.storage else None,
-        flush_gb=ck.size_gb if st.flushing else 0.0, flushing=st.flushing,
-        storm_cap_gb=st.cap)
+        since = ck.last_at or started
+        lost = 0.0 if since is None else (now - since).total_seconds()
+        if lost < 0:
+            lost = 0.0
+    stor = st.storage
+    return VictimInfo(j, st.parts, not why, why, rule,
+                      j.gpus_per_node * j.nodes * (lost + ck.restore_s + st.solo_s),
+                      None if stor is None else stor.id,
+                      ck.size_gb if flushing else 0.0, flushing, st.cap)
 
 
 def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
@@ -562,7 +596,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     # a node that is the previous problem's object keeps its layout and storage
     # target (the same ids in the same order, the same storage targets: changed_nodes)
     same = previous.nodes if previous is not None and changed is not None else None
-    for i, n in enumerate(sorted(snap.nodes, key=lambda n: n.id)):
+    for i, n in enumerate(sorted(snap.nodes, key=_node_id)):
         full = (1 << n.gpus) - 1
         if same is not None and same[i].node is n:
             nd = same[i]
@@ -570,7 +604,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                                   nd.layout))
             node_index[n.id] = i
             continue
-        kind = (n.nvlink if isinstance(n.nvlink, str) else repr(n.nvlink), n.gpus)
+        kind = (_nvlink_key(n.nvlink), n.gpus)
         known = layouts.get(kind)
         if known is None:
             layout = topo.layout(n.nvlink_raw(), n.gpus)
@@ -597,35 +631,37 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     spare_ending = policy.spare_ending_within_s > 0
     windowless = {t for t, tp in policy.tiers.items() if not tp.windows}
     tick = _Tick.of(policy, now, nodes)
-    for j in sorted(snap.running(), key=lambda j: j.id):
-        st = before.get(j.id)
+    add_owner = owner.add
+    for j in sorted(snap.running(), key=_job_id):
+        jid = j.id
+        st = before.get(jid)
         kept = st is not None and changed is not None and _kept(st, j, changed)
         if not kept:
             st = _static(policy, j, tick, node_index, nodes)
-        assert st is not None
-        statics[j.id] = st
-        if not kept:
             for ni, m in st.parts:
                 held_by[ni] |= m
-                owner.add(ni, m, j.id)
+                add_owner(ni, m, jid)
+        assert st is not None
+        statics[jid] = st
         on_down = st.on_down
         if on_down:
-            warnings.append(f"running job {j.id!r} has GPUs on down node(s) "
+            warnings.append(f"running job {jid!r} has GPUs on down node(s) "
                             f"{', '.join(on_down)}: ignored there and never evicted")
-        ignored += bool(on_down)
-        span = lasted.get(j.id) if kept else None
-        if span is not None and span[0] <= now and (
-                not span[1] or ending_soon(policy, now, j) is None):
-            running[j.id], lasting[j.id] = before_info[j.id], span
-            continue
-        vi = running[j.id] = _victim(policy, now, j, st, tick)
+            ignored += 1
+        if kept:
+            span = lasted.get(jid)
+            if span is not None and span[0] <= now and (
+                    not span[1] or ending_soon(policy, now, j) is None):
+                running[jid], lasting[jid] = before_info[jid], span
+                continue
+        vi = running[jid] = _victim(policy, now, j, st, tick)
         # it lasts when its cost does not grow (no progress lost: it flushes) and its
         # verdict does not change as now goes on (R5, a down node; or its R6 immunity
         # over, no windows), unless it comes within spare_ending_within_s of its end
         if st.flushing and (vi.rule in ("R5", "down") or (
                 vi.rule in ("", "R11") and j.tier in windowless)):
-            lasting[j.id] = (now, vi.rule in ("", "R11") and spare_ending
-                             and j.expected_end_at is not None)
+            lasting[jid] = (now, vi.rule in ("", "R11") and spare_ending
+                            and j.expected_end_at is not None)
     total = 0
     for nd in nodes:
         nd.held = held_by[nd.idx]
@@ -639,14 +675,19 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     hosts: dict[tuple, list[int]] = previous._shapes if previous and changed == set() else {}
     # node_can_host only looks at a node's kind: decide once per kind, not per node
     kinds: dict[tuple, list[int]] | None = None
-    for j in sorted(snap.pending(), key=lambda j: j.id):
+    tier_rights: dict[int, frozenset[int]] = {}  # (jobs of one tier share theirs)
+    for j in sorted(snap.pending(), key=_job_id):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
         guarded = cascade_guarded(policy, now, j)
         waits = patience_until(policy, now, j)
         # R10 and R16: only GPUs free in the snapshot
-        rights = (frozenset() if guarded or waits is not None
-                  else frozenset(policy.tier(j.tier).can_preempt))
+        if guarded or waits is not None:
+            rights: frozenset[int] = frozenset()
+        else:
+            rights = tier_rights.get(j.tier)  # type: ignore[assignment]
+            if rights is None:
+                rights = tier_rights[j.tier] = frozenset(policy.tier(j.tier).can_preempt)
         need_nv = j.topology == "nvlink" and j.gpus_per_node > 1
         info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv, patient_until=waits)
         key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
@@ -686,18 +727,32 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, Vict
         return frozenset()
     assert res is not None
     tiers = [t for t in res.tiers if t in policy.tiers]
-    wanted = _wanted(res, set(tiers), nodes, running, pending)
-    if wanted is None:
-        return frozenset()  # (no big shard of the reserve's tiers to keep nodes for)
+    tier_set = set(tiers)
     rights = {v for t in tiers for v in policy.tier(t).can_preempt}
+    # one pass over the running jobs: each node's jobs, whether one of them is closed
+    # to the reserve's tiers, and the kinds of node their big shards run on (_wanted)
     closed = bytearray(len(nodes))
     jobs = [0] * len(nodes)
+    kinds: set[tuple[str | None, int]] = set()
+    takes = res.takes
     for vi in running.values():
-        shut = not vi.evictable or vi.job.tier not in rights
-        for ni, _m in vi.parts:
+        parts = vi.parts
+        if not parts:
+            continue
+        j = vi.job
+        tier = j.tier
+        shut = not vi.evictable or tier not in rights
+        for ni, _m in parts:
             jobs[ni] += 1
             if shut:
                 closed[ni] = 1
+        if tier in tier_set:
+            n = nodes[parts[0][0]].node
+            if takes(j.gpus_per_node, n.gpus):
+                kinds.add((n.gpu_type, n.gpus))
+    wanted = _wanted(res, tier_set, kinds, pending)
+    if wanted is None:
+        return frozenset()  # (no big shard of the reserve's tiers to keep nodes for)
     pools: dict[str, bool] = {}
     opened = []
     for nd in up:
@@ -715,20 +770,12 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], running: dict[str, Vict
     return frozenset(ni for _f, _j, ni in opened[:k])
 
 
-def _wanted(res: Reserve, tiers: set[int], nodes: list[NodeInfo],
-            running: dict[str, VictimInfo], pending: dict[str, PendingInfo]
-            ) -> Callable[[NodeInfo], bool] | None:
+def _wanted(res: Reserve, tiers: set[int], kinds: set[tuple[str | None, int]],
+            pending: dict[str, PendingInfo]) -> Callable[[NodeInfo], bool] | None:
     """Which nodes a big shard of the reserve's ``tiers`` (one the node takes:
     Reserve.takes, as _keep_off asks) could use: a candidate node of such a pending
-    job, or a node of the GPU type and size such a running job runs on. None when
-    there is no such job."""
-    kinds: set[tuple[str | None, int]] = set()
-    for v in running.values():
-        j = v.job
-        if j.tier in tiers and v.parts:
-            n = nodes[v.parts[0][0]].node
-            if res.takes(j.gpus_per_node, n.gpus):
-                kinds.add((n.gpu_type, n.gpus))
+    job, or a node of a kind (GPU type and size) in ``kinds``, those such a running
+    job runs on. None when there is no such job."""
     lists: dict[tuple[int, int], list[int]] = {}  # (candidates list, shard) -> list
     for i in pending.values():
         if i.job.tier in tiers and i.candidates:
