@@ -928,3 +928,36 @@ def test_explanations_of_a_plan_equal_those_worked_out_from_scratch(
         compared += len(fast)
         with_victims += bool(d.victims)
     assert compared > 300 and with_victims > 10
+
+
+def test_jobs_of_one_shape_share_their_deferral_and_each_equals_its_own() -> None:
+    """assemble works a deferral out once per job shape (and time-limit note) and
+    copies it with each job's id, except for the job-specific reasons (R9, R10,
+    R16): on random ticks (small ones and generated clusters with long queues,
+    policy.reserve on from 32 nodes) each deferral equals the one worked out for that
+    job alone, with the memo emptied before it."""
+    from models import SolverInfo
+    from planner.checks import explain
+    from planner.checks.assemble import assemble, storm_loads
+    from planner.core.decision import clean
+    from planner.core.problem import build_problem
+    from planner.heuristics.greedy import GreedyPlanner
+
+    snaps = [random_snapshot(seed, n_nodes=(4, 8), n_pending=(4, 10)) for seed in range(30)]
+    snaps += [generate(nodes=n, pending=p, seed=s, occupancy=0.95)
+              for n, p, s in ((48, 80, 4), (64, 160, 5))]
+    compared = shared = 0
+    for data in snaps:
+        problem = build_problem(load_snapshot(data))
+        d = GreedyPlanner(problem).solve()
+        deferred = assemble(problem, d, "feasible",
+                            SolverInfo(engine="greedy", status="HEURISTIC")).deferred
+        d = clean(problem, d)
+        loads = storm_loads(problem, d.victims)
+        for entry in deferred:
+            explain.forget(problem)
+            alone = explain._deferral(problem, problem.pending[entry.job], d, loads, None)
+            assert entry == alone, entry.job
+        compared += len(deferred)
+        shared += len(deferred) - len({(e.reason, e.detail) for e in deferred})
+    assert compared > 300 and shared > 100

@@ -436,6 +436,19 @@ def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
     it considered evictions for it ("free": it found too few free GPUs). Where nodes
     kept open by ``policy.reserve`` had free GPUs for a shard of it, the detail
     says so."""
+    if info.held_until is None and not info.guarded and info.patient_until is None:
+        # every answer below is the same for the jobs of one shape (_shape) and the
+        # same ``late`` (each sentence is memoised by shape; those of R9, R10 and R16
+        # name the job's own times): worked out once, then copied with the job's id
+        said = _once(problem, ("deferral", late, *_shape(info)),
+                     lambda: _deferral(problem, info, d, loads, late))
+        return Deferred(job=info.job.id, reason=said.reason, until=said.until,
+                        detail=said.detail)
+    return _deferral(problem, info, d, loads, late)
+
+
+def _deferral(problem: Problem, info: PendingInfo, d: Decision, loads: dict[str, float],
+              late: str | None) -> Deferred:
     out = _deferred_entry(problem, info, d, loads, late=late)
     if problem.reserved and out.reason != "COOLDOWN":
         note = _reserved_note(problem, info)
