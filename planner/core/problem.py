@@ -23,6 +23,7 @@ from planner.core import topology as topo
 # sizes up, capacities down), so the storm check never admits a violation.
 MB_PER_GB = 1000
 _INF = float("inf")
+NO_RIGHTS: frozenset[int] = frozenset()
 
 
 def _mask(gpus: list[int]) -> int:
@@ -675,19 +676,15 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     hosts: dict[tuple, list[int]] = previous._shapes if previous and changed == set() else {}
     # node_can_host only looks at a node's kind: decide once per kind, not per node
     kinds: dict[tuple, list[int]] | None = None
-    tier_rights: dict[int, frozenset[int]] = {}  # (jobs of one tier share theirs)
+    # (jobs of one tier share their rights)
+    tier_rights = {t: frozenset(tp.can_preempt) for t, tp in policy.tiers.items()}
     for j in sorted(snap.pending(), key=_job_id):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
         guarded = cascade_guarded(policy, now, j)
         waits = patience_until(policy, now, j)
         # R10 and R16: only GPUs free in the snapshot
-        if guarded or waits is not None:
-            rights: frozenset[int] = frozenset()
-        else:
-            rights = tier_rights.get(j.tier)  # type: ignore[assignment]
-            if rights is None:
-                rights = tier_rights[j.tier] = frozenset(policy.tier(j.tier).can_preempt)
+        rights = NO_RIGHTS if guarded or waits is not None else tier_rights[j.tier]
         need_nv = j.topology == "nvlink" and j.gpus_per_node > 1
         info = PendingInfo(j, held, guarded, rights, need_nvlink=need_nv, patient_until=waits)
         key = (j.tier, j.gpus_per_node, j.gpu_type, need_nv, j.same_block, j.same_nvlink_domain)
