@@ -325,9 +325,9 @@ def test_a_first_run_that_cannot_be_whole_keeps_only_what_its_plan_needs(
     monkeypatch.setattr(GreedyPlanner, "solve", spy)
     monkeypatch.setattr(cpsat, "FREE_JOB_S", 1.0)
     p = planner.plan(_snap(), time_limit_s=0.5)
-    # (what it keeps per placed job and per victim at speed 1: CUT_PLACED_S 0.13 ms,
+    # (what it keeps per placed job and per victim at speed 1: CUT_PLACED_S 0.16 ms,
     # whatever the cluster's size)
-    assert isinstance(seen[0], CutKeep) and seen[0].per_placed == pytest.approx(1.3e-4)
+    assert isinstance(seen[0], CutKeep) and seen[0].per_placed == pytest.approx(1.6e-4)
     assert sorted(x.job for x in p.placements) == ["a", "b", "c"]
     seen.clear()
     monkeypatch.setattr(cpsat, "FREE_JOB_S", 1e-9)

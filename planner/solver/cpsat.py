@@ -105,16 +105,20 @@ FREE_NODE_S = 5e-9
 # (greedy.CutKeep), on the benchmark machine: CUT_NODE_S per usable node, plus
 # CUT_PLACED_S for each placed job and each victim, plus CUT_DEFERRED_S for each job
 # searched and deferred (explained in full; a job not reached is explained in a
-# line), times CUT_SAFETY. Fitted (least squares, 18 cut runs in fresh processes,
-# 2026-12-04) to the time from the end of the cut first greedy run to the plan's
-# return (thrash.exempt_free_first, first_come, best_fit, assembly, the verifier),
-# divided by the speed factor: 0.14-0.15 s with 844 placed jobs and victims at
-# 1,987 usable nodes, 0.26-0.43 s with 1,375-1,691 at 3,973, 0.45-0.73 s with
-# 1,159-3,364 at 12,125: 28 us per node plus 0.11 ms per placement (the fit is
-# within 0.11 s of each; neither a per-node part per placement nor the deferred
-# jobs improved it), the placement's part rounded up to 0.13 ms
-CUT_NODE_S = 2.8e-5
-CUT_PLACED_S = 1.3e-4
+# line), times CUT_SAFETY. Fitted to the time from the end of the cut first greedy
+# run to the plan's return (thrash.exempt_free_first, first_come, best_fit,
+# assembly, the verifier, freeing), divided by the speed factor: 2026-12-05, 30 cut
+# runs in fresh processes at 12,500 nodes and 2 s (12,125 usable nodes), 0.25-0.47
+# s with 791-2,072 placed jobs and victims, about 0.13 s plus 0.16 ms per
+# placement (the explanations worked out once per job shape and the problem built
+# quicker left the per-node part a third of the 28 us of the fit of 2026-12-04,
+# whose per-placement 0.11-0.13 ms holds); the per-node part rounded up to 12 us.
+# Side by side (5 rounds, fresh processes alternating): 28 us and 0.13 ms cut each
+# run with 0.26-0.40 s of the limit unused (plans 1.60-1.74 s, 4,567-4,631 tier-1
+# GPUs), these cut it with 0.01-0.11 s to spare (1.89-1.99 s, all 6,583 tier-1 GPUs
+# in 3 of 5); at 4,096 nodes and 1 s every plan took 0.87-1.01 s with them
+CUT_NODE_S = 1.2e-5
+CUT_PLACED_S = 1.6e-4
 CUT_DEFERRED_S = 5e-5
 CUT_SAFETY = 1.0
 # best_fit (objective item 6) on the plan takes at most this share of the time limit
