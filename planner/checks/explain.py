@@ -21,7 +21,13 @@ from models import Deferred, Job
 from models.rules import gang_group, keeps_group
 from planner.core import topology as topo
 from planner.core.decision import Decision, exempt_victims, preemptors_of, used_gpus
-from planner.core.problem import PendingInfo, Problem, fmt_duration, node_can_host
+from planner.core.problem import (
+    PendingInfo,
+    Problem,
+    fmt_duration,
+    host_kind,
+    node_can_host,
+)
 
 
 def shape(job: Job) -> str:
@@ -494,17 +500,13 @@ def _reserved_note(problem: Problem, info: PendingInfo) -> str:
 
 def _reserved_kinds(problem: Problem) -> list[list[int]]:
     """The reserved nodes in groups that node_can_host and NodeInfo.fits on the
-    node's free GPUs cannot tell apart (all they read of a node: its state, size, GPU
-    type, pool, whether it has a block and an NVLink domain, its layout and free
-    GPUs), each in index order."""
+    node's free GPUs cannot tell apart (their host_kind and free GPUs), each in index
+    order."""
     def compute() -> list[list[int]]:
         groups: dict[tuple, list[int]] = {}
         for ni in sorted(problem.reserved):
             nd = problem.nodes[ni]
-            n = nd.node
-            groups.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
-                               n.nvlink_domain is None, id(nd.layout), nd.full, nd.free),
-                              []).append(ni)
+            groups.setdefault((host_kind(nd), nd.free), []).append(ni)
         return list(groups.values())
 
     return _once(problem, ("reserved kinds",), compute)

@@ -825,13 +825,19 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
         info.candidates = hit
 
 
+def host_kind(nd: NodeInfo) -> tuple:
+    """All node_can_host reads of a node: nodes of one kind get the same answer for
+    every job."""
+    n = nd.node
+    return (n.state, n.gpus, n.gpu_type, n.pool, n.block is None, n.nvlink_domain is None,
+            nd.layout)
+
+
 def _kinds(nodes: list[NodeInfo]) -> dict[tuple, list[int]]:
-    """Node indices by what node_can_host looks at."""
+    """Node indices by what node_can_host looks at (host_kind)."""
     kinds: dict[tuple, list[int]] = {}
     for nd in nodes:
-        n = nd.node
-        kinds.setdefault((n.state, n.gpus, n.gpu_type, n.pool, n.block is None,
-                          n.nvlink_domain is None, nd.layout), []).append(nd.idx)
+        kinds.setdefault(host_kind(nd), []).append(nd.idx)
     return kinds
 
 
