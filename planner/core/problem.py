@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import attrgetter
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from planner.core import topology as topo
 MB_PER_GB = 1000
 _INF = float("inf")
 NO_RIGHTS: frozenset[int] = frozenset()
+_BY_ID = attrgetter("id")  # (sort key of records by id)
 
 
 def _mask(gpus: list[int]) -> int:
@@ -490,14 +492,6 @@ def _nvlink_key(nvlink: object) -> object:
     return ("edges", tuple(nvlink.edges))  # type: ignore[attr-defined]
 
 
-def _job_id(j: Job) -> str:
-    return j.id
-
-
-def _node_id(n: Node) -> str:
-    return n.id
-
-
 def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | None
                  ) -> tuple[GpuOwners, list[int]]:
     """The owner map ((node idx, GPU) -> running job) and GPUs held per node of the
@@ -597,7 +591,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     # a node that is the previous problem's object keeps its layout and storage
     # target (the same ids in the same order, the same storage targets: changed_nodes)
     same = previous.nodes if previous is not None and changed is not None else None
-    for i, n in enumerate(sorted(snap.nodes, key=_node_id)):
+    for i, n in enumerate(sorted(snap.nodes, key=_BY_ID)):
         full = (1 << n.gpus) - 1
         if same is not None and same[i].node is n:
             nd = same[i]
@@ -633,7 +627,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     windowless = {t for t, tp in policy.tiers.items() if not tp.windows}
     tick = _Tick.of(policy, now, nodes)
     add_owner = owner.add
-    for j in sorted(snap.running(), key=_job_id):
+    for j in sorted(snap.running(), key=_BY_ID):
         jid = j.id
         st = before.get(jid)
         kept = st is not None and changed is not None and _kept(st, j, changed)
@@ -678,7 +672,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     kinds: dict[tuple, list[int]] | None = None
     # (jobs of one tier share their rights)
     tier_rights = {t: frozenset(tp.can_preempt) for t, tp in policy.tiers.items()}
-    for j in sorted(snap.pending(), key=_job_id):
+    for j in sorted(snap.pending(), key=_BY_ID):
         until = cooldown_until(policy, j)
         held = until if until is not None and now < until else None
         guarded = cascade_guarded(policy, now, j)
