@@ -296,3 +296,13 @@ def test_a_wholly_free_reserved_node_stays_for_big_shards_with_the_window_spent(
     assert nodes_of(plan, "big") == {"n13": list(range(8))}
     assert nodes_of(plan, "small") == {"n14": [6]}
     assert plan["evictions"] == []
+
+
+def test_keeping_off_the_reserved_nodes_keeps_the_candidates_order() -> None:
+    from planner.core.problem import _without
+    cands = [0, 2, 3, 5, 8, 9]
+    # 0 and 9 at the ends, 5 inside, 4 and 11 not candidates at all
+    assert _without(cands, frozenset({0, 4, 5, 9, 11})) == [2, 3, 8]
+    assert _without(cands, frozenset()) == cands
+    assert _without(cands, frozenset(cands)) == []
+    assert _without([], frozenset({1})) == []

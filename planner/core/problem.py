@@ -7,6 +7,7 @@ Everything here is solver-free and deterministic (ids in canonical order).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -815,8 +816,23 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
         key = (id(info.candidates), off)
         hit = cut.get(key)
         if hit is None:
-            hit = cut[key] = [ni for ni in info.candidates if ni not in off]
+            hit = cut[key] = _without(info.candidates, off)
         info.candidates = hit
+
+
+def _without(cands: list[int], off: frozenset[int]) -> list[int]:
+    """The sorted node list ``cands`` less the nodes of ``off``, in order: the runs
+    between them copied as slices (a few hundred reserved nodes among thousands of
+    candidates: 53 lists of up to 12,500 nodes at 12,500 nodes)."""
+    out: list[int] = []
+    start, end = 0, len(cands)
+    for ni in sorted(off):
+        i = bisect_left(cands, ni, start)
+        if i < end and cands[i] == ni:
+            out += cands[start:i]
+            start = i + 1
+    out += cands[start:]
+    return out
 
 
 def host_kind(nd: NodeInfo) -> tuple:
