@@ -167,7 +167,10 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     last = (loop.problem, loop.decision) if loop is not None and loop.problem is not None \
         and loop.decision is not None else None
     previous = loop.problem if loop is not None else None
-    planned = snap if scale == 1 else _scaled(snap, scale)
+    # CP-SAT weighs integers only: every priority given as a number that is not an
+    # int (2.5, and 10.0 too, whose scale is 1) is planned as an exact integer
+    whole = scale == 1 and all(isinstance(j.priority, int) for j in snap.jobs)
+    planned = snap if whole else _scaled(snap, scale)
     t_build = time.perf_counter()
     problem = build_problem(planned, previous)
     if loop is not None:  # (the decision of this problem's plan: Loop.plan, after it)
@@ -184,7 +187,7 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     def exact(p: Plan) -> Plan:
         """Fractional priorities were planned scaled to integers: the objective in the
         snapshot's own numbers (the order of every choice is the same)."""
-        if scale != 1:
+        if not whole:
             jobs = snap.job_map()
             p.objective.priority_value = priority_value(jobs[pl.job] for pl in p.placements)
         return p

@@ -59,6 +59,19 @@ def test_fractional_priorities_sum_exactly_and_integers_stay_integers() -> None:
     assert load_snapshot(EXAMPLE).model_dump(mode="json")["jobs"][0]["priority"] == 50
 
 
+@pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
+def test_a_priority_written_as_a_whole_float_plans(planner: str) -> None:
+    # 10.0 needs no scaling (its scale is 1) but is still a float: CP-SAT, which weighs
+    # integers only, refused the model ("Failed to evaluate linear expression", exit
+    # status 3) until it was planned as the integer 10. Two 8-GPU jobs for one node:
+    # b (10.0) before a (3), priority_value 10 x 8 = 80
+    snap = load_snapshot(_two_pending(3, 10.0))
+    p = plan(snap, deterministic=True, planner=planner)
+    assert [pl.job for pl in p.placements] == ["b"]
+    assert p.objective.priority_value == 80 and verify(snap, p) == []
+    assert p.status == ("optimal" if planner == "cpsat" else "feasible")
+
+
 def test_a_priority_that_cannot_be_scaled_exactly_is_refused() -> None:
     # 10^9 with the nine decimal places of the other would be 10^18 in the solver
     with pytest.raises(InputError) as exc:
@@ -268,3 +281,22 @@ def test_an_input_error_keeps_its_problems_across_a_process_boundary() -> None:
     assert back.source == "run.yaml"
     assert str(back) == str(err)
     assert str(back).startswith("run.yaml: 2 problem(s):")
+
+
+@pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
+def test_a_job_id_with_control_characters_on_a_down_node_is_named_in_warnings(
+        planner: str) -> None:
+    # the warning wrote the id as Python's repr ('\\x00' for the NUL character), so
+    # the verifier, which looks for the id itself, found it unnamed and every plan
+    # of the snapshot invalid
+    jid = "\u00e9\u0000"
+    snap = load_snapshot({
+        "version": 1, "now": "2026-11-29T08:00:00Z",
+        "nodes": [{"id": "n1", "gpus": 8, "state": "down"}, {"id": "n2", "gpus": 8}],
+        "jobs": [{"id": jid, "tier": 3, "state": "running", "gpus_per_node": 2,
+                  "started_at": "2026-11-29T04:00:00Z",
+                  "placement": [{"node": "n1", "gpus": [0, 1]}]}]})
+    p = plan(snap, deterministic=True, planner=planner)
+    assert verify(snap, p) == []
+    assert p.warnings == [(f"running job '{jid}' has GPUs on down node(s) n1: ignored "
+                           "there and never evicted")]

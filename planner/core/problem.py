@@ -641,7 +641,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
         statics[jid] = st
         on_down = st.on_down
         if on_down:
-            warnings.append(f"running job {jid!r} has GPUs on down node(s) "
+            warnings.append(f"running job '{jid}' has GPUs on down node(s) "
                             f"{', '.join(on_down)}: ignored there and never evicted")
             ignored += 1
         if kept:
