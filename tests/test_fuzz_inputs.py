@@ -28,7 +28,7 @@ FIX = ROOT / "tests" / "fixtures"
 SEEDS = sorted(p for p in (ROOT / "instances").glob("*.json") if not p.name.startswith("gen-"))
 
 # values a mutation puts in place of another: wrong types, edges of ranges, ids
-VALUES: list[Any] = [None, True, False, 0, -1, 1, 3, 8, 2**31, 10**12, 10**30, -10**30, 0.5,
+VALUES: list[Any] = [None, True, False, 0, -1, 1, 3, 8, 8.0, 2**31, 10**12, 10**30, -10**30, 0.5,
                      -0.25, 1e308, -1e-9, float("inf"), float("nan"), "", "x", "8", "true",
                      "SIGTERM", "nvswitch", "none", "running", "pending", "down", "drain",
                      "2026-11-29T08:00:00Z", "2026-11-29T09:00:00", "1970-01-01T00:00:00Z",
