@@ -852,9 +852,12 @@ class _Run:
         res = model.result
         assert res is not None
         if res.best is None:
+            last = res.statuses[-1] if res.statuses else "NONE"
             return "fallback", SolverInfo(
-                engine="cp-sat", status=res.statuses[-1] if res.statuses else "NONE",
-                wall_s=self.wall, detail="solver gave no solution in time; greedy plan returned")
+                engine="cp-sat", status=last, wall_s=self.wall,
+                detail=("the solver's solution could not be dealt into GPU indices; greedy "
+                        "plan returned" if last == "EXTRACT_FAILED" else
+                        "solver gave no solution in time; greedy plan returned"))
         statuses, cost_bound = res.statuses, self.cost_bound
         gap = None  # relative gap of the last phase, reported only when every phase ran
         # on a model that holds every plan (a pruned or approximate model's bound is

@@ -955,15 +955,24 @@ def _extract(model: CpsatModel, solver: cp_model.CpSolver) -> Decision | None:
     """Concrete victims and GPU indices from a solution (None if it does not realise).
     Under ``exempt_if: any`` the exempt shards first take one GPU of each victim they
     touch; where that order leaves another shard without GPUs, the GPUs are dealt
-    again without it (the plan may then lose what R15 then refuses: ``clean``)."""
+    again with exempt shards taking the victims the solution counts as exempt first,
+    then with no victim preferred (the plan may then lose what R15 then refuses:
+    ``clean``). A solution that counts a victim as exempt may need its GPUs for a
+    shard that may not use the others' (a tier-1 shard on a node where a tier-3 and
+    a tier-2 job are evicted, and a tier-2 shard that may take only the tier-3 job's
+    GPUs: tests/test_cpsat_regressions.py)."""
     d = _realise(model, solver, spread=bool(model._touch))
     if d is None and model._touch:
         d = _realise(model, solver, spread=False)
+    if d is None and model.exempt:
+        d = _realise(model, solver, spread=False, exempt_first=False)
     return d
 
 
-def _realise(model: CpsatModel, solver: cp_model.CpSolver, *, spread: bool) -> Decision | None:
-    """:func:`_extract` with or without ``spread`` (R15 touches first)."""
+def _realise(model: CpsatModel, solver: cp_model.CpSolver, *, spread: bool,
+             exempt_first: bool = True) -> Decision | None:
+    """:func:`_extract` with or without ``spread`` (R15 touches first), and without it
+    with or without ``exempt_first`` (exempt shards prefer the exempt victims)."""
     p = model.p
     d = Decision(victims={v for v, e in model.evict.items() if solver.value(e)})
     # R15: the victims the solution counts as exempt go to shards of exempt classes first
@@ -1022,7 +1031,7 @@ def _realise(model: CpsatModel, solver: cp_model.CpSolver, *, spread: bool) -> D
                 prefer: frozenset[str] = frozenset()
                 if p.exempt(c.tier):  # (exempt victims' GPUs first; spread: those touched)
                     prefer = frozenset(touch.get((ni, key), set()) - touched) if spread \
-                        else exempt
+                        else exempt if exempt_first else frozenset()
                 mask = _pick(free, freed, p, ni, rights, isl, size, shared, prefer, avoid,
                              spread=spread)
                 if mask is None:
