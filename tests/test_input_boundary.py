@@ -37,14 +37,20 @@ def _two_pending(p_a: float, p_b: float, gpus: int = 8) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
-def test_fractional_priorities_are_ordered_exactly(planner: str) -> None:
-    # two jobs for one node: the one of priority 0.5 goes before the one of 0.25
-    # (the loader refused any priority that was not an integer)
-    snap = load_snapshot(_two_pending(0.25, 0.5))
+@pytest.mark.parametrize(("p_a", "p_b", "value"), [(0.25, 0.5, 4), (3, 10.0, 80)])
+def test_priorities_that_are_not_ints_are_ordered_exactly(planner: str, p_a: float,
+                                                          p_b: float, value: int) -> None:
+    # two 8-GPU jobs for one node: b, of the higher priority, goes first. 0.5 against
+    # 0.25 (the loader refused any priority that was not an integer); 10.0 against 3:
+    # 10.0 needs no scaling (its scale is 1) but is a float, and CP-SAT, which weighs
+    # integers only, refused the model (exit status 3) until it was planned as the
+    # integer 10. priority_value 0.5 x 8 = 4, 10 x 8 = 80
+    snap = load_snapshot(_two_pending(p_a, p_b))
     p = plan(snap, deterministic=True, planner=planner)
     assert [pl.job for pl in p.placements] == ["b"]
-    assert p.objective.priority_value == 4 and verify(snap, p) == []
+    assert p.objective.priority_value == value and verify(snap, p) == []
     assert [d.job for d in p.deferred] == ["a"]
+    assert p.status == ("optimal" if planner == "cpsat" else "feasible")
 
 
 def test_fractional_priorities_sum_exactly_and_integers_stay_integers() -> None:
@@ -57,19 +63,6 @@ def test_fractional_priorities_sum_exactly_and_integers_stay_integers() -> None:
     example = plan(load_snapshot(EXAMPLE), deterministic=True)
     assert json.loads(example.to_json())["objective"]["priority_value"] == 400
     assert load_snapshot(EXAMPLE).model_dump(mode="json")["jobs"][0]["priority"] == 50
-
-
-@pytest.mark.parametrize("planner", ["cpsat", "greedy", "k8s", "slurm"])
-def test_a_priority_written_as_a_whole_float_plans(planner: str) -> None:
-    # 10.0 needs no scaling (its scale is 1) but is still a float: CP-SAT, which weighs
-    # integers only, refused the model ("Failed to evaluate linear expression", exit
-    # status 3) until it was planned as the integer 10. Two 8-GPU jobs for one node:
-    # b (10.0) before a (3), priority_value 10 x 8 = 80
-    snap = load_snapshot(_two_pending(3, 10.0))
-    p = plan(snap, deterministic=True, planner=planner)
-    assert [pl.job for pl in p.placements] == ["b"]
-    assert p.objective.priority_value == 80 and verify(snap, p) == []
-    assert p.status == ("optimal" if planner == "cpsat" else "feasible")
 
 
 def test_a_priority_that_cannot_be_scaled_exactly_is_refused() -> None:
