@@ -161,15 +161,15 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     t_warm = time.perf_counter()
     snap = snapshot if isinstance(snapshot, Snapshot) and policy is None else \
         (loop.loader.load if loop is not None else load_snapshot)(snapshot, policy)
-    scale = priority_scale(j.priority for j in snap.jobs)
+    # CP-SAT weighs integers only: every priority given as a number that is not an
+    # int (2.5, and 10.0 too, whose scale is 1) is planned as an exact integer
+    whole = all(isinstance(j.priority, int) for j in snap.jobs)
+    scale = 1 if whole else priority_scale(j.priority for j in snap.jobs)
     # a loop's last tick: its problem, lent to this one, and its plan, a candidate
     # where nothing it rests on changed (planner/core/decision.py, carried)
     last = (loop.problem, loop.decision) if loop is not None and loop.problem is not None \
         and loop.decision is not None else None
     previous = loop.problem if loop is not None else None
-    # CP-SAT weighs integers only: every priority given as a number that is not an
-    # int (2.5, and 10.0 too, whose scale is 1) is planned as an exact integer
-    whole = scale == 1 and all(isinstance(j.priority, int) for j in snap.jobs)
     planned = snap if whole else _scaled(snap, scale)
     t_build = time.perf_counter()
     problem = build_problem(planned, previous)
