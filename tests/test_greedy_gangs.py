@@ -118,3 +118,46 @@ def test_a_gang_leaves_out_the_cheap_node_whose_victim_caps_the_storage_low() ->
     assert nodes == {"G": ["n2", "n3"]} and victims == {"w2", "w3"}
     assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
     assert (obj.eviction_cost_gpu_s, obj.evictions) == (1200, 2)
+
+
+def _shared_snap(nodes: int, same_block: bool) -> dict[str, Any]:
+    """Four 8-GPU NVSwitch nodes on storage t (10 GB/s): n1, n2 in block b1, n3, n4 in
+    b2. A running tier-3 gang ``W`` holds all of n1 and n2 (16 GPUs, 100 GB
+    checkpoint, restore 100 s): cost 16 x (100 + 100 / 10) = 1,760 GPU-s, which each
+    node's option alone counts. ``w3`` and ``w4`` hold n3 and n4 (restore 150 s):
+    8 x (150 + 10) = 1,280 each. Pending tier-2 gang ``G``: ``nodes`` x 8 GPUs."""
+    def node(i: int) -> dict[str, Any]:
+        return {"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch",
+                "block": "b1" if i <= 2 else "b2", "storage": "t"}
+
+    gang_victim = {**holder(1, 100, 0, 100), "id": "W", "nodes": 2,
+                   "placement": [{"node": f"n{i}", "gpus": list(range(8))} for i in (1, 2)]}
+    gang = {"id": "G", "tier": 2, "state": "pending", "gpus_per_node": 8, "nodes": nodes,
+            "priority": 10, "topology": "any", "same_block": same_block}
+    return {"version": 1, "now": NOW, "nodes": [node(i) for i in range(1, 5)],
+            "jobs": [gang_victim, holder(3, 100, 0, 150), holder(4, 100, 0, 150), gang],
+            "storage": [{"id": "t", "write_gb_per_s": 10.0}],
+            "policy": {"grace": {"min_s": 10, "max_s": 150, "safety": 1.0}}}
+
+
+def test_a_gang_evicts_one_victim_that_holds_two_of_its_nodes() -> None:
+    # Node by node n3 and n4 (1,280 each) rank before n1 and n2 (1,760 each, W's
+    # whole cost on each), 2,560 against 3,520 summed; but W is evicted once: n1 and
+    # n2 cost 1,760 in all, one eviction. In one block or free to use any nodes.
+    for same_block in (False, True):
+        nodes, victims, obj = _plan(_shared_snap(2, same_block))
+        assert nodes == {"G": ["n1", "n2"]} and victims == {"W"}
+        assert obj.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+        assert (obj.eviction_cost_gpu_s, obj.evictions) == (1760, 1)
+
+
+def test_a_gang_takes_the_shared_victims_nodes_and_the_best_other_one() -> None:
+    # G needs 3 nodes: W's two (1,760 once) and the better of n3 and n4 (1,280 each;
+    # n3's id first): 3,040 GPU-s, 2 evictions. Node by node the search took n3, n4
+    # and n1 (1,280 + 1,280 + 1,760 = 4,320, 3 evictions). (R15 off: its window
+    # holds 16 GPUs' evictions on this 32-GPU cluster, and G needs 24.)
+    snap = _shared_snap(3, False)
+    snap["policy"]["thrash"] = None
+    nodes, victims, obj = _plan(snap)
+    assert nodes == {"G": ["n1", "n2", "n3"]} and victims == {"W", "w3"}
+    assert (obj.eviction_cost_gpu_s, obj.evictions) == (3040, 2)

@@ -227,6 +227,8 @@ class Problem:
     # evictable victims per node, cheapest first, and their GPUs there (victims_by_node)
     _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int]] | None = field(
         default=None, init=False, repr=False, compare=False)
+    # evictable victims with GPUs on more than one node, cheapest first (multi_node_victims)
+    _multi: list[str] | None = field(default=None, init=False, repr=False, compare=False)
     # (GPUs per shard, needs NVLink) -> per node, does a shard fit its free GPUs (free_fits)
     _free_fits: dict[tuple[int, bool], list[bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -309,6 +311,16 @@ class Problem:
             self._victims = (by_node, vmask)
         return self._victims
 
+    def multi_node_victims(self) -> list[str]:
+        """The evictable running jobs with GPUs on more than one node, cheapest first
+        (cost, then id); made once per problem (read only)."""
+        if self._multi is None:
+            running = self.running
+            self._multi = sorted((v for v, vi in running.items()
+                                  if vi.evictable and len(vi.parts) > 1),
+                                 key=lambda v: (running[v].cost, v))
+        return self._multi
+
     def victim_arrays(self) -> dict[str, np.ndarray]:
         """The pairs (victim, node) of :meth:`victims_by_node`, node by node in its
         order (cheapest first), as numpy columns: ``node``, ``gpus`` (the victim's
@@ -380,10 +392,10 @@ class Problem:
 
     def with_pending(self, pending: dict[str, PendingInfo]) -> Problem:
         """This problem with other pending jobs; what depends only on the nodes and
-        the running jobs (victims_by_node, free_fits and its arrays, node_arrays) is shared, not
-        made again."""
+        the running jobs (victims_by_node, multi_node_victims, free_fits and its arrays,
+        node_arrays) is shared, not made again."""
         out = replace(self, pending=pending)
-        out._victims, out._free_fits = self._victims, self._free_fits
+        out._victims, out._free_fits, out._multi = self._victims, self._free_fits, self._multi
         out._fits_arrays = self._fits_arrays
         out._arrays = self._arrays
         return out

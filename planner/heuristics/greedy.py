@@ -163,6 +163,9 @@ def cover_bounds(ws: list[tuple[float, int]]) -> tuple[float, ...]:
 
 
 GANG_WIDEN = 4  # a gang whose best nodes break a limit together looks this many times as far
+# a gang tries at most this many victims that hold GPUs on several of its candidate
+# nodes (GreedyPlanner._shared), cheapest first
+SHARED_TRIES = 16
 PAST_ROOM_CAP = 8  # see GreedyPlanner.room
 SPARE_PENALTY = 1e9  # per GPU, in the spare_lower variant: dominates any eviction cost
 SPARE_FREE = True  # the variant also spares free GPUs (usable by every lower tier)
@@ -880,20 +883,21 @@ class GreedyPlanner:
         if not keeps_group(job):
             chosen = self._best_nodes(st, info, job.nodes)
             if len(chosen) < job.nodes:
-                return None
-            if job.nodes > 1 and self._together(st, chosen, job.nodes) is None:
+                chosen = None
+            elif job.nodes > 1 and self._together(st, chosen, job.nodes) is None:
                 # the best nodes' victims together break a limit: the best nodes that
                 # stay within it, among GANG_WIDEN times as many
                 wider = self._best_nodes(st, info, GANG_WIDEN * job.nodes)
                 chosen = (self._together(st, wider, job.nodes)
                           or self._rescued(st, wider, job.nodes))
-                if chosen is None:
-                    return None
         else:
             best = self._best_group(st, info)
-            if best is None:
-                return None
-            chosen = best[2]
+            chosen = None if best is None else best[2]
+        if job.nodes > 1 and info.rights:
+            # (also where none was found: fewer victims may stay within the budgets)
+            chosen = self._shared(st, info, chosen) or chosen
+        if chosen is None:
+            return None
         new: list[str] = []
         for o in chosen:
             for v in o[3]:
@@ -901,6 +905,92 @@ class GreedyPlanner:
                     new.append(v)
         self.evict(st, new)
         return [(o[2], self.take_gpus(st, info, o[2])) for o in chosen]
+
+    def _set_cost(self, st: GreedyState, info: PendingInfo, options: list) -> float:
+        """What a gang's node options (cost, _, node idx, victims) cost together: the
+        free options' weights, and each victim's weight once (a victim with GPUs on
+        several of the nodes is evicted once)."""
+        contested = self.contested.get(info.job.tier, frozenset())
+        past = self.past(st, info)
+        vs = {v for o in options for v in o[3]}
+        return (sum(o[0] for o in options if not o[3])
+                + sum(self._weight(v, contested, past) for v in vs))
+
+    def _quiet_limits(self, st: GreedyState, vs: list[str]) -> bool:
+        """:meth:`within_limits` for a trial: a refusal leaves no trace in the
+        counters and flags the portfolio reads."""
+        saved = (self.refusals, self.storm_rejected, self.budget_rejected,
+                 set(self.full_storages))
+        ok = self.within_limits(st, vs)
+        (self.refusals, self.storm_rejected, self.budget_rejected,
+         self.full_storages) = saved
+        return ok
+
+    def _shared(self, st: GreedyState, info: PendingInfo, chosen: list | None) -> list | None:
+        """A gang's nodes around one victim that holds GPUs on several of them, when
+        that costs less than ``chosen``. The node searches weigh each node's option
+        alone, so a victim with GPUs on k of the gang's nodes counts k times there,
+        although it is evicted once (a 7-node gang evicting a 7-node gang costs the
+        victim's cost, not seven times it). Victims with GPUs on two or more of the
+        job's candidate nodes are tried cheapest first (at most ``SHARED_TRIES``, and
+        only while one alone costs less than ``chosen`` together): the nodes where a
+        shard fits with the victim's GPUs and those available, then the best other
+        options (of the same block or NVLink domain when the gang keeps one). The
+        cheapest set within the storm limit and the budgets is returned, or None.
+        ``chosen`` None: the node searches found no nodes within the limits, which
+        fewer victims may still respect."""
+        multi = self.p.multi_node_victims()
+        if (not multi or (chosen is not None and not any(o[3] for o in chosen))
+                or self.evictions_closed(st)):
+            return None
+        n, running = info.job.nodes, self.p.running
+        best_cost = math.inf if chosen is None else self._set_cost(st, info, chosen)
+        best: list | None = None
+        members = self.p.candidate_set(info)
+        group = keeps_group(info.job)
+        contested = self.contested.get(info.job.tier, frozenset())
+        past = self.past(st, info)
+        tried = 0
+        for v in multi:
+            vi = running[v]
+            if vi.cost >= best_cost or tried >= SHARED_TRIES:
+                break  # (a weight is at least the cost: none after can do better)
+            if v in st.victims or v in self.banned or vi.job.tier not in info.rights:
+                continue
+            nodes = [ni for ni, _m in vi.parts if ni in members]
+            if len(nodes) < 2:
+                continue
+            tried += 1
+            w = self._weight(v, contested, past)
+            fit = [ni for ni in nodes
+                   if self.fits(ni, self.available(st, info, ni) | self.vmask[(v, ni)], info)]
+            if len(fit) < 2:
+                continue
+            if group:  # the group (block or NVLink domain) holding most of them
+                by: dict[tuple, list[int]] = {}
+                for ni in fit:
+                    by.setdefault(self.group_key(info, ni), []).append(ni)
+                key, fit = max(by.items(), key=lambda kv: (len(kv[1]), str(kv[0])))
+            picked = [(w, 0, ni, [v]) for ni in fit[:n]]
+            if len(picked) < n:
+                inside = set(nodes)
+                if group:
+                    gi, memo = self._group_options(st, info)
+                    if key not in gi.ranked:
+                        continue
+                    others = self._checked_group(st, info, gi, key, memo)
+                else:
+                    others = self._best_nodes(st, info, n + len(inside))
+                others = [o for o in others if o[2] not in inside]
+                picked += others[:n - len(picked)]
+                if len(picked) < n:
+                    continue
+            cost = self._set_cost(st, info, picked)
+            if cost < best_cost * (1 - 1e-9):
+                vs = sorted({x for o in picked for x in o[3]})
+                if self._quiet_limits(st, vs):
+                    best, best_cost = picked, cost
+        return best
 
     def _group_options(self, st: GreedyState, info: PendingInfo
                        ) -> tuple[GroupIndex, dict[int, tuple]]:
