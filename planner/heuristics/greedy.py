@@ -957,7 +957,7 @@ class GreedyPlanner:
                 break  # (a weight is at least the cost: none after can do better)
             if v in st.victims or v in self.banned or vi.job.tier not in info.rights:
                 continue
-            nodes = [ni for ni, _m in vi.parts if ni in members]
+            nodes = sorted(ni for ni, _m in vi.parts if ni in members)  # (in id order)
             if len(nodes) < 2:
                 continue
             tried += 1
