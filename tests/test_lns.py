@@ -220,3 +220,27 @@ def test_lns_on_a_cluster_of_more_than_two_neighbourhoods_needs_two_whole_rounds
     p = plan(data, time_limit_s=20)
     assert verify(load_snapshot(data), p) == []
     assert ("neighbourhood round" in p.solver.detail) is runs
+
+
+@pytest.mark.parametrize(("hood", "order"), [(32, ["ejection", "LNS"]), (64, ["LNS", "ejection"])])
+def test_ejection_moves_come_before_lns_on_a_cluster_of_more_than_two_neighbourhoods(
+        monkeypatch: pytest.MonkeyPatch, hood: int, order: list[str]) -> None:
+    # The whole model does not fit (forced). On the 128-node cluster cut into four
+    # 32-node neighbourhoods a round re-solves an eighth of the cluster where the
+    # ejection moves search all of it: they run first, and LNS on what they leave
+    # (20 s: two whole rounds fit). Cut into two 64-node ones, LNS runs first and
+    # ejection on its plan. (A second ejection runs only on a plan LNS changed.)
+    _whole_model_too_slow(monkeypatch)
+    monkeypatch.setattr(cpsat_mod, "NEIGHBOURHOOD_NODES", hood)
+    monkeypatch.setattr("planner.solver.lns.NEIGHBOURHOOD_NODES", hood)
+    ran: list[str] = []
+    for cls, name in ((portfolio.Eject, "ejection"), (portfolio.Lns, "LNS")):
+        def spy(self: Any, problem: Any, budget: Any, _real: Any = cls.run,
+                _name: str = name) -> Any:
+            ran.append(_name)
+            return _real(self, problem, budget)
+        monkeypatch.setattr(cls, "run", spy)
+    data = generate(nodes=128, pending=80, seed=1)
+    p = plan(data, time_limit_s=20)
+    assert verify(load_snapshot(data), p) == []
+    assert [r for r in ran if r in order][:2] == order

@@ -667,16 +667,24 @@ class _Run:
         """The whole model does not fit: LNS improves the greedy plan one
         neighbourhood at a time with what is left (planner/solver/lns.py), then ejection
         moves, the baselines not yet computed, the last polishing pass, and the
-        second lane's plan."""
+        second lane's plan. On a cluster of more than two neighbourhoods ejection
+        moves come first and LNS gets what they leave (a round re-solves one part
+        of the cluster, where the moves search all of it; docs/planner.md, 2b)."""
         assert self.best is not None and self.spare is not None and self.greedy is not None
         packed, end, spare = self.best, self.end, self.spare
         rounds = end.less(1.5 * self.polish_s)  # LNS keeps as much to polish its result
+        big = self.usable > 2 * NEIGHBOURHOOD_NODES
+        first: Eject | None = None  # (ejection before LNS, on a big cluster)
+        if big:
+            first = Eject(self.best, traded=self.swapping)
+            yield first, self.eject_budget()
+            packed = self.best
         # keep a share for ejection moves when LNS still gets its whole rounds: one,
         # or two on a cluster of more than two neighbourhoods (fewer re-solve a small
-        # part of it; then ejection moves get the time; docs/planner.md, section 3a)
+        # part of it; docs/planner.md, section 3a)
         keep = EJECT_SHARE * max(0.0, end.left())
-        big = self.usable > 2 * NEIGHBOURHOOD_NODES
-        lns = Lns(self.greedy, packed, end, workers=max(1, self.workers - 1) if self.lane
+        lns = Lns(self.greedy if first is None else self.best, packed, end,
+                  workers=max(1, self.workers - 1) if self.lane
                   else self.workers, seed=self.seed, whole=2 if big else 1)
         worth = not self.det  # (LNS runs only with a wall clock)
         if worth and rounds.left() - keep >= lns.estimate_s(self.pace):
@@ -691,8 +699,8 @@ class _Run:
                 self.lns = lns
         # ejection moves on the plan to return; without a binding eviction budget
         # before the baselines below, which are rarely better there
-        ejection: Eject | None = None
-        if not spare.budget_rejected:
+        ejection: Eject | None = first
+        if not spare.budget_rejected and (first is None or self.best is not packed):
             ejection = Eject(self.best, traded=self.swapping)
             yield ejection, self.eject_budget()
         # LNS stops after a pass without improvement, often well before its deadline:
@@ -710,7 +718,8 @@ class _Run:
                 self.base_said = (f"the {BASELINE_NAMES[name]} baseline's plan, better, "
                                   "returned" + (f" after {pol.said}" if pol.said else ""))
                 ejection = None
-        if spare.budget_rejected or self.base_said:
+        if self.base_said or (spare.budget_rejected
+                              and (first is None or self.best is not packed)):
             ejection = Eject(self.best, traded=self.swapping)
             yield ejection, self.eject_budget()
         last = Cheaper(self.best)
