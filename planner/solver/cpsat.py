@@ -628,7 +628,14 @@ class _Run:
             # higher (its own too), so ejection moves on the traded plan come first,
             # in a share of the time, and hint the model
             pre = Eject(self.best, traded=True)
-            yield pre, work.share(EJECT_SHARE)
+            within = work.share(EJECT_SHARE)
+            missing = self.short()
+            if missing is not None and missing < 0:
+                # and the time the model does not need: a model hinted with a plan
+                # ejection has not finished with often ends below it (at 1,024 nodes
+                # and 5 s, 608/352 GPUs against the 1 s plan's 608/360)
+                within = work.until(max(within.end, time.perf_counter() - missing))
+            yield pre, within
             self.pre_ejected = pre.said
         yield Cheaper(self.best), work.less(min_solve_s(self.det))
         used: dict[str, frozenset[int]] = {}  # pruning keeps the nodes greedy plans used
@@ -724,7 +731,12 @@ class _Run:
             yield ejection, self.eject_budget()
         last = Cheaper(self.best)
         yield last, self.work
-        self.after = also(ejection.said if ejection else "", last.said)
+        # (the first ejection's moves too, when a second one ran on a plan LNS changed)
+        again = first is not None and ejection is not None and ejection is not first
+        before = first.said if again and first is not None and not self.base_said else ""
+        later = ejection.said if ejection else ""
+        self.after = also(before, f"after LNS {later}" if before and later else later,
+                          last.said)
         if self.lane is not None:
             self.lane.fallback = self.best
             yield self.lane, self.work
