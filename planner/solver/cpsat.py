@@ -121,6 +121,8 @@ CUT_NODE_S = 1.2e-5
 CUT_PLACED_S = 1.6e-4
 CUT_DEFERRED_S = 5e-5
 CUT_SAFETY = 1.0
+# the least speed factor the cut keep is scaled by (cut_keep)
+CUT_LEAST_FACTOR = 0.84
 # best_fit (objective item 6) on the plan takes at most this share of the time limit
 # in wall-clock mode: its gathering of tier-1 shards took 0.08 s at 4,096 nodes and
 # 0.3 s at 12,500 (a greedy plan, every pass), 14 ms at 1,024; the cut keep was
@@ -166,9 +168,14 @@ def free_quick_s(usable: int) -> float:
 def cut_keep(whole: Budget, usable: int) -> CutKeep:
     """What a first greedy run cut short keeps of ``whole``, on this machine, for a
     cluster of ``usable`` nodes (CUT_NODE_S and the others), with the reserve's
-    margin."""
-    return CutKeep(whole, scaled(CUT_SAFETY * CUT_NODE_S * usable) + reserve_margin_s(),
-                   scaled(CUT_SAFETY * CUT_PLACED_S), scaled(CUT_SAFETY * CUT_DEFERRED_S))
+    margin. Scaled by the speed factor, but by CUT_LEAST_FACTOR at least: on a
+    quicker machine the work after the cut (assembly, the verifier, freeing) sped
+    up less than the factor says (12,500 nodes at 1 s, speed factor 0.59: 0.37-0.43 s
+    after the cut where the scaled fit kept about 0.27 s, and the plans took
+    1.05-1.17 s; with the least factor 0.99-1.02 s)."""
+    f = max(CUT_LEAST_FACTOR, factor())
+    return CutKeep(whole, f * CUT_SAFETY * CUT_NODE_S * usable + reserve_margin_s(),
+                   f * CUT_SAFETY * CUT_PLACED_S, f * CUT_SAFETY * CUT_DEFERRED_S)
 
 
 def first_search_s(usable: int) -> float:
