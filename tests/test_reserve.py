@@ -16,7 +16,6 @@ from test_planner_cases import OLD, deferred_entry, node, nodes_of, pend, run, s
 from models import InputError, Policy, load_snapshot
 from models.policy import Reserve
 from planner.core.problem import build_problem
-from planner.heuristics.greedy import GreedyPlanner
 
 RECENT = "2026-11-30T07:50:00Z"  # 10 min ago: tier 3 immune for 20 more min (R6)
 
@@ -307,26 +306,3 @@ def test_keeping_off_the_reserved_nodes_keeps_the_candidates_order() -> None:
     assert _without(cands, frozenset()) == cands
     assert _without(cands, frozenset(cands)) == []
     assert _without([], frozenset({1})) == []
-
-
-def test_the_sparing_variant_takes_the_reserved_free_node_before_evicting() -> None:
-    # imm13 gone, r15 a tier-2 job: prefer "empty" keeps n13 (8 free, no job) and n14
-    # (2 free); n15 (r15, tier 2, 8 GPUs, cost 8 x 100 = 800 GPU-s) is open. big
-    # (tier 1, 8 GPUs) and mid (tier 2, 8 GPUs, which may preempt tier 3 only) are
-    # pending. The greedy variant that spares free GPUs for less important pending
-    # jobs weighs a free GPU 1e9, and r15 (tier 2: no pending tier below 1 may
-    # preempt it) only its cost: it evicted r15 for big and left n13 empty. But no
-    # job of tier 2 or 3 may use a reserved node: big takes n13 and evicts nothing;
-    # mid finds no node (n15's r15 is tier 2) and waits.
-    extra = [pend("big", 1, 8), pend("mid", 2, 8, submitted_at=OLD)]
-    data = _cluster(extra, {"reserve": {**SMALL["reserve"], "prefer": "empty"}})
-    data["jobs"] = [j for j in data["jobs"] if j["id"] != "imm13"]
-    next(j for j in data["jobs"] if j["id"] == "r15")["tier"] = 2
-    problem = build_problem(load_snapshot(data))
-    assert sorted(problem.nodes[i].node.id for i in problem.reserved) == ["n13", "n14"]
-    d = GreedyPlanner(problem, spare_lower=True).solve()
-    assert [problem.nodes[ni].node.id for ni, _m in d.placements["big"]] == ["n13"]
-    assert d.victims == set() and "mid" not in d.placements
-    for planner in ("cpsat", "greedy"):
-        plan = solve(data, planner)
-        assert nodes_of(plan, "big") == {"n13": list(range(8))} and plan["evictions"] == []

@@ -271,11 +271,6 @@ class GreedyPlanner:
         # jobs needed (docs/planner.md, section 2)
         self.contested: dict[int, frozenset[int]] = {}
         self.free_penalty: dict[int, float] = {}  # tier -> weight per free GPU taken
-        # tier -> the nodes whose free GPUs its jobs take without the penalty: those
-        # policy.reserve keeps from every less important pending job
-        self.unspared: dict[int, frozenset[int]] = {}
-        res = problem.policy.reserve
-        res_tiers = frozenset(res.tiers) if res is not None else frozenset()
         if spare_lower:
             for t in {i.job.tier for i in problem.pending.values()}:
                 lower = [i for i in problem.pending.values()
@@ -283,9 +278,6 @@ class GreedyPlanner:
                 self.contested[t] = frozenset().union(*(i.rights for i in lower))
                 if lower and spare_free:
                     self.free_penalty[t] = SPARE_PENALTY  # free GPUs serve every tier
-                    # ... but the reserved nodes', which only the reserve's tiers take
-                    if problem.reserved and not any(i.job.tier in res_tiers for i in lower):
-                        self.unspared[t] = problem.reserved
         # evictable victims per node, cheapest first; (victim, node) -> its GPUs there
         # (the problem's, shared by every planner on it: read only)
         self.by_node, self.vmask = problem.victims_by_node()
@@ -559,15 +551,6 @@ class GreedyPlanner:
         (R2; ``models.rules.gang_group``)."""
         return gang_group(self.p.nodes[ni].node, info.job)
 
-    def free_weight(self, info: PendingInfo, ni: int) -> float:
-        """What taking free GPUs of node ni weighs for the job: the sparing variant's
-        penalty per GPU, but on a node policy.reserve keeps from every less important
-        pending job (no other tier could use those GPUs)."""
-        pen = self.free_penalty.get(info.job.tier, 0.0)
-        if pen and ni in self.unspared.get(info.job.tier, ()):
-            return 0.0
-        return pen * info.job.gpus_per_node
-
     def node_option(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
         """The job's best option on node ni in this state: (cost, victims count,
         leftover GPUs, node id, node idx, victims), on available GPUs when it fits
@@ -576,7 +559,7 @@ class GreedyPlanner:
         base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self.fits(ni, base, info):
-            w = self.free_weight(info, ni)
+            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
             return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
         if info.rights:
             opt = self._eviction_option(st, info, ni, base)
@@ -687,7 +670,7 @@ class GreedyPlanner:
         base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self.fits(ni, base, info):
-            w = self.free_weight(info, ni)
+            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
             return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni,
                     st.version.get(ni, 0), [])
         if not info.rights:
@@ -777,9 +760,6 @@ class GreedyPlanner:
             ok = miss <= most
             cost[ok] = tab[cand[ok], miss[ok]]
         cost[fits] = self.free_penalty.get(info.job.tier, 0.0) * gpn
-        unspared = self.unspared.get(info.job.tier)
-        if unspared:
-            cost[fits & np.isin(cand, np.fromiter(unspared, np.int64, len(unspared)))] = 0.0
         keep = np.nonzero(np.isfinite(cost))[0]
         cost, count, nis = cost[keep], (~fits[keep]).astype(np.int64), cand[keep]
         left = np.where(count == 0, free[nis] - gpn, 0)  # a free option's leftover GPUs
