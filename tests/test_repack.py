@@ -314,3 +314,28 @@ def test_a_gang_moves_to_cheaper_victims_unless_it_must_keep_a_block() -> None:
         assert objective_of(problem, after).eviction_cost_gpu_s == cost
         p = assemble(problem, after, "feasible", SolverInfo(engine="test", status="TEST"))
         assert verify(s, p) == []
+
+
+def test_a_gang_moves_to_free_nodes_and_its_victims_keep_running() -> None:
+    # n1 and n2 (block b1) are held by tier-3 v1 and v2 (8 GPUs each, restore 100 s:
+    # 800 GPU-s each); n3 and n4 are free. The plan puts tier-1 gang g (2 nodes x 8
+    # GPUs) on n1 and n2, evicting both. Free to use any nodes, or keeping one block
+    # with n3 and n4 in block b2, it moves to n3 and n4: cost 1,600 -> 0, evictions
+    # 2 -> 0. With n3 in b2 and n4 in b3 a gang that keeps one block finds no two
+    # free nodes in one block and stays.
+    for same_block, blocks, moved in ((False, ("b2", "b3"), True), (True, ("b2", "b2"), True),
+                                      (True, ("b2", "b3"), False)):
+        g = dict(_job("g", 10, nodes=2, same_block=same_block), tier=1)
+        snap = _snap([_node("n1"), _node("n2"), _node("n3", blocks[0]), _node("n4", blocks[1])],
+                     [_running("v1", 3, "n1", list(range(8)), 100),
+                      _running("v2", 3, "n2", list(range(8)), 100), g])
+        problem = build_problem(load_snapshot(snap))
+        ix = problem.node_index
+        d = Decision({"v1", "v2"}, {"g": [(ix["n1"], 0xFF), (ix["n2"], 0xFF)]})
+        problem, after, moves = _relocated(snap, d)
+        if moved:
+            assert moves == 1 and after.victims == set()
+            assert after.placements == {"g": [(ix["n3"], 0xFF), (ix["n4"], 0xFF)]}
+            assert objective_of(problem, after).eviction_cost_gpu_s == 0
+        else:
+            assert moves == 0 and after.victims == {"v1", "v2"} and after.placements == d.placements

@@ -155,9 +155,11 @@ def _choose(problem: Problem, info: PendingInfo, fits: list[tuple[int, int, int]
 
 def relocate(problem: Problem, d: Decision, budget: Budget | None = None
              ) -> tuple[Decision, int]:
-    """A copy of ``d`` in which single-node jobs whose victims serve nobody else have
-    moved to GPUs the plan leaves idle (free, or of victims evicted anyway), when
-    that lets their victims keep running; and the number of such moves.
+    """A copy of ``d`` in which jobs whose victims serve nobody else have moved to
+    GPUs the plan leaves idle (free, or of victims evicted anyway; a gang's shards
+    to free GPUs only, on distinct nodes, in one block or NVLink domain when it
+    keeps one), when that lets their victims keep running; and the number of such
+    moves.
 
     The greedy variant that spares free GPUs for lower tiers leaves some unused in
     the end, and CP-SAT plans cut short may too. A move keeps every admitted job,
@@ -207,10 +209,9 @@ def relocate(problem: Problem, d: Decision, budget: Budget | None = None
     refresh({n.idx for n in problem.nodes if n.usable})
     order = []
     for j in placements:
-        if problem.pending[j].job.nodes == 1:
-            save = sum(problem.running[v].cost for v in exclusive(j))
-            if save > 0:
-                order.append((-save, j))
+        save = sum(problem.running[v].cost for v in exclusive(j))
+        if save > 0:
+            order.append((-save, j))
     moves = 0
     for _s, j in sorted(order):
         if budget is not None and budget.expired():
@@ -219,10 +220,13 @@ def relocate(problem: Problem, d: Decision, budget: Budget | None = None
         drop = exclusive(j)
         if not drop:  # another move took its victims' GPUs meanwhile
             continue
-        (old_ni, old_m), = placements[j]
+        parts = placements[j]
+        gang = info.job.nodes > 1
         # take the job and its own victims out, then look for idle GPUs
-        touched = {old_ni} | {ni for v in drop for ni, _m in problem.running[v].parts}
-        used[old_ni] &= ~old_m
+        touched = {ni for ni, _m in parts} | {
+            ni for v in drop for ni, _m in problem.running[v].parts}
+        for ni, m in parts:
+            used[ni] &= ~m
         for v in drop:
             victims.discard(v)
             for ni, m in problem.running[v].parts:
@@ -231,21 +235,29 @@ def relocate(problem: Problem, d: Decision, budget: Budget | None = None
         refresh(touched)
         cands = problem.candidate_set(info)
         gpn = info.job.gpus_per_node
-        best = None
+        fits: list[tuple[int, int, int]] = []  # (usable idle GPUs, node, mask)
         for ni in sorted(idle):  # best fit: fewest usable idle GPUs, then node index
             if idle[ni].bit_count() < gpn or ni not in cands:
                 continue
-            avail = _usable(problem, victims, info, ni, idle[ni])  # R7, R10
+            # R7, R10; a gang only free GPUs (its shards on other victims' GPUs could
+            # change which victims R15 counts as exempt)
+            avail = (idle[ni] & problem.nodes[ni].free if gang
+                     else _usable(problem, victims, info, ni, idle[ni]))
             left = avail.bit_count()
-            if left < gpn or (best is not None and left >= best[0]):
+            if left < gpn or (not gang and fits and left >= fits[0][0]):
                 continue
             mask = topo.layout_best_fit(problem.nodes[ni].layout, avail, gpn, info.need_nvlink)
             if mask is not None:
-                best = (left, ni, mask)
-                if left == gpn:
-                    break  # an exact fit: nothing fits better
-        if best is None:  # nowhere idle: put everything back
-            used[old_ni] |= old_m
+                if gang:
+                    fits.append((left, ni, mask))
+                else:
+                    fits = [(left, ni, mask)]
+                    if left == gpn:
+                        break  # an exact fit: nothing fits better
+        chosen = _choose(problem, info, sorted(fits)) if fits else None
+        if chosen is None:  # nowhere idle: put everything back
+            for ni, m in parts:
+                used[ni] |= m
             for v in drop:
                 victims.add(v)
                 for ni, m in problem.running[v].parts:
@@ -253,21 +265,21 @@ def relocate(problem: Problem, d: Decision, budget: Budget | None = None
                         gpu_victim[(ni, g)] = v
             refresh(touched)
             continue
-        _key, ni, mask = best
-        for ni2, m2 in placements[j]:
+        for ni2, m2 in parts:
             for g in _bits(m2):
                 owner = gpu_victim.get((ni2, g))
                 if owner is not None:
                     users[owner].discard(j)
         for v in drop:
             users.pop(v, None)
-        placements[j] = [(ni, mask)]
-        used[ni] |= mask
-        for g in _bits(mask):
-            owner = gpu_victim.get((ni, g))
-            if owner is not None:
-                users[owner].add(j)
-        refresh({ni})
+        placements[j] = [(ni, mask) for _left, ni, mask in chosen]
+        for _left, ni, mask in chosen:
+            used[ni] |= mask
+            for g in _bits(mask):
+                owner = gpu_victim.get((ni, g))
+                if owner is not None:
+                    users[owner].add(j)
+        refresh({ni for _left, ni, _mask in chosen})
         moves += 1
     return Decision(victims, placements), moves
 
