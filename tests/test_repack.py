@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from models import SolverInfo, load_snapshot
 from planner import plan
 from planner.checks.assemble import assemble
@@ -339,3 +341,50 @@ def test_a_gang_moves_to_free_nodes_and_its_victims_keep_running() -> None:
             assert objective_of(problem, after).eviction_cost_gpu_s == 0
         else:
             assert moves == 0 and after.victims == {"v1", "v2"} and after.placements == d.placements
+
+
+def test_a_plan_without_time_to_polish_still_moves_jobs_to_idle_gpus(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # n1 and n2 are held by old tier-2 jobs r1 and r2 (800 GPU-s each); n3, n4 and n5
+    # are free. Tier-1 gang g (2 x 8 GPUs) and tier-3 job low (8 GPUs) are pending.
+    # The greedy variant that spares free GPUs for less important pending jobs puts
+    # g on n1 and n2, evicting r1 and r2 (no pending job could use their GPUs: tier 3
+    # may preempt nothing), and low on n3; n4 and n5 stay idle. Here every greedy run
+    # of the CP-SAT planner is that variant (the plain one would put g on free nodes
+    # at once), the whole model is out of reach, and polishing finds the time over
+    # (it waits until the time to improve the plan has passed, then changes
+    # nothing): the moves to idle GPUs still run (30 ms of the benchmark machine,
+    # cpsat.LATE_RELOCATE_S): g moves to n4 and n5, r1 and r2 keep running.
+    import time
+
+    from planner.solver import portfolio
+
+    def late_polish(problem: Any, d: Decision, budget: Any, **kw: Any) -> tuple[Decision, str]:
+        time.sleep(max(0.0, budget.left()) + 0.01)
+        return d, ""
+
+    class Sparing(portfolio.GreedyPlanner):  # type: ignore[misc, valid-type]
+        def __init__(self, problem: Any, **kw: Any) -> None:
+            super().__init__(problem, **{**kw, "spare_lower": True})
+
+    class NoModel(portfolio.CpsatModel):  # type: ignore[misc, valid-type]
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            raise portfolio.BuildTimeout
+
+    monkeypatch.setattr(portfolio, "GreedyPlanner", Sparing)
+    monkeypatch.setattr(portfolio, "CpsatModel", NoModel)
+    monkeypatch.setattr(portfolio, "polish", late_polish)
+    g = dict(_job("g", 10, nodes=2), tier=1)
+    low = dict(_job("low", 10), tier=3)
+    snap = _snap([_node(f"n{i}") for i in range(1, 6)],
+                 [_running("r1", 2, "n1", list(range(8)), 100),
+                  _running("r2", 2, "n2", list(range(8)), 100), g, low])
+    problem = build_problem(load_snapshot(snap))
+    first = clean(problem, Sparing(problem).solve())
+    assert first.victims == {"r1", "r2"}
+    assert [problem.nodes[ni].node.id for ni, _m in first.placements["low"]] == ["n3"]
+    p = plan(snap, time_limit_s=0.001)
+    assert verify(load_snapshot(snap), p) == []
+    assert p.evictions == []
+    assert {pp.node for x in p.placements if x.job == "g" for pp in x.placement} == {"n4", "n5"}
+    assert "1 move(s) to idle GPUs" in p.solver.detail

@@ -55,6 +55,7 @@ from planner.solver.portfolio import (
     Lns,
     Pace,
     Polish,
+    Relocation,
     SecondLane,
     Squeaky,
     Strategy,
@@ -121,6 +122,12 @@ CUT_NODE_S = 1.2e-5
 CUT_PLACED_S = 1.6e-4
 CUT_DEFERRED_S = 5e-5
 CUT_SAFETY = 1.0
+# where no time is left to polish a whole first greedy plan, its moves to idle GPUs
+# still run within this share of the budget, or LATE_RELOCATE_S on the benchmark
+# machine if more (_Run.steps; 27 ms for 208 moves of the 4,096-node benchmark
+# tick's sparing plan, 7 ms for a steady tick's plan there)
+LATE_RELOCATE_SHARE = 0.03
+LATE_RELOCATE_S = 0.03
 # the least speed factor the cut keep is scaled by (cut_keep)
 CUT_LEAST_FACTOR = 0.84
 # best_fit (objective item 6) on the plan takes at most this share of the time limit
@@ -287,6 +294,7 @@ class _Run:
         # for solver.detail
         self.why = ""  # why the whole model was skipped (and what LNS found)
         self.polished = ""  # the greedy plan's polishing
+        self.cut = False  # was the first greedy run cut short (candidates)?
         self.lns: Lns | None = None  # LNS, when its plan was kept
         self.base_said = ""  # a baseline's plan won after LNS
         self.after = ""  # the passes on the plan to return
@@ -460,6 +468,14 @@ class _Run:
         pol = Polish(self.greedy, cheaper=False)
         yield pol, self.work
         self.polished, self.polish_s = pol.said, pol.took
+        if not self.det and not self.cut and not pol.said and self.work.expired():
+            # no time was left to polish a whole greedy plan (a steady tick of a loop
+            # at a short limit): its moves to idle GPUs, which only spare victims,
+            # still run, within LATE_RELOCATE_SHARE of the limit
+            late = Relocation(self.greedy)
+            yield late, Budget(max(scaled(LATE_RELOCATE_S),
+                                   LATE_RELOCATE_SHARE * self.budget.seconds))
+            self.polished = late.said
         # the last pass (moves to cheaper victims) is kept CHEAPER_TIMES x this time
         self.end = self.work.less(CHEAPER_TIMES * pol.took)
         missing = self.short()
@@ -605,6 +621,7 @@ class _Run:
                     break
                 yield again, work
         cut = first.later is not None and bool(spare.unreached or spare.free_only)
+        self.cut = cut
         if not self.det and not (cut and self.budget.left() < self.reserve):
             # the plain greedy plan (the greedy baseline's) as a floor, after the
             # passes above so that they keep their time; not where the first run was
