@@ -55,7 +55,6 @@ from planner.solver.portfolio import (
     Lns,
     Pace,
     Polish,
-    Relocation,
     SecondLane,
     Squeaky,
     Strategy,
@@ -122,12 +121,12 @@ CUT_NODE_S = 1.2e-5
 CUT_PLACED_S = 1.6e-4
 CUT_DEFERRED_S = 5e-5
 CUT_SAFETY = 1.0
-# where no time is left to polish a whole first greedy plan, its moves to idle GPUs
-# still run within this share of the budget, or LATE_RELOCATE_S on the benchmark
-# machine if more (_Run.steps; 27 ms for 208 moves of the 4,096-node benchmark
-# tick's sparing plan, 7 ms for a steady tick's plan there)
-LATE_RELOCATE_SHARE = 0.03
-LATE_RELOCATE_S = 0.03
+# where no time is left to polish a whole first greedy plan, its repacking and moves
+# to idle GPUs still run within this share of the budget, or LATE_POLISH_S on the
+# benchmark machine if more (_Run.steps; relocation: 27 ms for 208 moves of the
+# 4,096-node benchmark tick's sparing plan, 7 ms for a steady tick's plan there)
+LATE_POLISH_SHARE = 0.03
+LATE_POLISH_S = 0.03
 # the least speed factor the cut keep is scaled by (cut_keep)
 CUT_LEAST_FACTOR = 0.84
 # best_fit (objective item 6) on the plan takes at most this share of the time limit
@@ -470,11 +469,12 @@ class _Run:
         self.polished, self.polish_s = pol.said, pol.took
         if not self.det and not self.cut and not pol.said and self.work.expired():
             # no time was left to polish a whole greedy plan (a steady tick of a loop
-            # at a short limit): its moves to idle GPUs, which only spare victims,
-            # still run, within LATE_RELOCATE_SHARE of the limit
-            late = Relocation(self.greedy)
-            yield late, Budget(max(scaled(LATE_RELOCATE_S),
-                                   LATE_RELOCATE_SHARE * self.budget.seconds))
+            # at a short limit): its repacking and moves to idle GPUs, which keep
+            # every admission and only raise the priority value or spare victims,
+            # still run, within LATE_POLISH_SHARE of the budget or LATE_POLISH_S
+            late = Polish(self.greedy, cheaper=False)
+            yield late, Budget(max(scaled(LATE_POLISH_S),
+                                   LATE_POLISH_SHARE * self.budget.seconds))
             self.polished = late.said
         # the last pass (moves to cheaper victims) is kept CHEAPER_TIMES x this time
         self.end = self.work.less(CHEAPER_TIMES * pol.took)

@@ -378,22 +378,6 @@ class Polish(Strategy):
         return d
 
 
-class Relocation(Strategy):
-    """Moves to idle GPUs alone (planner/heuristics/repack.py, :func:`relocate`) of
-    ``start``: each only spares victims."""
-
-    keeps = "always"
-    name = "moves to idle GPUs"
-
-    def __init__(self, start: Decision):
-        self.start = start
-
-    def run(self, problem: Problem, budget: Budget) -> Decision:
-        d, moves = relocate(problem, self.start, budget)
-        self.said = f"{moves} move(s) to idle GPUs" if moves else ""
-        return d
-
-
 class Cheaper(Strategy):
     """Moves to cheaper victims (the last polishing pass) of ``start``."""
 
