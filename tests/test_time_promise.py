@@ -361,3 +361,19 @@ def test_a_plan_whose_plain_greedy_floor_was_cut_short_says_so(
     monkeypatch.setattr(portfolio.Greedy, "run", real)
     q = planner.plan(_snap(), time_limit_s=1.0)
     assert "plain greedy plan" not in (q.solver.detail or "")
+
+
+@pytest.mark.parametrize(("speed", "scale"), [("0.5", 0.84), ("1", 1.0), ("2", 2.0)])
+def test_a_cut_run_keeps_its_assembly_time_scaled_by_084_at_least(
+        monkeypatch: pytest.MonkeyPatch, speed: str, scale: float) -> None:
+    # What a cut first greedy run keeps for the plan's assembly and checks: 12 us per
+    # usable node, 0.16 ms per placed job or victim, 0.05 ms per deferred job searched,
+    # times the speed factor but 0.84 at least (on a quick machine the work after the
+    # cut sped up less than the factor), plus the reserve's margin (20 ms times the
+    # factor). At 1,000 usable nodes and speed 0.5: 0.84 x 12 ms + 10 ms = 20.08 ms.
+    monkeypatch.setenv("PREEMPT_PLANNER_SPEED", speed)
+    keep = cpsat.cut_keep(Budget(1.0), 1000)
+    f = float(speed)
+    assert keep.fixed == pytest.approx(scale * 0.012 + 0.02 * f)
+    assert keep.per_placed == pytest.approx(scale * 1.6e-4)
+    assert keep.per_deferred == pytest.approx(scale * 5e-5)
