@@ -377,3 +377,83 @@ def test_a_cut_run_keeps_its_assembly_time_scaled_by_084_at_least(
     assert keep.fixed == pytest.approx(scale * 0.012 + 0.02 * f)
     assert keep.per_placed == pytest.approx(scale * 1.6e-4)
     assert keep.per_deferred == pytest.approx(scale * 5e-5)
+
+
+def _gang_snap() -> dict[str, Any]:
+    # n1 and n2 are held by old tier-2 jobs r1 and r2 (restore 100 s: 800 GPU-s each);
+    # n3, n4 and n5 are free. Tier-1 gang g (2 x 8 GPUs) and tier-3 job low (8 GPUs)
+    # are pending. The greedy variant that spares free GPUs for less important
+    # pending jobs (the CP-SAT planner's first run) puts g on n1 and n2, evicting r1
+    # and r2, and low on n3: 16/0/8 GPUs at 1,600 GPU-s; the plain greedy plan (its
+    # floor) puts g and low on free nodes: 16/0/8 at 0 GPU-s.
+    nodes = [{"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch"} for i in range(1, 6)]
+
+    def running(jid: str, node: str) -> dict[str, Any]:
+        return {"id": jid, "tier": 2, "state": "running", "gpus_per_node": 8, "nodes": 1,
+                "started_at": "2026-11-29T08:00:00Z", "checkpoint": {"restore_s": 100},
+                "placement": [{"node": node, "gpus": list(range(8))}]}
+
+    jobs = [running("r1", "n1"), running("r2", "n2"),
+            {"id": "g", "tier": 1, "state": "pending", "gpus_per_node": 8, "nodes": 2,
+             "priority": 10, "topology": "any"},
+            {"id": "low", "tier": 3, "state": "pending", "gpus_per_node": 8, "nodes": 1,
+             "priority": 10, "topology": "any"}]
+    return {"version": 1, "now": NOW, "storage": [], "nodes": nodes, "jobs": jobs,
+            "policy": {}}
+
+
+def test_the_plain_greedy_floor_runs_into_the_reserve_as_the_first_run_may(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reserve for assembly and checks of all but 1 ms of the 1 s limit leaves no
+    # time to improve the plan once the first run ends; the plain greedy plan (the
+    # floor) still runs within the part of the reserve the first run may use
+    # (min(reserve / 2, 2 x FIRST_LEAST_S) past it), so the plan is the floor's: no
+    # eviction. Polishing (which would move g to free nodes too) changes nothing here,
+    # and the reserve is not lowered after the first run (RESERVE_FIT_TIMES).
+    from planner.solver import portfolio
+
+    monkeypatch.setattr(cpsat, "_reserve", lambda problem, t, det: t - 0.001)
+    monkeypatch.setattr(cpsat, "RESERVE_FIT_TIMES", 1e6)
+    monkeypatch.setattr(portfolio, "polish", lambda problem, d, budget, **kw: (d, ""))
+    snap = _gang_snap()
+    problem = build_problem(load_snapshot(snap))
+    first = GreedyPlanner(problem, spare_lower=True).solve()
+    assert first.victims == {"r1", "r2"}
+    p = planner.plan(snap, time_limit_s=1.0)
+    assert verify(load_snapshot(snap), p) == []
+    assert p.objective.admitted_gpus == {"1": 16, "2": 0, "3": 8}
+    assert p.evictions == [] and p.objective.eviction_cost_gpu_s == 0
+
+
+def test_the_reserve_is_lowered_to_what_the_first_whole_plan_needs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # At speed 1 a plan of the 5-node tick (g and low placed, r1 and r2 evicted: 4;
+    # no other pending job deferred) needs cut_keep's 5 x 12 us + 20 ms margin + 4 x
+    # 0.16 ms = 20.70 ms for its assembly and checks; 1.25 times that is 25.9 ms,
+    # below 5% of the 1 s limit plus the margin (70 ms): the reserve becomes 70 ms
+    # and the time to improve the plan ends 70 ms before the limit. A reserve already
+    # lower stays as it is. At 0.1 s, 1.25 x the keep is above 5% plus the margin.
+    monkeypatch.setenv("PREEMPT_PLANNER_SPEED", "1")
+    problem = build_problem(load_snapshot(_gang_snap()))
+    d = GreedyPlanner(problem, spare_lower=True).solve()
+    assert len(d.placements) + len(d.victims) == 4
+    budget = Budget(1.0)
+    run = cpsat._Run(problem, budget, workers=1, seed=0, log=False, prune=True)
+    run.reserve, run.work = 0.9, budget.less(0.9)
+    run.end = run.work
+    work = run._fit_reserve(d)
+    assert run.reserve == pytest.approx(0.07)
+    assert work is run.work and run.end is run.work
+    assert run.work.end == pytest.approx(budget.end - 0.07)
+    # (the rule's numbers: 1.25 x the keep is below the 5% floor here)
+    keep = cpsat.cut_keep(budget, 5).keep_s(4, 0)
+    assert keep == pytest.approx(5 * 1.2e-5 + 0.02 + 4 * 1.6e-4)
+    run.reserve, run.work = 0.05, budget.less(0.05)
+    run._fit_reserve(d)
+    assert run.reserve == 0.05 and run.work.end == pytest.approx(budget.end - 0.05)
+    # at a limit of 0.1 s the 5% floor is 25 ms: 1.25 x 20.70 ms = 25.875 ms is kept
+    short = Budget(0.1)
+    run = cpsat._Run(problem, short, workers=1, seed=0, log=False, prune=True)
+    run.reserve, run.work = 0.09, short.less(0.09)
+    run._fit_reserve(d)
+    assert run.reserve == pytest.approx(0.025875)

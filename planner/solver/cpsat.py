@@ -127,6 +127,9 @@ CUT_SAFETY = 1.0
 # 4,096-node benchmark tick's sparing plan, 7 ms for a steady tick's plan there)
 LATE_POLISH_SHARE = 0.03
 LATE_POLISH_S = 0.03
+# the reserve fitted to the first whole greedy plan's size is this many times what
+# cut_keep() says a plan of that size needs (_Run._fit_reserve)
+RESERVE_FIT_TIMES = 1.25
 # the least speed factor the cut keep is scaled by (cut_keep)
 CUT_LEAST_FACTOR = 0.84
 # best_fit (objective item 6) on the plan takes at most this share of the time limit
@@ -492,6 +495,26 @@ class _Run:
         if self.carried is not None and self.det:  # (see candidates())
             yield Carried(self.carried), self.work
 
+    def _fit_reserve(self, d: Decision) -> Budget:
+        """The time to improve the plan, once the first greedy run made a whole plan
+        ``d``: the reserve (_reserve(), from the tick's size before any plan) lowered to
+        what a plan of ``d``'s size takes to assemble and check (cut_keep(), fitted to
+        that work), RESERVE_FIT_TIMES over, and never below 5% of the limit with the
+        margin. A steady tick of a loop (a big cluster, a small plan, most jobs
+        deferred) kept about 0.17 s at 4,096 nodes for some 0.1 s of assembly and
+        checks, and at 0.4 s had no time for a second greedy run of 5 ms."""
+        placed = len(d.placements) + len(d.victims)
+        deferred = len(self.whole.pending) - len(d.placements)
+        usable = sum(1 for n in self.whole.nodes if n.usable)
+        need = RESERVE_FIT_TIMES * cut_keep(self.budget, usable).keep_s(placed, deferred)
+        fitted = max(need, 0.05 * self.budget.seconds + reserve_margin_s())
+        if fitted < self.reserve:
+            old, self.reserve = self.work, fitted
+            self.work = self.budget.less(fitted)
+            if self.end is old:
+                self.end = self.work
+        return self.work
+
     def candidates(self) -> Iterator[tuple[Strategy, Budget]]:
         """The greedy variants, their squeaky-wheel passes and the baselines, as the
         time allows (docs/planner.md, section 2); the second lane started where the
@@ -560,6 +583,8 @@ class _Run:
         assert first.planner is not None
         self.spare = spare = first.planner
         self.pace.greedy_s = self.budget.elapsed()
+        if not self.det and not (spare.unreached or spare.free_only):
+            work = self._fit_reserve(self.plan_of[id(first)])
         if spare.unreached or spare.free_only:  # cut short: a whole run's time, estimated
             tried = sum(1 for i in self.problem.pending.values() if i.candidates)
             self.pace.greedy_s *= tried / max(1, tried - len(spare.unreached)
@@ -625,8 +650,11 @@ class _Run:
         if not self.det and not (cut and self.budget.left() < self.reserve):
             # the plain greedy plan (the greedy baseline's) as a floor, after the
             # passes above so that they keep their time; not where the first run was
-            # cut to what its own plan needs (a whole plan needs the whole reserve)
-            yield floor, work
+            # cut to what its own plan needs (a whole plan needs the whole reserve);
+            # made here, it may run into the reserve as the first run may (soft): a
+            # floor cut at once where the passes took the time to improve the plan
+            # left the first run's plan below greedy's (steady ticks at short limits)
+            yield floor, (soft if isinstance(floor, Greedy) and soft.end > work.end else work)
             if isinstance(floor, Greedy):
                 self.floor_run = floor
         elif isinstance(floor, FloorLane) and floor.lane is not None:
