@@ -457,3 +457,39 @@ def test_the_reserve_is_lowered_to_what_the_first_whole_plan_needs(
     run.reserve, run.work = 0.09, short.less(0.09)
     run._fit_reserve(d)
     assert run.reserve == pytest.approx(0.025875)
+
+
+def test_the_greedy_loop_gets_its_least_time_after_its_set_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With hundreds of thousands of pending jobs, a run's set-up (the order, each
+    # tier's free passes) takes seconds; the loop still gets ``least`` seconds from
+    # its start. Here the set-up of a free-first run is slowed by 0.3 s (each tier's
+    # grouping sleeps) and the budget is already over: with least = 0.2 s counted
+    # from the loop's start, a (tier 1, n0's free GPUs) and b and c (tier 2, on r's
+    # GPUs after their free passes) are placed as by a whole run; counted from before
+    # the set-up the loop would reach none.
+    import itertools
+
+    from planner.heuristics import greedy as greedy_mod
+
+    def slow_groupby(*a: Any, **kw: Any) -> Any:
+        time.sleep(0.3)
+        return itertools.groupby(*a, **kw)
+
+    monkeypatch.setattr(greedy_mod, "groupby", slow_groupby)
+    problem = build_problem(load_snapshot(_snap()))
+    g = GreedyPlanner(problem)
+    d = g.solve(Budget(0.0), least=0.2, free_first=True)
+    assert sorted(d.placements) == ["a", "b", "c"] and d.victims == {"r"}
+    assert g.unreached == []
+
+
+def test_how_much_more_time_the_model_needs_in_words() -> None:
+    # solver.detail's estimate: tenths of a second below a minute (at least 0.1 s),
+    # minutes below an hour, then "more than an hour" (a queue of 800,000 jobs on
+    # 256 nodes estimated some 4 million seconds)
+    assert cpsat._more(0.02) == "about 0.1 s more"
+    assert cpsat._more(1.24) == "about 1.2 s more"
+    assert cpsat._more(59.9) == "about 59.9 s more"
+    assert cpsat._more(150.0) == "about 2 min more"  # (2.5 rounds to even)
+    assert cpsat._more(3969955.1) == "more than an hour more"

@@ -1161,8 +1161,6 @@ class GreedyPlanner:
         d = Decision()
         self.unreached, self.free_only = [], []
         order = [i for i in self.queue() if i.candidates]
-        if budget is not None and budget.wall and budget.left() < least:
-            budget = Budget(least)  # (counted from here: the set-up above took its time)
         # (job, its free pass?): with free_first, each tier's jobs on free GPUs alone,
         # then those of them not placed that may evict, searched for victims
         work: list[tuple[PendingInfo, bool]] = []
@@ -1186,6 +1184,10 @@ class GreedyPlanner:
         # (a search for victims can take much longer than a free one: the first of a
         # shape builds its heap over every candidate node)
         margin = {first: search_s} if not free_first else {}
+        if budget is not None and budget.wall and budget.left() < least:
+            # counted from here: the set-up above took its time (with hundreds of
+            # thousands of pending jobs, seconds)
+            budget = Budget(least)
         for k, (info, free) in enumerate(work):
             if free_first and k and info.job.tier != work[k - 1][0].job.tier:
                 late = False

@@ -198,6 +198,17 @@ def first_least_s() -> float:
     return scaled(FIRST_LEAST_S)
 
 
+def _more(missing: float) -> str:
+    """How much more time the whole model needs, in words for solver.detail (an
+    estimate: tenths of a second up to a minute, then minutes; a queue of hundreds
+    of thousands of jobs would need days)."""
+    if missing < 60:
+        return f"about {max(missing, 0.1):.1f} s more"
+    if missing < 3600:
+        return f"about {missing / 60:.0f} min more"
+    return "more than an hour more"
+
+
 def _plan_name(s: Strategy | None) -> str:
     """A strategy's plan, in words for solver.detail."""
     if isinstance(s, Greedy | FloorLane) and not getattr(s, "settings", {}):
@@ -484,8 +495,7 @@ class _Run:
         missing = self.short()
         if missing is not None and missing > 0:
             self.why = ("no time left to build and solve the model after the greedy plan "
-                        f"(about {max(missing, 0.1):.1f} s more would let CP-SAT solve the "
-                        "whole model)")
+                        f"({_more(missing)} would let CP-SAT solve the whole model)")
             yield from self.without_model()
             return
         yield from self.whole_model()
