@@ -20,6 +20,21 @@ tick. On a cluster whose eviction window is spent (a busy cluster between bursts
 most of a long queue falls here, and what is left is small enough for the whole
 model (docs/planner.md, section 1a).
 
+A flooded queue (a job array of tens of thousands of tasks) holds many jobs alike
+for the search: of one *kind* (tier, GPUs per node, nodes, NVLink need, block and
+domain wishes, rights, candidate nodes). No plan places more jobs of a kind than
+its shards fit on its candidate nodes counting every GPU it could ever use there
+(free, or held by an evictable job of a tier it may preempt); and of two jobs of a
+kind, swapping a placed one for one more important (a higher priority, then first
+in the queue: ``decision.first_come``'s order) keeps a plan valid and ranks it at
+least as high. So some optimal plan places only jobs among the first that many of
+each kind, and the others are deferred without a search: the reduced problem then
+has the same optimum (not the same plans), and each plan of it is a plan of the
+tick. A kind is cut only where it holds more than CUT_LEAST jobs (fewer cost the
+search little), and never below that: a greedy search over every job of a kind
+may, rarely, place a later job where an earlier one found no room (GPUs that
+another job's victims left), which the cut kind no longer offers it.
+
 The reduced problem is for the search only: the plan is assembled, explained and
 verified with the tick's own problem, so that a job deferred here gets the same
 reason as one the search deferred.
@@ -27,9 +42,14 @@ reason as one the search deferred.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from planner.core.problem import PendingInfo, Problem
+
+# a kind of pending job is cut to the most its shards could ever fit only where it
+# holds more jobs than this, and never below it (module doc)
+CUT_LEAST = 1000
 
 
 @dataclass(frozen=True)
@@ -40,14 +60,21 @@ class Reduction:
 
     dropped: frozenset[str] = frozenset()
     free_only: frozenset[str] = frozenset()
+    # jobs after the most of their kind any plan could place (the module doc)
+    beyond: frozenset[str] = frozenset()
 
     def note(self) -> str:
         """For ``solver.detail`` (empty when nothing was dropped)."""
-        if not self.dropped:
-            return ""
-        return (f"{len(self.dropped)} pending job(s) could start on no node (free GPUs "
-                "only, by R13 or R15, and too few nodes with room): deferred without a "
-                "search")
+        said = []
+        if self.dropped:
+            said.append(f"{len(self.dropped)} pending job(s) could start on no node (free "
+                        "GPUs only, by R13 or R15, and too few nodes with room): deferred "
+                        "without a search")
+        if self.beyond:
+            said.append(f"{len(self.beyond)} pending job(s) came after the most jobs of "
+                        "their kind that fit on their nodes, more important ones of the "
+                        "kind first: deferred without a search")
+        return "; ".join(said)
 
 
 def no_victims_for(problem: Problem, info: PendingInfo) -> bool:
@@ -92,8 +119,62 @@ def reduce_problem(problem: Problem) -> tuple[Problem, Reduction]:
             narrowed.append(jid)
         else:
             pending[jid] = info
-    if not dropped and not narrowed:
+    beyond = frozenset(_beyond(problem, pending))
+    for jid in beyond:
+        del pending[jid]
+    if not dropped and not narrowed and not beyond:
         return problem, Reduction()
     problem.victims_by_node()  # (made once, for both: every greedy planner reads it)
     work = problem.with_pending(pending)
-    return work, Reduction(frozenset(dropped), frozenset(narrowed))
+    return work, Reduction(frozenset(dropped), frozenset(narrowed) - beyond, beyond)
+
+
+def _kind(info: PendingInfo) -> tuple:
+    """What makes two pending jobs alike for the search (module doc)."""
+    j = info.job
+    return (j.tier, j.gpus_per_node, j.nodes, info.need_nvlink, j.same_block,
+            j.same_nvlink_domain, info.rights, info.guarded, info.patient_until is not None,
+            id(info.candidates))
+
+
+def _rank(info: PendingInfo) -> tuple:
+    """The order in which jobs of one kind are preferred: higher priority, then first
+    in the queue (no ``submitted_at`` first), then id (decision.first_come's)."""
+    at = info.job.submitted_at
+    return (-info.job.priority, *((0, at) if at is not None else (-1, 0)), info.job.id)
+
+
+def _beyond(problem: Problem, pending: dict[str, PendingInfo]) -> list[str]:
+    """The jobs of each kind of more than CUT_LEAST jobs after the most of the kind
+    any plan could place (and after the first CUT_LEAST), in ``pending``."""
+    if len(pending) <= CUT_LEAST:
+        return []
+    kinds: dict[tuple, list[PendingInfo]] = defaultdict(list)
+    for info in pending.values():
+        if info.held_until is None and info.candidates:
+            kinds[_kind(info)].append(info)
+    big = [jobs for jobs in kinds.values() if len(jobs) > CUT_LEAST]
+    if not big:
+        return []
+    # the GPUs of evictable running jobs per node and tier
+    held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for v in problem.running.values():
+        if v.evictable:
+            for ni, mask in v.parts:
+                held[ni][v.job.tier] |= mask
+    out: list[str] = []
+    for jobs in big:
+        info = jobs[0]
+        gpn, rights = info.job.gpus_per_node, info.rights
+        shards = 0
+        for ni in info.candidates:
+            room = problem.nodes[ni].free
+            for tier, mask in held.get(ni, {}).items():
+                if tier in rights:
+                    room |= mask
+            shards += room.bit_count() // gpn
+        keep = max(CUT_LEAST, shards // info.job.nodes)
+        if len(jobs) > keep:
+            jobs.sort(key=_rank)
+            out += [i.job.id for i in jobs[keep:]]
+    return out
