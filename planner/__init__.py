@@ -257,7 +257,10 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     else:
         from planner.heuristics.baselines import get_baseline
 
-        decision = get_baseline(planner)(problem).solve()
+        # the greedy planner searches the tick as CP-SAT's strategies do, without what
+        # needs no search (planner/core/reduce.py): its plan is the floor CP-SAT keeps
+        # among its candidates; the Kubernetes- and Slurm-style baselines search every
+        # job, as the schedulers they stand for
         detail = None
         if planner == "greedy":  # (the baselines keep the schedulers' own choices)
             from planner.core.decision import (
@@ -266,11 +269,17 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
                 first_come,
                 moved_note,
             )
+            from planner.core.reduce import reduce_problem
 
+            work, reduction = reduce_problem(problem)
+            decision = get_baseline(planner)(work).solve()
             decision, moved = exempt_free_first(problem, decision)
             decision, _ = first_come(problem, decision)
             decision, _ = best_fit(problem, decision)
-            detail = moved_note(moved) if moved else None
+            detail = "; ".join(x for x in (reduction.note(), moved_note(moved) if moved else "")
+                               if x) or None
+        else:
+            decision = get_baseline(planner)(problem).solve()
         candidate = assemble(problem, decision, "feasible",
                              SolverInfo(engine=planner, status="HEURISTIC", detail=detail))
     t_checks = time.perf_counter()  # planning ends, checking the plan starts (finish)

@@ -225,3 +225,31 @@ def test_cutting_flooded_kinds_keeps_the_optimum(case: int,
             [getattr(reduced.objective, k) for k in key]
     from planner.checks.verify import verify
     assert verify(load_snapshot(snap), reduced) == []
+
+
+def test_the_greedy_planner_searches_the_reduced_tick_as_cpsats_floor_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The greedy planner (planner="greedy") plans the tick without what needs no
+    # search, as CP-SAT's plain greedy floor does: on _flood(12) with CUT_LEAST 3 it
+    # places only jobs the cut keeps, its plan is the plain greedy plan of the reduced
+    # tick after the same passes, and its detail counts the jobs left out.
+    from planner.core import reduce as red_mod
+    from planner.core.decision import best_fit, exempt_free_first, first_come
+    from planner.heuristics.greedy import GreedyPlanner
+
+    monkeypatch.setattr(red_mod, "CUT_LEAST", 3)
+    snap = _flood(12)
+    problem = build_problem(load_snapshot(snap))
+    work, red = reduce_problem(problem)
+    assert len(red.beyond) == 17
+    p = plan(snap, planner="greedy")
+    placed = {pl.job: [(part.node, part.gpus) for part in pl.placement] for pl in p.placements}
+    assert set(placed) <= set(work.pending) and placed
+    d = GreedyPlanner(work).solve()
+    d, _ = exempt_free_first(problem, d)
+    d, _ = first_come(problem, d)
+    d, _ = best_fit(problem, d)
+    assert placed == {j: [(problem.nodes[ni].node.id, [g for g in range(8) if m >> g & 1])
+                          for ni, m in parts] for j, parts in d.placements.items()}
+    assert sorted(e.job for e in p.evictions) == sorted(d.victims)
+    assert "17 pending job(s) came after the most jobs of their kind" in (p.solver.detail or "")
