@@ -156,12 +156,8 @@ def _beyond(problem: Problem, pending: dict[str, PendingInfo]) -> list[str]:
     big = [jobs for jobs in kinds.values() if len(jobs) > CUT_LEAST]
     if not big:
         return []
-    # the GPUs of evictable running jobs per node and tier
-    held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for v in problem.running.values():
-        if v.evictable:
-            for ni, mask in v.parts:
-                held[ni][v.job.tier] |= mask
+    on_node, vmask = problem.victims_by_node()  # (the evictable running jobs)
+    running = problem.running
     out: list[str] = []
     for jobs in big:
         info = jobs[0]
@@ -169,9 +165,9 @@ def _beyond(problem: Problem, pending: dict[str, PendingInfo]) -> list[str]:
         shards = 0
         for ni in info.candidates:
             room = problem.nodes[ni].free
-            for tier, mask in held.get(ni, {}).items():
-                if tier in rights:
-                    room |= mask
+            for v in on_node.get(ni, ()):
+                if running[v].job.tier in rights:
+                    room |= vmask[(v, ni)]
             shards += room.bit_count() // gpn
         keep = max(CUT_LEAST, shards // info.job.nodes)
         if len(jobs) > keep:

@@ -515,8 +515,7 @@ class _Run:
         checks, and at 0.4 s had no time for a second greedy run of 5 ms."""
         placed = len(d.placements) + len(d.victims)
         deferred = len(self.whole.pending) - len(d.placements)
-        usable = sum(1 for n in self.whole.nodes if n.usable)
-        need = RESERVE_FIT_TIMES * cut_keep(self.budget, usable).keep_s(placed, deferred)
+        need = RESERVE_FIT_TIMES * cut_keep(self.budget, self.usable).keep_s(placed, deferred)
         fitted = max(need, 0.05 * self.budget.seconds + reserve_margin_s())
         if fitted < self.reserve:
             old, self.reserve = self.work, fitted
