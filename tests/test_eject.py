@@ -618,3 +618,59 @@ def test_priority_swaps_the_trade_undoes_leave_the_ejection_plan(
         out = e.run(pr, Budget(5.0, wall=False))
         assert (out.placements, out.victims, e.swaps) == (
             want.placements, want.victims, swaps), traded
+
+
+def test_swaps_stop_at_their_own_deadline_while_ejection_rounds_go_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before the whole model, ejection rounds (admissions) may run to their end while
+    # the model still has time to be built and solved; the priority swaps after them
+    # stop at ``swaps_by`` (planner/solver/cpsat.py, _Run.whole_model)
+    from planner.solver import portfolio
+
+    seen: dict[str, float] = {}
+
+    def spy(name: str) -> Any:
+        def run(_problem: Any, d: Decision, *, budget: Budget, **_kw: Any) -> Any:
+            seen[name] = budget.end
+            return d, 0
+        return run
+
+    monkeypatch.setattr(portfolio, "eject", spy("eject"))
+    monkeypatch.setattr(portfolio, "upgrade", spy("upgrade"))
+    pr = build_problem(load_snapshot(_trade_snap()))
+    d = Decision(set(), {"t1": [(0, 0b1111)]})
+    rounds, swaps = Budget(5.0), Budget(1.0)
+    portfolio.Eject(d, swaps_by=swaps).run(pr, rounds)
+    assert seen == {"eject": rounds.end, "upgrade": swaps.end}
+    # a later swaps_by than the budget's end does not stretch it
+    portfolio.Eject(d, swaps_by=Budget(9.0)).run(pr, rounds)
+    assert seen == {"eject": rounds.end, "upgrade": rounds.end}
+
+
+def test_before_the_model_ejection_rounds_get_the_time_the_model_can_spare(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # _trade_snap's node n1 (t1 and t2 pending, 4 GPUs each; r1 on GPUs 4-7; the
+    # window spent) and n2, held by tier-3 job r2. The plan that evicts r1 for t1 and
+    # puts t2 on the free GPUs (4/4) is traded (exempt jobs take free GPUs first: t1
+    # there, t2 would need r1, which the spent window refuses): 4/0, no eviction.
+    # Ejection moves on the traded plan come before the whole model; their rounds
+    # may go on until the model keeps only its build and a short solve (later than
+    # the time the model's full solve leaves), their swaps stop at that earlier end
+    from planner.solver import portfolio
+
+    snap = _trade_snap()
+    snap["nodes"].append(_node("n2"))
+    snap["jobs"].append({**_holder("r2", "n2", tier=3), "priority": 5})
+    calls: list[tuple[float, float | None]] = []
+    run = portfolio.Eject.run
+
+    def spy(self: Any, problem: Any, budget: Budget) -> Any:
+        calls.append((budget.end, None if self.swaps_by is None else self.swaps_by.end))
+        return run(self, problem, budget)
+
+    monkeypatch.setattr(portfolio.Eject, "run", spy)
+    p = plan(snap, time_limit_s=5.0)
+    assert p.objective.admitted_gpus == {"1": 4, "2": 0, "3": 0} and not p.evictions
+    assert "moved to free GPUs" in p.solver.detail
+    rounds_end, swaps_end = calls[0]
+    assert swaps_end is not None and swaps_end < rounds_end

@@ -298,6 +298,46 @@ def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
     assert events[:2] == [("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
 
 
+def test_the_first_lane_leaves_the_baseline_the_second_lane_runs_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # n1 and n2 each held by an 8-GPU tier-3 job; tier-2 jobs a and b (8 GPUs each)
+    # wait. R15: B = max(4, floor(0.05 x 2)) = 4 victims per window, 3 already in it:
+    # one left. The first greedy plan evicts t3a for a and the window refuses b's
+    # victim (an eviction budget bound): the Kubernetes-style baseline runs in this
+    # process, then the second lane starts with the Slurm-style baseline first (its
+    # first candidate always runs there), so this process does not run that one too
+    events = _spy_lanes(monkeypatch)
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})  # room
+    ran: list[str] = []
+    run = portfolio.Baseline.run
+
+    def logged(self: Any, *args: Any) -> Any:
+        ran.append(self.name)
+        return run(self, *args)
+
+    monkeypatch.setattr(portfolio.Baseline, "run", logged)
+
+    def held(jid: str, node: str) -> dict[str, Any]:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": 8, "nodes": 1,
+                "priority": 5, "started_at": "2026-11-30T04:00:00Z",
+                "checkpoint": {"restore_s": 100},
+                "placement": [{"node": node, "gpus": list(range(8))}]}
+
+    snap = _snap()
+    snap["nodes"][1]["nvlink"] = "nvswitch"
+    snap["jobs"] = [held("t3a", "n1"), held("t3b", "n2"),
+                    *({"id": j, "tier": 2, "state": "pending", "gpus_per_node": 8,
+                       "nodes": 1, "priority": 10, "submitted_at": "2026-11-30T06:00:00Z"}
+                      for j in ("a", "b"))]
+    snap["policy"] = {"reserve": None, "thrash": {"max_fraction": 0.05, "min_evictions": 4}}
+    snap["recent_evictions"] = [{"job": f"x{k}", "at": f"2026-11-30T07:{10 + k}:00Z",
+                                 "gpus": 1} for k in range(3)]
+    p = plan(snap, time_limit_s=0.5)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
+    assert ("lane", ["slurm", cpsat.PRIORITY_FIRST]) in events
+    assert ran == ["k8s"]
+
+
 @pytest.mark.parametrize("policy", [{}, {"max_evicted_gpu_fraction": 0.25}])
 def test_a_run_too_short_for_a_whole_greedy_plan_forks_no_lane_before_it(
         monkeypatch: pytest.MonkeyPatch, policy: dict[str, Any]) -> None:

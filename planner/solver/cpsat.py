@@ -641,6 +641,8 @@ class _Run:
             if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
                     and lane.start(self.problem, work)):
                 self.lane = lane
+                if isinstance(todo[0], str):  # (its first candidate always runs there)
+                    self.in_lane = (todo[0],)
         ran = [(first.settings, self.plan_of[id(first)])]
         for v in variants:
             yield v, work
@@ -696,6 +698,12 @@ class _Run:
                 # ejection has not finished with often ends below it (at 1,024 nodes
                 # and 5 s, 608/352 GPUs against the 1 s plan's 608/360)
                 within = work.until(max(within.end, time.perf_counter() - missing))
+            # its rounds (admissions) go on to their end while the model still has the
+            # time to be built and solved briefly; its swaps stop at ``within``
+            rounds = work.less(self.pace.build_s() + 2 * min_solve_s())
+            if rounds.end > within.end:
+                pre = Eject(self.best, traded=True, swaps_by=within)
+                within = rounds
             yield pre, within
             self.pre_ejected = pre.said
         yield Cheaper(self.best), work.less(min_solve_s(self.det))

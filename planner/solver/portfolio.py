@@ -194,11 +194,16 @@ class Pace:
         (dropped where LNS has no rounds to run: there the model is the only
         search) is not. The build takes at least twice a greedy run, plus
         build_fixed_s() (``measured``: once a greedy run is)."""
+        build = self.build_s(measured=measured)
+        full = self.rates.full_solve_s(self.pairs) if self.lns_rounds else 0.0
+        return build + max(build, 2 * min_solve_s(), full)
+
+    def build_s(self, *, measured: bool = True) -> float:
+        """Time to build the whole model (model_s())."""
         build = self.rates.build_s(self.pairs)
         if measured:
             build = max(2 * self.greedy_s + build_fixed_s(), build)
-        full = self.rates.full_solve_s(self.pairs) if self.lns_rounds else 0.0
-        return build + max(build, 2 * min_solve_s(), full)
+        return build
 
 
 def also(*said: str) -> str:
@@ -405,15 +410,18 @@ class Eject(Strategy):
     keeps = "always"
     name = "ejection moves"
 
-    def __init__(self, start: Decision, *, traded: bool = False):
-        self.start, self.traded = start, traded
+    def __init__(self, start: Decision, *, traded: bool = False,
+                 swaps_by: Budget | None = None):
+        self.start, self.traded, self.swaps_by = start, traded, swaps_by
         self.ejected = self.swaps = 0
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         d = self.start
         if budget.wall:
             d, self.ejected = eject(problem, d, budget=budget, traded=self.traded)
-            up, self.swaps = upgrade(problem, d, budget=budget, speed=factor())
+            by = budget if self.swaps_by is None or self.swaps_by.end > budget.end \
+                else self.swaps_by
+            up, self.swaps = upgrade(problem, d, budget=by, speed=factor())
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES, traded=self.traded)
             up, self.swaps = upgrade(problem, d, tries=EJECT_TRIES)
