@@ -19,6 +19,30 @@ def whole_node_holder(i: int, size: float, barrier: float, restore: float) -> di
             "placement": [{"node": f"n{i}", "gpus": list(range(8))}]}
 
 
+def gang_tick(now: str) -> dict[str, Any]:
+    """Five free 8-GPU NVSwitch nodes but n1 and n2, held by tier-2 jobs r1 and r2
+    (started at OLD, restore 100 s: 800 GPU-s each); pending: tier-1 gang g (2 x 8
+    GPUs) and tier-3 job low (8 GPUs), priority 10, any GPUs. The greedy variant that
+    spares free GPUs for less important pending jobs puts g on n1 and n2, evicting r1
+    and r2, and low on n3: 16/0/8 GPUs at 1,600 GPU-s; the plain greedy plan puts g
+    and low on free nodes: 16/0/8 at 0 GPU-s."""
+    def running(jid: str, node: str) -> dict[str, Any]:
+        return {"id": jid, "tier": 2, "state": "running", "gpus_per_node": 8, "nodes": 1,
+                "started_at": OLD, "checkpoint": {"restore_s": 100},
+                "placement": [{"node": node, "gpus": list(range(8))}]}
+
+    def pending(jid: str, tier: int, nodes: int) -> dict[str, Any]:
+        return {"id": jid, "tier": tier, "state": "pending", "gpus_per_node": 8,
+                "nodes": nodes, "priority": 10, "topology": "any"}
+
+    return {"version": 1, "now": now, "storage": [],
+            "nodes": [{"id": f"n{i}", "gpus": 8, "block": "b1", "nvlink": "nvswitch"}
+                      for i in range(1, 6)],
+            "jobs": [running("r1", "n1"), running("r2", "n2"), pending("g", 1, 2),
+                     pending("low", 3, 1)],
+            "policy": {}}
+
+
 def random_tick(r: random.Random, case: int, pending: tuple[int, ...] = (5, 8, 12)
                 ) -> dict[str, Any]:
     """A generated tick drawn with ``r``: 4-12 nodes of 4 or 8 GPUs, ``pending`` jobs

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 import pytest
+from snapshot_parts import gang_tick
 
 from models import SolverInfo, load_snapshot
 from planner import plan
@@ -381,11 +382,7 @@ def test_a_plan_without_time_to_polish_still_moves_jobs_to_idle_gpus(
     monkeypatch.setattr(portfolio, "GreedyPlanner", Sparing)
     monkeypatch.setattr(portfolio, "CpsatModel", NoModel)
     monkeypatch.setattr(portfolio, "polish", late_polish)
-    g = dict(_job("g", 10, nodes=2), tier=1)
-    low = dict(_job("low", 10), tier=3)
-    snap = _snap([_node(f"n{i}") for i in range(1, 6)],
-                 [_running("r1", 2, "n1", list(range(8)), 100),
-                  _running("r2", 2, "n2", list(range(8)), 100), g, low])
+    snap = gang_tick(NOW)
     problem = build_problem(load_snapshot(snap))
     first = clean(problem, Sparing(problem).solve())
     assert first.victims == {"r1", "r2"}

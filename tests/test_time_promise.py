@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from snapshot_parts import gang_tick
 
 import planner
 from models import SolverInfo, load_snapshot
@@ -379,29 +380,6 @@ def test_a_cut_run_keeps_its_assembly_time_scaled_by_084_at_least(
     assert keep.per_deferred == pytest.approx(scale * 5e-5)
 
 
-def _gang_snap() -> dict[str, Any]:
-    # n1 and n2 are held by old tier-2 jobs r1 and r2 (restore 100 s: 800 GPU-s each);
-    # n3, n4 and n5 are free. Tier-1 gang g (2 x 8 GPUs) and tier-3 job low (8 GPUs)
-    # are pending. The greedy variant that spares free GPUs for less important
-    # pending jobs (the CP-SAT planner's first run) puts g on n1 and n2, evicting r1
-    # and r2, and low on n3: 16/0/8 GPUs at 1,600 GPU-s; the plain greedy plan (its
-    # floor) puts g and low on free nodes: 16/0/8 at 0 GPU-s.
-    nodes = [{"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch"} for i in range(1, 6)]
-
-    def running(jid: str, node: str) -> dict[str, Any]:
-        return {"id": jid, "tier": 2, "state": "running", "gpus_per_node": 8, "nodes": 1,
-                "started_at": "2026-11-29T08:00:00Z", "checkpoint": {"restore_s": 100},
-                "placement": [{"node": node, "gpus": list(range(8))}]}
-
-    jobs = [running("r1", "n1"), running("r2", "n2"),
-            {"id": "g", "tier": 1, "state": "pending", "gpus_per_node": 8, "nodes": 2,
-             "priority": 10, "topology": "any"},
-            {"id": "low", "tier": 3, "state": "pending", "gpus_per_node": 8, "nodes": 1,
-             "priority": 10, "topology": "any"}]
-    return {"version": 1, "now": NOW, "storage": [], "nodes": nodes, "jobs": jobs,
-            "policy": {}}
-
-
 def test_the_plain_greedy_floor_runs_into_the_reserve_as_the_first_run_may(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # A reserve for assembly and checks of all but 1 ms of the 1 s limit leaves no
@@ -415,7 +393,7 @@ def test_the_plain_greedy_floor_runs_into_the_reserve_as_the_first_run_may(
     monkeypatch.setattr(cpsat, "_reserve", lambda problem, t, det: t - 0.001)
     monkeypatch.setattr(cpsat, "RESERVE_FIT_TIMES", 1e6)
     monkeypatch.setattr(portfolio, "polish", lambda problem, d, budget, **kw: (d, ""))
-    snap = _gang_snap()
+    snap = gang_tick(NOW)
     problem = build_problem(load_snapshot(snap))
     first = GreedyPlanner(problem, spare_lower=True).solve()
     assert first.victims == {"r1", "r2"}
@@ -434,7 +412,7 @@ def test_the_reserve_is_lowered_to_what_the_first_whole_plan_needs(
     # and the time to improve the plan ends 70 ms before the limit. A reserve already
     # lower stays as it is. At 0.1 s, 1.25 x the keep is above 5% plus the margin.
     monkeypatch.setenv("PREEMPT_PLANNER_SPEED", "1")
-    problem = build_problem(load_snapshot(_gang_snap()))
+    problem = build_problem(load_snapshot(gang_tick(NOW)))
     d = GreedyPlanner(problem, spare_lower=True).solve()
     assert len(d.placements) + len(d.victims) == 4
     budget = Budget(1.0)
