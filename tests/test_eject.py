@@ -674,3 +674,44 @@ def test_before_the_model_ejection_rounds_get_the_time_the_model_can_spare(
     assert "moved to free GPUs" in p.solver.detail
     rounds_end, swaps_end = calls[0]
     assert swaps_end is not None and swaps_end < rounds_end
+
+
+def test_where_a_baseline_ranks_first_ejection_starts_from_the_best_greedy_variant(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # n1 (NVSwitch), n2 and n3 (NVLink pairs) free; k (priority 20, any GPUs), j
+    # (priority 10, needs 8 NVLink GPUs: n1 only) and m (priority 5) pending, 8 GPUs
+    # each. The greedy plan: k on n1, j waits, m on n2: 16 GPUs, priority value 200.
+    # A baseline (the Kubernetes-style one, stubbed) gives k on n2 and j on n1: 16
+    # GPUs, 240, ranked first. The cluster takes a big one's path without the whole
+    # model (and without LNS and squeaky-wheel passes). Ejection moves (stubbed: from
+    # the greedy plan they give all three, k moved to n3: 24 GPUs, 280; from any
+    # other plan nothing) run on the greedy plan first, and their plan is returned
+    from planner.solver import cpsat, portfolio
+
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)  # the model never fits
+    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
+    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})
+    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
+    problem = build_problem(load_snapshot(snap))
+    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
+    greedy = {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)]}
+    baseline = Decision(set(), {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)]})
+    best = Decision(set(), {"k": [(n3, 0xFF)], "j": [(n1, 0xFF)], "m": [(n2, 0xFF)]})
+    starts: list[dict] = []
+
+    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
+        starts.append(d.placements)
+        return (best, 1) if d.placements == greedy else (d, 0)
+
+    monkeypatch.setattr(portfolio, "eject", stub)
+    monkeypatch.setattr(portfolio.Baseline, "run", lambda self, _p, _b: baseline)
+    p = plan(snap, time_limit_s=1.0, workers=1)
+    assert starts[0] == greedy
+    assert p.objective.admitted_gpus == {"1": 0, "2": 24, "3": 0}
+    assert p.objective.priority_value == 280
+    assert "1 job(s) admitted by ejection moves on the best greedy variant's plan" in (
+        p.solver.detail)
+    assert verify(load_snapshot(snap), p) == []

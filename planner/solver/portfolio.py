@@ -411,9 +411,14 @@ class Eject(Strategy):
     name = "ejection moves"
 
     def __init__(self, start: Decision, *, traded: bool = False,
-                 swaps_by: Budget | None = None):
+                 swaps_by: Budget | None = None, origin: Strategy | None = None):
         self.start, self.traded, self.swaps_by = start, traded, swaps_by
         self.ejected = self.swaps = 0
+        # ``origin``: the strategy whose plan ``start`` is, when it is not the plan
+        # ranked first so far: the result then competes as a candidate does
+        self.origin = origin
+        if origin is not None:
+            self.keeps = "as good"
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         d = self.start
@@ -430,6 +435,8 @@ class Eject(Strategy):
             if objective_of(problem, traded_up).key() < objective_of(problem, d).key():
                 up, self.swaps = d, 0
         self.said = moved(self.ejected, self.swaps)
+        if self.said and self.origin is not None:
+            self.said += " on the best greedy variant's plan"
         return up
 
 
