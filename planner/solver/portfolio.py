@@ -405,7 +405,10 @@ class Eject(Strategy):
     ``traded``: ejection compares plans after ``thrash.exempt_free_first`` (for a
     planner that keeps plans after it), and the swaps are kept only where the plan
     they give ranks as high once traded as the ejection's (a swap the trade undoes
-    would otherwise take the ejection's gains with it)."""
+    would otherwise take the ejection's gains with it). ``swaps_by``: the swaps stop
+    there when it comes before the budget's end. ``origin``: the strategy whose plan
+    ``start`` is, where that is not the plan ranked first so far; the result then
+    competes as a candidate's plan does (``keeps`` "as good")."""
 
     keeps = "always"
     name = "ejection moves"
@@ -414,8 +417,6 @@ class Eject(Strategy):
                  swaps_by: Budget | None = None, origin: Strategy | None = None):
         self.start, self.traded, self.swaps_by = start, traded, swaps_by
         self.ejected = self.swaps = 0
-        # ``origin``: the strategy whose plan ``start`` is, when it is not the plan
-        # ranked first so far: the result then competes as a candidate does
         self.origin = origin
         if origin is not None:
             self.keeps = "as good"
@@ -424,8 +425,8 @@ class Eject(Strategy):
         d = self.start
         if budget.wall:
             d, self.ejected = eject(problem, d, budget=budget, traded=self.traded)
-            by = budget if self.swaps_by is None or self.swaps_by.end > budget.end \
-                else self.swaps_by
+            by = (budget if self.swaps_by is None or self.swaps_by.end > budget.end
+                  else self.swaps_by)
             up, self.swaps = upgrade(problem, d, budget=by, speed=factor())
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES, traded=self.traded)
