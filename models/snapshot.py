@@ -230,11 +230,21 @@ class Snapshot(Record):
             return self.storage_map().get(node.storage)
         return self.storage[0] if len(self.storage) == 1 else None
 
+    @cached_property
+    def _by_state(self) -> tuple[tuple[Job, ...], tuple[Job, ...]]:
+        running: list[Job] = []
+        pending: list[Job] = []
+        for j in self.jobs:
+            (running if j.state == "running" else pending).append(j)
+        return tuple(running), tuple(pending)
+
     def running(self) -> list[Job]:
-        return [j for j in self.jobs if j.state == "running"]
+        """The running jobs, in the snapshot's order (a new list each call)."""
+        return list(self._by_state[0])
 
     def pending(self) -> list[Job]:
-        return [j for j in self.jobs if j.state == "pending"]
+        """The pending jobs, in the snapshot's order (a new list each call)."""
+        return list(self._by_state[1])
 
     def replace(self, **changes: Any) -> Snapshot:
         """A copy with some fields changed (validated again)."""

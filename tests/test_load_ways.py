@@ -217,3 +217,28 @@ def test_json_documents_read_as_json_loads_reads_them() -> None:
         assert json.dumps(got) == json.dumps(want) and type(got) is type(want)
     with pytest.raises(InputError, match="malformed JSON at line 1 column 9"):
         parse_document('{"a": 1,}')
+
+
+def test_running_and_pending_jobs_in_the_snapshots_order_each_call_a_new_list() -> None:
+    # jobs p1 (pending), r1 (running), p2 (pending), r2 (running): running() gives
+    # r1, r2 and pending() p1, p2, in that order; a caller changing a list it got
+    # changes neither the snapshot nor the next call's list
+    def job(jid: str, state: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": jid, "tier": 2, "state": state, "gpus_per_node": 1}
+        if state == "running":
+            out["placement"] = [{"node": "n1", "gpus": [int(jid[1]) - 1]}]
+            out["started_at"] = "2026-11-30T07:00:00Z"
+        return out
+
+    snap = load_snapshot({"version": 1, "now": "2026-11-30T08:00:00Z",
+                          "nodes": [{"id": "n1", "gpus": 8}],
+                          "jobs": [job("p1", "pending"), job("r1", "running"),
+                                   job("p2", "pending"), job("r2", "running")]})
+    running, pending = snap.running(), snap.pending()
+    assert [j.id for j in running] == ["r1", "r2"]
+    assert [j.id for j in pending] == ["p1", "p2"]
+    running.clear()
+    pending.reverse()
+    assert [j.id for j in snap.running()] == ["r1", "r2"]
+    assert [j.id for j in snap.pending()] == ["p1", "p2"]
+    assert snap.running() is not snap.running()
