@@ -715,3 +715,16 @@ def test_where_a_baseline_ranks_first_ejection_starts_from_the_best_greedy_varia
     assert "1 job(s) admitted by ejection moves on the best greedy variant's plan" in (
         p.solver.detail)
     assert verify(load_snapshot(snap), p) == []
+
+
+def test_ejection_on_a_cut_runs_plan_keeps_what_that_run_did_not_reach() -> None:
+    # The greedy run whose plan the ejection starts from was cut short: the jobs it
+    # did not reach, or let take only free GPUs, stay so for the plan's explanations
+    # (plan() takes away those the ejection placed)
+    from planner.solver import portfolio
+
+    origin = portfolio.Greedy({"spare_lower": True})
+    origin.unreached, origin.free_only = frozenset({"a"}), frozenset({"b"})
+    e = portfolio.Eject(Decision(), origin=origin)
+    assert (e.keeps, e.unreached, e.free_only) == ("as good", {"a"}, {"b"})
+    assert portfolio.Eject(Decision()).unreached == frozenset()

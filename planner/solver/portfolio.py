@@ -420,6 +420,8 @@ class Eject(Strategy):
         self.origin = origin
         if origin is not None:
             self.keeps = "as good"
+            # (the jobs the run that made ``start`` did not reach stay unreached)
+            self.unreached, self.free_only = origin.unreached, origin.free_only
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         d = self.start
