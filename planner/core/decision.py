@@ -18,7 +18,7 @@ from bisect import bisect_left, insort
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from models import Objective, Plan
+from models import Job, Objective, Plan
 from models.rules import priority_value
 from planner.core import topology as topo
 from planner.core.budget import Budget
@@ -168,6 +168,13 @@ def can_take(problem: Problem, info: PendingInfo, parts: list[tuple[int, int]]) 
     return not (job.same_nvlink_domain and len({n.node.nvlink_domain for n in nodes}) != 1)
 
 
+def queue_order(job: Job) -> tuple:
+    """A pending job's place in the queue: by ``submitted_at``, a job without one
+    first (R16 too counts it as having waited long enough), then by id."""
+    at = job.submitted_at
+    return (0, at, job.id) if at is not None else (-1, None, job.id)
+
+
 def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
     """Among pending jobs that are alike for the objective (the same tier, priority,
     nodes and GPUs per node), the plan places the first in the queue order: by
@@ -193,8 +200,7 @@ def first_come(problem: Problem, d: Decision) -> tuple[Decision, int]:
     moved = 0
 
     def queued(j: str) -> tuple:
-        at = pending[j].job.submitted_at
-        return (0, at, j) if at is not None else (-1, None, j)
+        return queue_order(pending[j].job)
 
     for ids in groups.values():
         placed = sorted((j for j in ids if j in d.placements), key=queued)

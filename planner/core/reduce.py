@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from planner.core.decision import queue_order
 from planner.core.problem import PendingInfo, Problem
 
 # a kind of pending job is cut to the most its shards could ever fit only where it
@@ -138,10 +139,9 @@ def _kind(info: PendingInfo) -> tuple:
 
 
 def _rank(info: PendingInfo) -> tuple:
-    """The order in which jobs of one kind are preferred: higher priority, then first
-    in the queue (no ``submitted_at`` first), then id (decision.first_come's)."""
-    at = info.job.submitted_at
-    return (-info.job.priority, *((0, at) if at is not None else (-1, 0)), info.job.id)
+    """The order in which jobs of one kind are preferred: higher priority, then the
+    queue's order (decision.first_come's)."""
+    return (-info.job.priority, *queue_order(info.job))
 
 
 def _beyond(problem: Problem, pending: dict[str, PendingInfo]) -> list[str]:

@@ -427,8 +427,7 @@ class Eject(Strategy):
         d = self.start
         if budget.wall:
             d, self.ejected = eject(problem, d, budget=budget, traded=self.traded)
-            by = (budget if self.swaps_by is None or self.swaps_by.end > budget.end
-                  else self.swaps_by)
+            by = budget if self.swaps_by is None else budget.until(self.swaps_by.end)
             up, self.swaps = upgrade(problem, d, budget=by, speed=factor())
         else:
             d, self.ejected = eject(problem, d, tries=EJECT_TRIES, traded=self.traded)
