@@ -292,10 +292,10 @@ class _Run:
         self.floor_run: Greedy | None = None
         self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
         self.greedy: Decision | None = None  # the best greedy plan, before polishing
-        # the best plan of the greedy variants and their squeaky-wheel passes (a start
-        # for ejection moves where a baseline's plan ranks higher: without_model)
-        self.variant_best: Decision | None = None
-        self.variant_by: Greedy | Squeaky | None = None  # its strategy
+        # the greedy variant or squeaky-wheel pass whose plan ranks first among theirs
+        # (a start for ejection moves where a baseline's plan ranks higher:
+        # without_model)
+        self.variant_by: Greedy | Squeaky | None = None
         self.polish_s = 0.0  # the time its first polishing passes took
         self.end = self.work  # when passes before the last polishing pass end
         self._keys: dict[int, tuple[Decision, tuple]] = {}
@@ -371,8 +371,9 @@ class _Run:
         self.plan_of[id(s)] = d
         self._strategies.append(s)
         if isinstance(s, Greedy | Squeaky) and (
-                self.variant_best is None or self.key(d) > self.key(self.variant_best)):
-            self.variant_best, self.variant_by = d, s
+                self.variant_by is None
+                or self.key(d) > self.key(self.plan_of[id(self.variant_by)])):
+            self.variant_by = s
         if s.keeps == "always":  # (a pass that never makes the plan worse...)
             if self.swapping and self.best is not None and (
                     self.key(d) < self.key(self.best)):
@@ -765,7 +766,7 @@ class _Run:
         rounds = end.less(1.5 * self.polish_s)  # LNS keeps as much to polish its result
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
         first: Eject | None = None  # (ejection before LNS, on a big cluster)
-        alt = self.variant_best
+        alt = None if self.variant_by is None else self.plan_of[id(self.variant_by)]
         if big and alt is not None and alt is not self.best and alt is not self.greedy:
             # a baseline's plan ranks first: ejection moves go much further from the
             # best greedy variant's plan (EJECT_VARIANT_SHARE, docs/planner.md 2b), in a
