@@ -87,15 +87,21 @@ def test_plan_bound_on_the_command_line_refuses_a_negative_time(capsys: Any) -> 
         plan(_snap(), bound_s=-1.0)
 
 
-def _feasible(rel: Relaxation, d: Decision) -> bool:
-    """Is ``d`` (its hint: every variable) a solution of the relaxation?"""
-    m = rel.m.clone()
+def _solves(rel: Relaxation, model: cp_model.CpModel, d: Decision) -> bool:
+    """Is ``d`` (its hint: every variable) a solution of ``model`` (the relaxation's,
+    or one of its cases)?"""
+    m = model.clone()
     for var, val in rel.hint(d):
         m.add(m.get_int_var_from_proto_index(var.index) == val)
     s = cp_model.CpSolver()
     s.parameters.num_workers = 1
     s.parameters.max_deterministic_time = 5.0
     return s.solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+def _feasible(rel: Relaxation, d: Decision) -> bool:
+    """Is ``d`` a solution of the relaxation, and of one of the cases prove() solves?"""
+    return _solves(rel, rel.m, d) and any(_solves(rel, m, d) for m, _most in rel.cases())
 
 
 def _within(items: list[tuple[str, float, float, str]]) -> bool:
@@ -136,3 +142,79 @@ def test_the_bound_proves_optimal_a_plan_the_whole_model_left_feasible() -> None
     assert p.objective.evictions == 2
     assert p.status == "optimal" and p.solver.gap == 0.0
     assert p.solver.status != "OPTIMAL"  # (the whole model's own status stays)
+
+
+def _budget_tick() -> dict[str, Any]:
+    """n0 free; n1, n2 each held by a tier-3 8-GPU job (a1, a2); n3 by a tier-3 4-GPU
+    job (a3) with 4 GPUs free; all 8 GPUs, every job 5 h old (a restore_s of 60 s:
+    8-GPU victims cost 480 GPU-s, a3 240). R15 allows one eviction in the window for
+    a job of a tier that is not exempt (min_evictions 1, max_fraction 0, no GPU
+    limit); tier 1 is exempt while every victim's preemptors are tier 1. Pending: A
+    (tier 1, 3 nodes x 8 GPUs, priority 10), B (tier 2, 8 GPUs), C (tier 2, 4 GPUs,
+    priority 5).
+
+    A needs three whole nodes. On n1-n3, through a1, a2 and a3, its victims are
+    exempt and B takes n0's free GPUs: 24/8/0 GPUs, priority 3 x 8 x 10 = 240, cost
+    480 + 480 + 240 = 1,200 GPU-s and 1,800 for each of the two victims past the
+    window's one (thrash.past_budget_gpu_s): 4,800, three evictions, the optimum. A victim for a
+    tier-2 job makes every victim count in the window, one at most: then the plan
+    holds at most n0's and n3's 12 free GPUs and one victim's 8, 20 GPUs, fewer than
+    A's 24 alone."""
+    nodes = [{"id": f"n{i}", "gpus": 8, "gpu_type": "H100", "nvlink": "nvswitch"}
+             for i in range(4)]
+
+    def running(jid: str, gpus: int, node: str) -> dict:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": gpus,
+                "started_at": "2026-11-30T03:00:00Z", "checkpoint": {"restore_s": 60},
+                "placement": [{"node": node, "gpus": list(range(gpus))}]}
+
+    jobs = [running("a1", 8, "n1"), running("a2", 8, "n2"), running("a3", 4, "n3"),
+            {"id": "A", "tier": 1, "state": "pending", "gpus_per_node": 8, "nodes": 3,
+             "priority": 10, "topology": "any"},
+            {"id": "B", "tier": 2, "state": "pending", "gpus_per_node": 8, "topology": "any"},
+            {"id": "C", "tier": 2, "state": "pending", "gpus_per_node": 4, "priority": 5,
+             "topology": "any"}]
+    policy = {"thrash": {"min_evictions": 1, "max_fraction": 0.0, "max_gpu_fraction": None,
+                         "exempt_free_first": False}}
+    return {"version": 1, "now": NOW, "storage": [], "nodes": nodes, "jobs": jobs,
+            "policy": policy}
+
+
+def _whole(node: int) -> tuple[int, int]:
+    """All 8 GPUs of node ``node`` (a Decision's placement part)."""
+    return node, 0xFF
+
+
+def test_r15s_two_cases_each_hold_their_plans_and_the_budget_case_its_gpus() -> None:
+    problem = build_problem(load_snapshot(_budget_tick()))
+    rel = Relaxation(problem)
+    (budget_case, most), (exempt_case, none) = rel.cases()
+    # with the window's budget binding every victim: n0's and n3's 12 free GPUs and
+    # the one victim's at most 8
+    assert (most, none) == (20, None)
+    # A on n1-n3 through a1-a3, B on n0: victims for tier 1 only
+    best = Decision(placements={"A": [_whole(1), _whole(2), _whole(3)], "B": [_whole(0)]},
+                    victims={"a1", "a2", "a3"})
+    assert _solves(rel, exempt_case, best) and not _solves(rel, budget_case, best)
+    # B on n3 through a3, a victim for tier 2: one eviction, within the budget
+    b_only = Decision(placements={"B": [_whole(3)]}, victims={"a3"})
+    assert _solves(rel, budget_case, b_only) and not _solves(rel, exempt_case, b_only)
+
+
+def test_the_bound_leaves_out_the_case_whose_gpus_fall_short_of_the_plan() -> None:
+    problem = build_problem(load_snapshot(_budget_tick()))
+    best = Decision(placements={"A": [_whole(1), _whole(2), _whole(3)], "B": [_whole(0)]},
+                    victims={"a1", "a2", "a3"})
+    res = prove(problem, best, Budget(5.0, wall=False), deterministic=True)
+    # the budget case holds at most 20 GPUs, fewer than A's 24: left out before its
+    # first solve (one status per item: the other case's); the other proves the plan
+    # optimal on every item
+    assert res.proven and res.gap == 0.0
+    assert res.items == [
+        ("tier-1 GPUs", 24.0, 24.0, "OPTIMAL"), ("tier-2 GPUs", 8.0, 8.0, "OPTIMAL"),
+        ("priority value", 240.0, 240.0, "OPTIMAL"),
+        ("eviction cost", 4800.0, 4800.0, "OPTIMAL"), ("evictions", 3.0, 3.0, "OPTIMAL")]
+    # and the planner finds that plan
+    p = plan(_budget_tick(), deterministic=True)
+    assert p.objective.admitted_gpus == {"1": 24, "2": 8, "3": 0}
+    assert sorted(e.job for e in p.evictions) == ["a1", "a2", "a3"]

@@ -21,7 +21,9 @@ and so on through the priority value, then the least eviction cost and the fewes
 evictions for those admissions. :func:`prove` solves those phases in turn from the
 plan, each proven by CP-SAT's bound (a phase stopped by its time limit still has
 a valid bound, only a looser one), and stops at the first item where the bound
-passes the plan: ``solver.gap`` is the relative gap there.
+passes the plan: ``solver.gap`` is the relative gap there. Under R15's
+``exempt_if: all`` each phase is solved in two cases without R15's switch
+(:meth:`Relaxation.cases`), whose LP relaxation CP-SAT's search closes slowly.
 
 Left out (the bound stays valid, only looser): NVLink islands, gang and block
 structure beyond whole shards per node, R11/R12 (storm and grace), and R15 under
@@ -99,6 +101,8 @@ class Relaxation:
     def __init__(self, problem: Problem):
         self.p = p = problem
         self.m = m = CpModel()
+        # R15's switch under exempt_if all (_budgets): some victim is not exempt
+        self.within: cp_model.IntVar | None = None
         tb = p.thrash
         self.split = bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
         eligible = [i for i in p.pending.values() if i.held_until is None and i.candidates]
@@ -312,7 +316,7 @@ class Relaxation:
         if not self.split or tb is None:
             return
         # a victim not exempt (z) binds every victim to the window's budget
-        within = m.new_bool_var("within")
+        within = self.within = m.new_bool_var("within")
         for z in self.z.values():
             m.add_implication(z, within)
         # the victims not exempt are within the window's budget either way (strong rows
@@ -325,6 +329,37 @@ class Relaxation:
         m.add(_sum(ys, [1] * len(ys)) <= max(0, tb.left)).only_enforce_if(within)
         if tb.gpu_limit is not None:
             m.add(_sum(ys, gs) <= max(0, math.floor(tb.gpus_left))).only_enforce_if(within)
+
+    def cases(self) -> list[tuple[CpModel, int | None]]:
+        """The models whose solutions together are the relaxation's, each with the
+        most GPUs all admitted jobs take together in it (None: not worked out): the
+        model itself, or under R15's switch (``within``, _budgets) one model with
+        the window's budget binding every victim and one with no victim for a tier
+        that is not exempt, each without a switch for the LP to relax halfway. In the
+        first the shards take free GPUs and those of at most ``left`` victims with at
+        most ``gpus_left`` GPUs in all: that many GPUs, a row summing the nodes'
+        capacity rows which CP-SAT's search would take long to find."""
+        if self.within is None:
+            return [(self.m, None)]
+        p, tb = self.p, self.p.thrash
+        assert tb is not None
+        gpus = sorted((p.running[v].job.total_gpus for v in self.y), reverse=True)
+        most = sum(gpus[:max(0, tb.left)])
+        if tb.gpu_limit is not None:
+            most = min(most, max(0, math.floor(tb.gpus_left)))
+        shards = sorted(self.s.items(), key=lambda kv: repr(kv[0]))
+        total = most + sum(p.nodes[ni].free.bit_count()
+                           for ni in {ni for (ni, _k), _v in shards})
+        out: list[tuple[CpModel, int | None]] = []
+        for on in (True, False):
+            c = CpModel()
+            c.proto.copy_from(self.m.proto)  # (the hints too)
+            c.add(self.within == int(on))
+            if on:
+                c.add(_sum([v for _key, v in shards], [key[1][2] for key, _v in shards])
+                      <= total)
+            out.append((c, total if on else None))
+        return out
 
     def hint(self, d: Decision) -> list[tuple[cp_model.IntVar, int]]:
         """The plan ``d`` as a solution of the relaxation."""
@@ -357,7 +392,15 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
           workers: int = 1, seed: int = 0) -> BoundResult:
     """Bound ``d``'s objective (module docstring) within ``budget``: the phases in
     objective order, each in an equal share of the time left, stopping at the
-    first item ``d`` does not reach (or when the time is out)."""
+    first item ``d`` does not reach (or when the time is out).
+
+    Under R15 with ``exempt_if: all`` each phase is solved in both of
+    :meth:`Relaxation.cases`: an item's bound is the better of theirs, and a case
+    whose bound falls short of the plan's value there is left out of later phases
+    (none of its solutions ranks with the plan). In a case with a most GPUs, a
+    tier's GPUs are at most that less the plan's GPUs of the tiers before it (the
+    later phases hold those at the plan's values): a bound without a solve, which
+    leaves the case out when it falls short of the plan."""
     t0 = time.perf_counter()
     res = BoundResult()
     if budget.left() < 2 * LEAST_PHASE_S and not deterministic:
@@ -366,10 +409,11 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
     if not rel.items:
         return res
     hint = rel.hint(d)
-    m = rel.m
     for var, val in hint:
-        m.add_hint(var, val)
+        rel.m.add_hint(var, val)
     given = {var.index: val for var, val in hint}
+    cases = rel.cases()
+    before = 0  # the plan's GPUs in the tiers of the phases so far
     for pi, (name, vs, cs, sense) in enumerate(rel.items):
         # the phase takes what is left but LATER_SHARE of it for each phase after it
         # (a phase stops the run unless the plan reaches its bound, which the first
@@ -378,30 +422,61 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
             pi < len(rel.items) - 1) else budget.left()
         if not deterministic and share < LEAST_PHASE_S:
             break
+        end = budget.elapsed() + share
         expr = _sum(vs, cs)
-        if sense > 0:
-            m.maximize(expr)
-        else:
-            m.minimize(expr)
-        solver = make_solver(share, deterministic, workers, seed, len(m.proto.variables))
-        st = solver.solve(m)
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            break
         # the plan's value as the relaxation counts it (costs rounded as there)
         plan_v = sum(c * given[v.index] for v, c in zip(vs, cs, strict=True))
-        bnd = solver.best_objective_bound
-        bound = math.floor(bnd + 1e-6) if sense > 0 else math.ceil(bnd - 1e-6)
+        tiers = name.startswith("tier-")
+        found: list[tuple[CpModel, int | None, int, str]] = []  # case, its bound, status
+        todo = []
+        for m, most in cases:
+            ceiling = most - before if most is not None and tiers else None
+            if ceiling is not None and ceiling < plan_v:
+                continue  # (short of the plan: no solution here ranks with it)
+            todo.append((m, most, ceiling))
+        for ci, (m, most, ceiling) in enumerate(todo):
+            if sense > 0:
+                m.maximize(expr)
+            else:
+                m.minimize(expr)
+            # the cases share the phase's time: each what is left over the cases left
+            limit = (share if deterministic
+                     else max(0.0, end - budget.elapsed()) / (len(todo) - ci))
+            solver = make_solver(limit, deterministic, workers, seed, len(m.proto.variables))
+            st = solver.solve(m)
+            if st == cp_model.INFEASIBLE:
+                continue  # (no solution in this case matches the plan on earlier items)
+            if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                bnd = solver.best_objective_bound
+                b = math.floor(bnd + 1e-6) if sense > 0 else math.ceil(bnd - 1e-6)
+                if ceiling is not None:
+                    b = min(b, ceiling)
+                found.append((m, most, b, solver.status_name(st)))
+            elif ceiling is not None:
+                found.append((m, most, ceiling, "CEILING"))
+            else:  # (stopped before it knew anything: no bound for the item)
+                found = []
+                break
+        if not found:
+            break
+        bound = (max if sense > 0 else min)(b for _m, _most, b, _st in found)
         scale = COST_SCALE if name == "eviction cost" else 1
-        status = solver.status_name(st)
-        res.items.append((name, plan_v / scale, bound / scale, status))
+        statuses = sorted({st for *_x, st in found})
+        res.items.append((name, plan_v / scale, bound / scale, "/".join(statuses)))
         if name == "eviction cost":
             res.cost_bound = max(0.0, bound / COST_SCALE)
         reached = plan_v >= bound if sense > 0 else plan_v <= bound
         if not reached:
             res.gap = abs(bound - plan_v) / max(1.0, abs(bound if sense > 0 else plan_v))
             break
-        # later phases: this item at the plan's value (no solution does better)
-        m.add(expr >= plan_v if sense > 0 else expr <= plan_v)
+        # later phases: this item at the plan's value (no solution does better), in the
+        # cases that may reach it
+        cases = [(m, most) for m, most, b, _st in found
+                 if (b >= plan_v if sense > 0 else b <= plan_v)]
+        for m, _most in cases:
+            m.add(expr >= plan_v if sense > 0 else expr <= plan_v)
+        if tiers:
+            before += plan_v
     else:
         res.gap, res.proven = 0.0, bool(res.items)
     if res.items and res.gap is None:  # time ran out on an item the plan reaches so far
