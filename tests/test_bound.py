@@ -101,7 +101,7 @@ def _solves(rel: Relaxation, model: cp_model.CpModel, d: Decision) -> bool:
 
 def _feasible(rel: Relaxation, d: Decision) -> bool:
     """Is ``d`` a solution of the relaxation, and of one of the cases prove() solves?"""
-    return _solves(rel, rel.m, d) and any(_solves(rel, m, d) for m, _most in rel.cases())
+    return _solves(rel, rel.m, d) and any(_solves(rel, c.model, d) for c in rel.cases())
 
 
 def _within(items: list[tuple[str, float, float, str]]) -> bool:
@@ -188,10 +188,11 @@ def _whole(node: int) -> tuple[int, int]:
 def test_r15s_two_cases_each_hold_their_plans_and_the_budget_case_its_gpus() -> None:
     problem = build_problem(load_snapshot(_budget_tick()))
     rel = Relaxation(problem)
-    (budget_case, most), (exempt_case, none) = rel.cases()
+    budget, exempt = rel.cases()
     # with the window's budget binding every victim: n0's and n3's 12 free GPUs and
     # the one victim's at most 8
-    assert (most, none) == (20, None)
+    assert (budget.within, budget.most, exempt.within, exempt.most) == (True, 20, False, None)
+    budget_case, exempt_case = budget.model, exempt.model
     # A on n1-n3 through a1-a3, B on n0: victims for tier 1 only
     best = Decision(placements={"A": [_whole(1), _whole(2), _whole(3)], "B": [_whole(0)]},
                     victims={"a1", "a2", "a3"})
@@ -206,15 +207,28 @@ def test_the_bound_leaves_out_the_case_whose_gpus_fall_short_of_the_plan() -> No
     best = Decision(placements={"A": [_whole(1), _whole(2), _whole(3)], "B": [_whole(0)]},
                     victims={"a1", "a2", "a3"})
     res = prove(problem, best, Budget(5.0, wall=False), deterministic=True)
-    # the budget case holds at most 20 GPUs, fewer than A's 24: left out before its
-    # first solve (one status per item: the other case's); the other proves the plan
-    # optimal on every item
+    # A is the only tier-1 job: its 24 GPUs need no solve ("ALL"); the budget case
+    # holds at most 20 GPUs, fewer than A's 24: left out there, before its first solve
+    # (one status per item after: the other case's), and the other case proves the
+    # plan optimal on every item
     assert res.proven and res.gap == 0.0
     assert res.items == [
-        ("tier-1 GPUs", 24.0, 24.0, "OPTIMAL"), ("tier-2 GPUs", 8.0, 8.0, "OPTIMAL"),
+        ("tier-1 GPUs", 24.0, 24.0, "ALL"), ("tier-2 GPUs", 8.0, 8.0, "OPTIMAL"),
         ("priority value", 240.0, 240.0, "OPTIMAL"),
         ("eviction cost", 4800.0, 4800.0, "OPTIMAL"), ("evictions", 3.0, 3.0, "OPTIMAL")]
     # and the planner finds that plan
     p = plan(_budget_tick(), deterministic=True)
     assert p.objective.admitted_gpus == {"1": 24, "2": 8, "3": 0}
     assert sorted(e.job for e in p.evictions) == ["a1", "a2", "a3"]
+
+
+def test_the_relaxation_is_the_same_model_for_the_same_tick() -> None:
+    # its classes in a canonical order (not by the candidate lists' ids, which differ
+    # from one problem to the next): the same tick built twice gives the same model,
+    # so that deterministic mode repeats its bounds (R14)
+    snap = generate(nodes=24, pending=30, seed=3, occupancy=0.9, multinode_share=0.15)
+    one, two = (Relaxation(build_problem(load_snapshot(json.loads(json.dumps(snap)))))
+                for _ in range(2))
+    assert len(one.classes) > 5
+    assert [str(c) for c in one.m.proto.constraints] == [
+        str(c) for c in two.m.proto.constraints]

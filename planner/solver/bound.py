@@ -64,8 +64,10 @@ class BoundResult:
     """What :func:`prove` found: per item (name, the plan's value, the bound, its
     CP-SAT status), in objective order up to the first item the plan does not
     reach; ``gap`` is the relative gap at that item (0.0 when the plan reaches
-    every bound; None when no phase ran), ``cost_bound`` the proven least eviction
-    cost for the plan's admissions (GPU-s; None unless that phase ran)."""
+    every bound: ``proven``; None when there is no such item to measure it at: no
+    phase ran, or the time ran out on items the plan reaches), ``cost_bound`` the
+    proven least eviction cost for the plan's admissions (GPU-s; None unless that
+    phase ran)."""
 
     items: list[tuple[str, float, float, str]] = field(default_factory=list)
     gap: float | None = None
@@ -81,17 +83,48 @@ class BoundResult:
         if self.proven:
             return (f"a relaxation solved with CP-SAT proves the plan optimal on "
                     f"{len(self.items)} objective item(s)")
+        if self.gap is None:  # (every item so far reached)
+            return ("bound from a relaxation solved with CP-SAT: the plan reaches the "
+                    f"bound on {', '.join(n for n, *_ in self.items)}; nothing proven on "
+                    "the items after")
         reached = ", ".join(n for n, *_ in self.items[:-1])
         head = f"reaches the bound on {reached}; " if reached else ""
+        most = "least" if name in ("eviction cost", "evictions") else "most"
         return (f"bound from a relaxation solved with CP-SAT: the plan {head}"
-                f"{name} {_fmt(val)} against at most {_fmt(bnd)}"
-                if not name.startswith(("cost", "evictions"))
-                else f"bound from a relaxation solved with CP-SAT: the plan {head}"
-                f"{name} {_fmt(val)} against at least {_fmt(bnd)}")
+                f"{name} {_fmt(val)} against at {most} {_fmt(bnd)}")
 
 
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+
+class Case:
+    """One case of the relaxation (:meth:`Relaxation.cases`): R15's switch fixed
+    (``within`` True or False; None: the relaxation as it is), with ``most``, the
+    most GPUs all admitted jobs take together in it (None: not worked out). Its
+    model, a copy of the relaxation's (hints too) with the switch fixed, is made
+    when first asked for: a case left out before its first solve costs nothing."""
+
+    def __init__(self, rel: Relaxation, within: bool | None, most: int | None):
+        self.rel, self.within, self.most = rel, within, most
+        self.made: CpModel | None = None  # its model, once made
+
+    @property
+    def model(self) -> CpModel:
+        if self.made is None:
+            rel = self.rel
+            if self.within is None:
+                self.made = rel.m
+            else:
+                assert rel.within is not None
+                c = self.made = CpModel()
+                c.proto.copy_from(rel.m.proto)
+                c.add(rel.within == int(self.within))
+                if self.within and self.most is not None:
+                    shards = sorted(rel.s.items(), key=lambda kv: repr(kv[0]))
+                    c.add(_sum([v for _key, v in shards], [key[1][2] for key, _v in shards])
+                          <= self.most)
+        return self.made
 
 
 class Relaxation:
@@ -118,7 +151,9 @@ class Relaxation:
             jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
         # admitted jobs per class: ordered Booleans (highest priority first)
         self.admit: dict[tuple, list[cp_model.IntVar]] = {}
-        for key, jobs in sorted(self.classes.items(), key=lambda kv: repr(kv[0])):
+        # (in a canonical order: by kind, nodes and candidate nodes, not the lists' ids)
+        for key, jobs in sorted(self.classes.items(), key=lambda kv: (
+                repr(kv[0][0]), kv[0][1], self.lists[kv[0][2]])):
             xs = [m.new_bool_var(f"a{len(self.admit)}_{i}") for i in range(len(jobs))]
             for a, b in itertools.pairwise(xs):
                 m.add_implication(b, a)
@@ -151,20 +186,24 @@ class Relaxation:
         for vid in self.y:
             for ni, mk in p.running[vid].parts:
                 masks[ni].append((vid, mk))
-        for kind in kinds:
+        rooms: dict[tuple[int, frozenset[int]], int] = {}  # (kinds share their rights)
+        for ki, kind in enumerate(kinds):
             _t, rights, k, nvlink = kind
             for ni in sorted(nodes_of[kind]):
                 nd = p.nodes[ni]
-                room = nd.free
-                for vid, mk in masks.get(ni, ()):
-                    if p.running[vid].job.tier in rights:
-                        room |= mk
+                room = rooms.get((ni, rights))
+                if room is None:
+                    room = nd.free
+                    for vid, mk in masks.get(ni, ()):
+                        if p.running[vid].job.tier in rights:
+                            room |= mk
+                    rooms[(ni, rights)] = room
                 hi = room.bit_count() // k
                 if nvlink and k > 1 and not nd.composites:
                     # NVLink: a shard inside one island (R3)
                     hi = min(hi, sum((room & isl).bit_count() // k for isl in nd.islands))
                 if hi > 0:
-                    self.s[(ni, kind)] = m.new_int_var(0, hi, f"s[{ni},{kind}]")
+                    self.s[(ni, kind)] = m.new_int_var(0, hi, f"s{ni}_{ki}")
                     self.hi[(ni, kind)] = hi
         self._capacity(kinds, on_node)
         self._shard_cuts(on_node)
@@ -271,26 +310,33 @@ class Relaxation:
         GPUs that no whole shard fits."""
         p, m = self.p, self.m
         tb = p.thrash
+        # the victims a kind may take on a node, by (node, rights, own): kinds share them
+        takes: dict[tuple[int, frozenset[int], bool], list[tuple[cp_model.IntVar, int]]] = {}
         for (ni, kind), var in self.s.items():
             tier, rights, k, _nv = kind
             free = p.nodes[ni].free.bit_count() // k
-            own = self.z if (self.split and tb is not None
-                             and tier not in tb.exempt_tiers) else self.y
-            vs = [(own[vid], -(-g // k)) for vid, g in on_node.get(ni, ())
-                  if p.running[vid].job.tier in rights and vid in own]
             if free >= self.hi[(ni, kind)]:
                 continue  # (the free GPUs alone hold as many as the node can)
-            m.add(var - _sum([v for v, _c in vs], [c for _v, c in vs]) <= free)
+            z = self.split and tb is not None and tier not in tb.exempt_tiers
+            key = (ni, rights, z)
+            vg = takes.get(key)
+            if vg is None:
+                own = self.z if z else self.y
+                vg = takes[key] = [(own[vid], g) for vid, g in on_node.get(ni, ())
+                                   if p.running[vid].job.tier in rights and vid in own]
+            m.add(var - _sum([v for v, _g in vg], [-(-g // k) for _v, g in vg]) <= free)
 
     def _hall(self, kinds: list[tuple]) -> None:
         """The admitted shards of each kind on the nodes they may use: those of the
         classes whose candidates lie inside a list at most the kind's shards there
         (each list, and all nodes)."""
         m = self.m
+        of_kind: dict[tuple, list[cp_model.IntVar]] = defaultdict(list)
+        for (_ni, kd), v in self.s.items():
+            of_kind[kd].append(v)
         for kind in kinds:
             mine = [(key, xs) for key, xs in self.admit.items() if key[0] == kind]
-            total = _sum([v for (ni, kd), v in self.s.items() if kd == kind], [1] * sum(
-                1 for (_ni, kd) in self.s if kd == kind))
+            total = _sum(of_kind[kind], [1] * len(of_kind[kind]))
             m.add(_sum([x for _key, xs in mine for x in xs],
                        [key[1] for key, xs in mine for _x in xs]) <= total)
             sets = {lid: frozenset(self.lists[lid]) for (_kd, _n, lid), _xs in mine}
@@ -330,36 +376,24 @@ class Relaxation:
         if tb.gpu_limit is not None:
             m.add(_sum(ys, gs) <= max(0, math.floor(tb.gpus_left))).only_enforce_if(within)
 
-    def cases(self) -> list[tuple[CpModel, int | None]]:
-        """The models whose solutions together are the relaxation's, each with the
-        most GPUs all admitted jobs take together in it (None: not worked out): the
-        model itself, or under R15's switch (``within``, _budgets) one model with
+    def cases(self) -> list[Case]:
+        """The cases whose solutions together are the relaxation's (:class:`Case`):
+        the model itself, or under R15's switch (``within``, _budgets) one case with
         the window's budget binding every victim and one with no victim for a tier
         that is not exempt, each without a switch for the LP to relax halfway. In the
-        first the shards take free GPUs and those of at most ``left`` victims with at
-        most ``gpus_left`` GPUs in all: that many GPUs, a row summing the nodes'
-        capacity rows which CP-SAT's search would take long to find."""
+        first the shards take free GPUs and those of at most ``left`` victims with
+        at most ``gpus_left`` GPUs in all: that many GPUs (``most``), a row summing
+        the nodes' capacity rows which CP-SAT's search would take long to find."""
         if self.within is None:
-            return [(self.m, None)]
+            return [Case(self, None, None)]
         p, tb = self.p, self.p.thrash
         assert tb is not None
         gpus = sorted((p.running[v].job.total_gpus for v in self.y), reverse=True)
         most = sum(gpus[:max(0, tb.left)])
         if tb.gpu_limit is not None:
             most = min(most, max(0, math.floor(tb.gpus_left)))
-        shards = sorted(self.s.items(), key=lambda kv: repr(kv[0]))
-        total = most + sum(p.nodes[ni].free.bit_count()
-                           for ni in {ni for (ni, _k), _v in shards})
-        out: list[tuple[CpModel, int | None]] = []
-        for on in (True, False):
-            c = CpModel()
-            c.proto.copy_from(self.m.proto)  # (the hints too)
-            c.add(self.within == int(on))
-            if on:
-                c.add(_sum([v for _key, v in shards], [key[1][2] for key, _v in shards])
-                      <= total)
-            out.append((c, total if on else None))
-        return out
+        total = most + sum(p.nodes[ni].free.bit_count() for ni in {ni for ni, _k in self.s})
+        return [Case(self, True, total), Case(self, False, None)]
 
     def hint(self, d: Decision) -> list[tuple[cp_model.IntVar, int]]:
         """The plan ``d`` as a solution of the relaxation."""
@@ -409,8 +443,9 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
     if not rel.items:
         return res
     hint = rel.hint(d)
-    for var, val in hint:
-        rel.m.add_hint(var, val)
+    # (as add_hint does, in bulk: every variable is a positive one)
+    rel.m.proto.solution_hint.vars.extend([var.index for var, _val in hint])
+    rel.m.proto.solution_hint.values.extend([val for _var, val in hint])
     given = {var.index: val for var, val in hint}
     cases = rel.cases()
     before = 0  # the plan's GPUs in the tiers of the phases so far
@@ -420,21 +455,26 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
         # phases most often decide)
         share = budget.left() * (1.0 - LATER_SHARE) ** (len(rel.items) - 1 - pi) if (
             pi < len(rel.items) - 1) else budget.left()
-        if not deterministic and share < LEAST_PHASE_S:
-            break
-        end = budget.elapsed() + share
         expr = _sum(vs, cs)
         # the plan's value as the relaxation counts it (costs rounded as there)
         plan_v = sum(c * given[v.index] for v, c in zip(vs, cs, strict=True))
         tiers = name.startswith("tier-")
-        found: list[tuple[CpModel, int | None, int, str]] = []  # case, its bound, status
-        todo = []
-        for m, most in cases:
-            ceiling = most - before if most is not None and tiers else None
+        todo: list[tuple[Case, int | None]] = []  # each case left, with its ceiling
+        for case in cases:
+            ceiling = case.most - before if case.most is not None and tiers else None
             if ceiling is not None and ceiling < plan_v:
                 continue  # (short of the plan: no solution here ranks with it)
-            todo.append((m, most, ceiling))
-        for ci, (m, most, ceiling) in enumerate(todo):
+            todo.append((case, ceiling))
+        found: list[tuple[Case, int, str]] = []  # each case with its bound and status
+        if plan_v == (sum(cs) if sense > 0 else 0):
+            # every job of the item admitted, or no cost: reached without a solve
+            found = [(case, plan_v, "ALL" if sense > 0 else "NONE") for case, _c in todo]
+            todo = []
+        elif not deterministic and share < LEAST_PHASE_S:
+            break
+        end = budget.elapsed() + share
+        for ci, (case, ceiling) in enumerate(todo):
+            m = case.model
             if sense > 0:
                 m.maximize(expr)
             else:
@@ -451,15 +491,15 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
                 b = math.floor(bnd + 1e-6) if sense > 0 else math.ceil(bnd - 1e-6)
                 if ceiling is not None:
                     b = min(b, ceiling)
-                found.append((m, most, b, solver.status_name(st)))
+                found.append((case, b, solver.status_name(st)))
             elif ceiling is not None:
-                found.append((m, most, ceiling, "CEILING"))
+                found.append((case, ceiling, "CEILING"))
             else:  # (stopped before it knew anything: no bound for the item)
                 found = []
                 break
         if not found:
             break
-        bound = (max if sense > 0 else min)(b for _m, _most, b, _st in found)
+        bound = (max if sense > 0 else min)(b for _case, b, _st in found)
         scale = COST_SCALE if name == "eviction cost" else 1
         statuses = sorted({st for *_x, st in found})
         res.items.append((name, plan_v / scale, bound / scale, "/".join(statuses)))
@@ -470,16 +510,17 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
             res.gap = abs(bound - plan_v) / max(1.0, abs(bound if sense > 0 else plan_v))
             break
         # later phases: this item at the plan's value (no solution does better), in the
-        # cases that may reach it
-        cases = [(m, most) for m, most, b, _st in found
-                 if (b >= plan_v if sense > 0 else b <= plan_v)]
-        for m, _most in cases:
-            m.add(expr >= plan_v if sense > 0 else expr <= plan_v)
+        # cases that may reach it (a case's model made later copies the rows so far)
+        cases = [case for case, b, _st in found if (b >= plan_v if sense > 0 else b <= plan_v)]
+        held = expr >= plan_v if sense > 0 else expr <= plan_v
+        rel.m.add(held)  # (a case's model made later copies it)
+        for case in cases:
+            if case.made is not None and case.made is not rel.m:
+                case.made.add(held)
         if tiers:
             before += plan_v
     else:
         res.gap, res.proven = 0.0, bool(res.items)
-    if res.items and res.gap is None:  # time ran out on an item the plan reaches so far
-        res.gap = 0.0
     res.seconds = time.perf_counter() - t0
     return res
+
