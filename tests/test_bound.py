@@ -222,6 +222,16 @@ def test_the_bound_leaves_out_the_case_whose_gpus_fall_short_of_the_plan() -> No
     assert sorted(e.job for e in p.evictions) == ["a1", "a2", "a3"]
 
 
+def test_a_case_whose_ceiling_cannot_raise_the_bound_is_not_solved() -> None:
+    # the empty plan: tier 1 0 GPUs. The case without a victim for tier 2 is solved
+    # first (A's 24 GPUs through exempt victims); the budget case's 20 GPUs at most
+    # cannot raise that bound: its ceiling stands for it (CEILING), unsolved
+    problem = build_problem(load_snapshot(_budget_tick()))
+    res = prove(problem, Decision(), Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-1 GPUs", 0.0, 24.0, "CEILING/OPTIMAL")]
+    assert res.gap == 1.0 and not res.proven
+
+
 def test_the_relaxation_is_the_same_model_for_the_same_tick() -> None:
     # its classes in a canonical order (not by the candidate lists' ids, which differ
     # from one problem to the next): the same tick built twice gives the same model,

@@ -473,7 +473,13 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
         elif not deterministic and share < LEAST_PHASE_S:
             break
         end = budget.elapsed() + share
+        # the cases without a ceiling first: a ceiling at most the bound found already
+        # cannot raise it, and stands for the case's bound without a solve
+        todo.sort(key=lambda cc: cc[1] is not None)
         for ci, (case, ceiling) in enumerate(todo):
+            if ceiling is not None and found and ceiling <= max(b for _c, b, _st in found):
+                found.append((case, ceiling, "CEILING"))
+                continue
             m = case.model
             if sense > 0:
                 m.maximize(expr)
