@@ -22,7 +22,7 @@ from planner.core.budget import Budget
 from planner.core.decision import Decision, decision_of
 from planner.core.problem import build_problem
 from planner.sim.generate import generate
-from planner.solver.bound import Relaxation, prove
+from planner.solver.bound import BoundResult, Relaxation, prove
 
 NOW = "2026-11-30T08:00:00Z"
 
@@ -242,3 +242,21 @@ def test_the_relaxation_is_the_same_model_for_the_same_tick() -> None:
     assert len(one.classes) > 5
     assert [str(c) for c in one.m.proto.constraints] == [
         str(c) for c in two.m.proto.constraints]
+
+
+def test_what_the_detail_says_of_a_bound() -> None:
+    # the time ran out after items the plan reaches: no gap, and nothing said of the
+    # items after
+    reached = BoundResult(items=[("tier-1 GPUs", 8.0, 8.0, "ALL"),
+                                 ("tier-2 GPUs", 4.0, 4.0, "OPTIMAL")])
+    assert reached.gap is None
+    assert reached.describe() == (
+        "bound from a relaxation solved with CP-SAT: the plan reaches the bound on "
+        "tier-1 GPUs, tier-2 GPUs; nothing proven on the items after")
+    # a cost above its bound is against "at least" the bound, admissions "at most"
+    cost = BoundResult(items=[("tier-1 GPUs", 8.0, 8.0, "ALL"),
+                              ("eviction cost", 600.0, 480.0, "OPTIMAL")], gap=0.2)
+    assert cost.describe().endswith(
+        "reaches the bound on tier-1 GPUs; eviction cost 600 against at least 480")
+    short = BoundResult(items=[("tier-1 GPUs", 0.0, 8.0, "OPTIMAL")], gap=1.0)
+    assert short.describe().endswith("the plan tier-1 GPUs 0 against at most 8")
