@@ -260,3 +260,26 @@ def test_what_the_detail_says_of_a_bound() -> None:
         "reaches the bound on tier-1 GPUs; eviction cost 600 against at least 480")
     short = BoundResult(items=[("tier-1 GPUs", 0.0, 8.0, "OPTIMAL")], gap=1.0)
     assert short.describe().endswith("the plan tier-1 GPUs 0 against at most 8")
+
+
+def test_the_whole_models_phases_bound_each_item_of_any_plan() -> None:
+    # the hand-worked tick of the first test: the whole model proves 8/4 GPUs (tier
+    # 1, tier 2; no tier-3 job pending), priority 8 x 10 + 4 x 5 = 100, 480 GPU-s,
+    # one eviction. Its phases' bounds measure any plan, item by item (CpsatModel.
+    # gap_of): the plan itself reaches every one; the empty plan is 8 tier-1 GPUs
+    # short; b alone on n1's free GPUs 8 tier-1 GPUs short too; a through r3 alone
+    # reaches tier 1 and is 4 tier-2 GPUs short
+    from planner.solver.model import CpsatModel, run_phases
+
+    problem = build_problem(load_snapshot(_snap()))
+    model = CpsatModel(problem)
+    res = run_phases(model, Decision(), Budget(5.0, wall=False), deterministic=True,
+                     workers=1, seed=0)
+    assert res.best is not None and len(res.bounds) == len(res.phases)
+    assert model.gap_of(res, res.best) == ("", 0.0, 0.0)
+    assert model.gap_of(res, Decision()) == ("tier-1 GPUs", 0.0, 8.0)
+    assert model.gap_of(res, Decision(set(), {"b": [(1, 0xF0)]})) == ("tier-1 GPUs", 0.0, 8.0)
+    assert model.gap_of(res, Decision({"r3"}, {"a": [(0, 0xFF)]})) == ("tier-2 GPUs", 0.0, 4.0)
+    # a and b through both victims: the admissions' bounds, and 720 GPU-s against 480
+    both = Decision({"r3", "s3"}, {"a": [(1, 0xFF)], "b": [(0, 0x0F)]})
+    assert model.gap_of(res, both) == ("eviction cost", 720.0, 480.0)

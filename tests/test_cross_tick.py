@@ -392,6 +392,11 @@ def test_an_exempt_job_takes_the_free_gpu_before_a_victims_gpu() -> None:
         ("a", [{"node": "n0", "gpus": [7]}])]
     assert evicted(p) == [] and "b" in reasons(p)
     assert p["status"] == "feasible" and "exempt_free_first" in p["solver"]["detail"]
+    # the whole model proved the contract objective's optimum, 1/1/0 GPUs: the plan
+    # returned is 1 tier-2 GPU short of it, a gap of (1 - 0) / 1
+    assert p["solver"]["gap"] == 1.0 and p["solver"]["bound"] is None
+    assert ("bound from the whole model's phases: the plan tier-2 GPUs 0 against at most 1 "
+            "(the bound is the plain objective's") in p["solver"]["detail"]
     g = solve(data, "greedy")  # the greedy planner gets the same choice
     assert [x["job"] for x in g["placements"]] == ["a"] and evicted(g) == []
     assert g["placements"][0]["placement"] == [{"node": "n0", "gpus": [7]}]

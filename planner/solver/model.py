@@ -779,6 +779,76 @@ class CpsatModel:
         return past, round(tb.past_gpu_s * COST_SCALE), len(evs) - left
 
     # -- phases ---------------------------------------------------------------------
+    def item_values(self, d: Decision, problem: Problem | None = None) -> list[int]:
+        """``d``'s value on each objective item, as the model counts it (maximised:
+        the cost and the evictions negative, the cost in COST_SCALE units, with
+        ``thrash.past_budget_gpu_s``'s victims past the window's budget). ``problem``:
+        where ``d``'s jobs are (the model's own by default; the whole tick for a plan
+        that may place a job the reduced tick left out, planner/core/reduce.py)."""
+        src = self.p if problem is None else problem
+        pend, run = src.pending, src.running
+        out = []
+        for name, vs, cs, _lo, _hi in self.items:
+            if name.startswith("tier"):
+                t = int(name[4:])
+                out.append(sum(pend[j].job.total_gpus for j in d.placements
+                               if pend[j].job.tier == t))
+            elif name == "priority":
+                out.append(sum(cast(int, pend[j].job.priority) * pend[j].job.total_gpus
+                               for j in d.placements))
+            elif name == "cost":
+                cost = -sum(round(run[v].cost * COST_SCALE) for v in d.victims)
+                if len(vs) > len(self.evict):  # (the past-budget count, last)
+                    tb = self.p.thrash
+                    left = 0 if tb is None else max(0, tb.left)
+                    cost += cs[-1] * max(0, len(d.victims) - left)
+                out.append(cost)
+            else:  # evictions
+                out.append(-len(d.victims))
+        return out
+
+    def gap_of(self, res: PhaseResult, d: Decision,
+               problem: Problem | None = None) -> tuple[str, float, float] | None:
+        """Where ``d`` stands against the bounds the phases proved (``res``): the
+        first objective item it falls short of, as (its name, ``d``'s value, the
+        bound; the cost in GPU-s and the evictions as counts, both least), or
+        ("", 0, 0) when ``d`` reaches the bound of every item; None when it reaches
+        those of the items the phases bounded and a phase was not solved (or on an
+        item it passes, which no plan the model holds can). A phase's
+        bound B on its weighted sum bounds its first item by (B - the least of the
+        items after it) / its weight, and each item after it, for the plans at the
+        bounds before it, the same way; the phases after it hold for those plans
+        (docs/planner.md, section 3)."""
+        vals = self.item_values(d, problem)
+        for pi, ks in enumerate(res.phases):
+            if pi >= len(res.bounds):
+                return None  # (a phase not solved: nothing proven after)
+            _expr, weights = self.phase_expr(ks)
+            top = res.bounds[pi]  # (CP-SAT's bound, a double)
+            err = 4 * abs(top) * 2.0 ** -52 + 1e-6  # (its rounding, taken upwards)
+            # what the phase's items may weigh (an integer: the sum is one), those
+            # before at their bounds
+            rest = math.floor(top + err)
+            for i, (k, w) in enumerate(zip(ks, weights, strict=True)):
+                if err / w >= 0.5:
+                    return None  # (a double no longer tells this item's bound apart)
+                least = sum(wj * self.items[kj][3] for kj, wj in zip(ks[i + 1:], weights[i + 1:],
+                                                                      strict=True))
+                bound = (rest - least) // w
+                name = self.items[k][0]
+                v = vals[k]
+                if v > bound:
+                    return None  # (past a proven bound: not a plan the model holds)
+                if v < bound:
+                    if name == "cost":
+                        return "eviction cost", -v / COST_SCALE, -bound / COST_SCALE
+                    if name == "evictions":
+                        return "evictions", float(-v), float(-bound)
+                    return (f"tier-{name[4:]} GPUs" if name.startswith("tier")
+                            else "priority value"), float(v), float(bound)
+                rest -= w * v
+        return "", 0.0, 0.0
+
     def phases(self) -> list[list[int]]:
         """Group consecutive objective items into weighted phases that fit 64 bits."""
         out: list[list[int]] = []
@@ -1156,6 +1226,8 @@ class PhaseResult:
     bound_info: tuple[float, float] | None
     cost_bound: float | None
     realised: bool = True
+    # each phase solved (OPTIMAL or FEASIBLE)'s proven bound on its weighted sum
+    bounds: list[float] = field(default_factory=list)
 
 
 def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, deterministic: bool,
@@ -1178,6 +1250,7 @@ def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, determinist
     overhead = 0.0 if deterministic else (solve_overhead_s()
                                           + 4e-6 * speed * len(model.m.proto.variables))
     realised = True
+    bounds: list[float] = []
     model.hint(hint)
     for pi, ks in enumerate(phases):
         if pi and not deterministic and remaining < overhead + min_solve_s() / 2:
@@ -1211,6 +1284,7 @@ def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, determinist
             statuses[-1] = "EXTRACT_FAILED"
             break
         best = d
+        bounds.append(solver.best_objective_bound)
         realised = realised and len(d.placements) >= sum(solver.value(c.count)
                                                          for c in model.classes)
         val = int(solver.value(expr))  # exact integer (objective_value is a double)
@@ -1232,4 +1306,4 @@ def run_phases(model: CpsatModel, hint: Decision, budget: Budget, *, determinist
         # hint the next phase with this solution (bulk read of the response)
         sol = solver.response_proto.solution
         model.set_hints([(v, sol[v.index]) for v in model.decision_vars()])
-    return PhaseResult(phases, statuses, best, bound_info, cost_bound, realised)
+    return PhaseResult(phases, statuses, best, bound_info, cost_bound, realised, bounds)
