@@ -283,3 +283,28 @@ def test_the_whole_models_phases_bound_each_item_of_any_plan() -> None:
     # a and b through both victims: the admissions' bounds, and 720 GPU-s against 480
     both = Decision({"r3", "s3"}, {"a": [(1, 0xFF)], "b": [(0, 0x0F)]})
     assert model.gap_of(res, both) == ("eviction cost", 720.0, 480.0)
+
+
+@pytest.mark.parametrize("case", range(100, 106))
+def test_no_valid_plan_passes_the_bounds_the_whole_models_phases_prove(case: int) -> None:
+    # what CpsatModel.gap_of measures a plan after thrash.exempt_free_first against:
+    # every planner's plan, and CP-SAT's with the swap off (the contract objective's
+    # own), is a plan the model holds, so none passes a bound (gap_of None); over
+    # 59 such ticks (cases 100-159) none did
+    from planner.solver.model import CpsatModel, run_phases
+
+    r = random.Random(case)
+    snap = random_tick(r, case)
+    snap["policy"] = random_policy(r)
+    problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
+    model = CpsatModel(problem)
+    res = run_phases(model, Decision(), Budget(5.0, wall=False), deterministic=True,
+                     workers=1, seed=0)
+    assert len(res.bounds) == len(res.phases)
+    off = json.loads(json.dumps(snap))
+    if off["policy"].get("thrash") is not None:
+        off["policy"]["thrash"]["exempt_free_first"] = False
+    for name, s in (("cpsat", snap), ("greedy", snap), ("k8s", snap), ("slurm", snap),
+                    ("cpsat", off)):
+        p = plan(s, planner=name, deterministic=True, time_limit_s=3.0)
+        assert model.gap_of(res, decision_of(problem, p)) is not None, name
