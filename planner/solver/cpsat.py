@@ -843,8 +843,9 @@ class _Run:
     def plan(self) -> Plan:
         """The best plan, assembled, with what the strategies did; with
         ``thrash.exempt_free_first`` applied (planner/core/decision.py): a plan in
-        which an exempt job moved no longer claims the objective's optimum or its
-        bounds."""
+        which an exempt job moved is measured against the plain objective's bounds
+        the whole model's phases proved (:meth:`_traded_gap`), not claimed optimal by
+        the model's own status."""
         assert self.best is not None
         status, info = self._outcome()
         best, moved, note = self._exempt_free_first(self.best)
