@@ -135,6 +135,10 @@ class SolverInfo(_Out):
         "thrash.past_budget_gpu_s) among plans that admit at least what this plan "
         "admits (CP-SAT only)"))
     detail: str | None = None
+    # the objective item ``gap`` is at, where the planner knows it (plan --bound then
+    # keeps the more telling of its gap and the relaxation's: a later item, or the
+    # same one closer); not written
+    _gap_item: str | None = PrivateAttr(None)
 
 
 class Plan(_Out):

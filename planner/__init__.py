@@ -326,7 +326,7 @@ def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, worker
     res = prove(work, decision_of(work, p), Budget(seconds, wall=not deterministic),
                 deterministic=deterministic, workers=workers, seed=seed)
     sv = p.solver
-    if res.gap is not None and (sv.gap is None or res.proven):
+    if res.gap is not None and (sv.gap is None or res.proven or _telling(res, sv)):
         sv.gap = round(res.gap, 6)
         if res.cost_bound is not None:
             sv.bound = round(res.cost_bound, 6)
@@ -338,6 +338,23 @@ def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, worker
         said += (" (the bound is the plain objective's: thrash.exempt_free_first traded "
                  "admissions away)")
     sv.detail = _with(sv.detail, said)
+
+
+# the objective's items in order, by the names the gaps are said at
+_ITEMS = ("tier-1 GPUs", "tier-2 GPUs", "tier-3 GPUs", "priority value", "eviction cost",
+          "evictions")
+
+
+def _telling(res: Any, sv: SolverInfo) -> bool:
+    """Does the relaxation's gap (``res``, a BoundResult) tell more than the one the plan
+    has, at an item the planner named (``sv._gap_item``): at a later item, or at the
+    same one and smaller? (Both bound every plan; where the plan's item is unknown,
+    its own gap stands.)"""
+    item = sv._gap_item
+    if item not in _ITEMS or not res.items or res.items[-1][0] not in _ITEMS:
+        return False
+    mine, theirs = _ITEMS.index(item), _ITEMS.index(res.items[-1][0])
+    return theirs > mine or (theirs == mine and sv.gap is not None and res.gap < sv.gap)
 
 
 def _with(detail: str | None, sentence: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -308,3 +309,31 @@ def test_no_valid_plan_passes_the_bounds_the_whole_models_phases_prove(case: int
                     ("cpsat", off)):
         p = plan(s, planner=name, deterministic=True, time_limit_s=3.0)
         assert model.gap_of(res, decision_of(problem, p)) is not None, name
+
+
+def test_plan_bound_keeps_the_more_telling_of_two_gaps() -> None:
+    # the plan's gap from the whole model's phases after thrash.exempt_free_first (at
+    # an item the planner names) gives way to the relaxation's at a later item, or at
+    # the same one and smaller; not to one at an earlier item, nor where the plan's
+    # item is not known
+    from models import SolverInfo
+    from planner import _telling
+
+    sv = SolverInfo(engine="cp-sat", status="FEASIBLE/FEASIBLE", gap=0.45)
+    sv._gap_item = "tier-2 GPUs"
+    same_closer = BoundResult(items=[("tier-1 GPUs", 98.0, 98.0, "ALL"),
+                                     ("tier-2 GPUs", 107.0, 131.0, "OPTIMAL")], gap=0.183)
+    later = BoundResult(items=[("tier-1 GPUs", 98.0, 98.0, "ALL"),
+                               ("tier-2 GPUs", 107.0, 107.0, "OPTIMAL"),
+                               ("tier-3 GPUs", 13.0, 40.0, "OPTIMAL")], gap=0.675)
+    earlier = BoundResult(items=[("tier-1 GPUs", 98.0, 99.0, "OPTIMAL")], gap=0.0101)
+    assert _telling(same_closer, sv) and _telling(later, sv)
+    assert not _telling(earlier, sv)
+    sv._gap_item = None  # (the last phase's gap of an untraded plan: its item not named)
+    assert not _telling(same_closer, sv)
+    # end to end on the bundled generated tick: the model's phases bound tier 2 at
+    # 195, the relaxation at 131; the plan (107) reports the relaxation's gap
+    tick = Path(__file__).resolve().parent.parent / "instances" / "gen-medium.json"
+    p = plan(str(tick), deterministic=True, time_limit_s=2.0, bound_s=5.0)
+    assert p.objective.admitted_gpus["2"] == 107
+    assert p.solver.gap == round((131 - 107) / 131, 6)

@@ -855,10 +855,11 @@ class _Run:
         best, _ = best_fit(self.whole, best, None if self.det else self.budget.slice(
             BEST_FIT_SHARE * self.budget.seconds))
         if moved or note:
-            gap, bound, proof = self._traded_gap(best)
+            gap, bound, proof, item = self._traded_gap(best)
             info = info.model_copy(update={"gap": gap, "bound": bound, "detail": "; ".join(
                 x for x in (info.detail, note, moved and "then " + moved_note(moved), proof)
                 if x)})
+            info._gap_item = item
             status = "optimal" if gap == 0.0 else "feasible" if status == "optimal" else status
         by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
         unreached = by.unreached - best.placements.keys()
@@ -885,25 +886,26 @@ class _Run:
         return assemble(self.whole, best, status, info, unreached=unreached,
                         free_only=free_only)
 
-    def _traded_gap(self, best: Decision) -> tuple[float | None, float | None, str]:
+    def _traded_gap(self, best: Decision
+                    ) -> tuple[float | None, float | None, str, str | None]:
         """After ``thrash.exempt_free_first`` traded admissions away, the gap of the plan
         returned (``best``) against the bounds the whole model's phases proved for the
         plain objective (CpsatModel.gap_of), where the model ran and holds every plan:
         (gap, the least eviction cost where the plan reaches the admissions' bounds,
-        what to say), or no gap."""
+        what to say, the item the gap is at), or no gap."""
         model = self.model
         res = None if model is None else model.result
         if (model is None or res is None or model.model is None or model.model.pruned
                 or model.model.approximate or not res.bounds):
-            return None, None, ""
+            return None, None, "", None
         found = model.model.gap_of(res, best, self.whole)
         if found is None:
-            return None, None, ""
+            return None, None, "", None
         name, val, bnd = found
         cost = objective_of(self.whole, best).planned_cost()
         if not name:
             return 0.0, round(cost, 6), ("the whole model's phases prove the plan optimal "
-                                         "all the same")
+                                         "all the same"), None
         up = name not in ("eviction cost", "evictions")
         gap = abs(bnd - val) / max(1.0, abs(bnd if up else val))
         bound = (round(max(0.0, bnd), 6) if name == "eviction cost"
@@ -911,7 +913,7 @@ class _Run:
         return round(gap, 6), bound, (
             f"bound from the whole model's phases: the plan {name} {val:,.0f} against at "
             f"{'most' if up else 'least'} {bnd:,.0f} (the bound is the plain objective's: "
-            "thrash.exempt_free_first traded admissions away)")
+            "thrash.exempt_free_first traded admissions away)"), name
 
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
         """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how
