@@ -140,6 +140,16 @@ class SolverInfo(_Out):
     # same one closer); not written
     _gap_item: str | None = PrivateAttr(None)
 
+    @property
+    def gap_item(self) -> str | None:
+        """The objective item ``gap`` is at ("tier-2 GPUs", ...), where the planner
+        named it (:meth:`name_gap_item`); not part of the written plan."""
+        return self._gap_item
+
+    def name_gap_item(self, item: str | None) -> None:
+        """Say which objective item ``gap`` is at."""
+        self._gap_item = item
+
 
 class Plan(_Out):
     version: Literal[1] = 1

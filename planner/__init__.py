@@ -347,10 +347,10 @@ _ITEMS = ("tier-1 GPUs", "tier-2 GPUs", "tier-3 GPUs", "priority value", "evicti
 
 def _telling(res: Any, sv: SolverInfo) -> bool:
     """Does the relaxation's gap (``res``, a BoundResult) tell more than the one the plan
-    has, at an item the planner named (``sv._gap_item``): at a later item, or at the
+    has, at an item the planner named (``sv.gap_item``): at a later item, or at the
     same one and smaller? (Both bound every plan; where the plan's item is unknown,
     its own gap stands.)"""
-    item = sv._gap_item
+    item = sv.gap_item
     if item not in _ITEMS or not res.items or res.items[-1][0] not in _ITEMS:
         return False
     mine, theirs = _ITEMS.index(item), _ITEMS.index(res.items[-1][0])

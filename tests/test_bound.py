@@ -320,7 +320,7 @@ def test_plan_bound_keeps_the_more_telling_of_two_gaps() -> None:
     from planner import _telling
 
     sv = SolverInfo(engine="cp-sat", status="FEASIBLE/FEASIBLE", gap=0.45)
-    sv._gap_item = "tier-2 GPUs"
+    sv.name_gap_item("tier-2 GPUs")
     same_closer = BoundResult(items=[("tier-1 GPUs", 98.0, 98.0, "ALL"),
                                      ("tier-2 GPUs", 107.0, 131.0, "OPTIMAL")], gap=0.183)
     later = BoundResult(items=[("tier-1 GPUs", 98.0, 98.0, "ALL"),
@@ -329,7 +329,7 @@ def test_plan_bound_keeps_the_more_telling_of_two_gaps() -> None:
     earlier = BoundResult(items=[("tier-1 GPUs", 98.0, 99.0, "OPTIMAL")], gap=0.0101)
     assert _telling(same_closer, sv) and _telling(later, sv)
     assert not _telling(earlier, sv)
-    sv._gap_item = None  # (the last phase's gap of an untraded plan: its item not named)
+    sv.name_gap_item(None)  # (the last phase's gap of an untraded plan: its item not named)
     assert not _telling(same_closer, sv)
     # end to end on the bundled generated tick: the model's phases bound tier 2 at
     # 195, the relaxation at 131; the plan (107) reports the relaxation's gap

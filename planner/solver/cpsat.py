@@ -859,7 +859,7 @@ class _Run:
             info = info.model_copy(update={"gap": gap, "bound": bound, "detail": "; ".join(
                 x for x in (info.detail, note, moved and "then " + moved_note(moved), proof)
                 if x)})
-            info._gap_item = item
+            info.name_gap_item(item)
             status = "optimal" if gap == 0.0 else "feasible" if status == "optimal" else status
         by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
         unreached = by.unreached - best.placements.keys()
