@@ -823,7 +823,7 @@ class CpsatModel:
         for pi, ks in enumerate(res.phases):
             if pi >= len(res.bounds):
                 return None  # (a phase not solved: nothing proven after)
-            _expr, weights = self.phase_expr(ks)
+            weights = self.phase_weights(ks)
             top = res.bounds[pi]  # (CP-SAT's bound, a double)
             err = 4 * abs(top) * 2.0 ** -52 + 1e-6  # (its rounding, taken upwards)
             # what the phase's items may weigh (an integer: the sum is one), those
@@ -867,8 +867,8 @@ class CpsatModel:
             out.append(cur)
         return out
 
-    def phase_expr(self, ks: list[int]) -> tuple[cp_model.LinearExpr, list[int]]:
-        """Weighted sum of items ks (first most important) and the weights."""
+    def phase_weights(self, ks: list[int]) -> list[int]:
+        """The weights of items ks (first most important) in their phase's sum."""
         weights = []
         w = 1
         for k in reversed(ks):
@@ -876,6 +876,11 @@ class CpsatModel:
             lo, hi = self.items[k][3], self.items[k][4]
             w *= hi - lo + 1
         weights.reverse()
+        return weights
+
+    def phase_expr(self, ks: list[int]) -> tuple[cp_model.LinearExpr, list[int]]:
+        """Weighted sum of items ks (first most important) and the weights."""
+        weights = self.phase_weights(ks)
         vs, cs = [], []
         for k, wk in zip(ks, weights):
             _n, v, c, _lo, _hi = self.items[k]
