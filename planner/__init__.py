@@ -340,20 +340,17 @@ def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, worker
     sv.detail = _with(sv.detail, said)
 
 
-# the objective's items in order, by the names the gaps are said at
-_ITEMS = ("tier-1 GPUs", "tier-2 GPUs", "tier-3 GPUs", "priority value", "eviction cost",
-          "evictions")
-
-
 def _telling(res: Any, sv: SolverInfo) -> bool:
     """Does the relaxation's gap (``res``, a BoundResult) tell more than the one the plan
     has, at an item the planner named (``sv.gap_item``): at a later item, or at the
     same one and smaller? (Both bound every plan; where the plan's item is unknown,
     its own gap stands.)"""
-    item = sv.gap_item
-    if item not in _ITEMS or not res.items or res.items[-1][0] not in _ITEMS:
+    from planner.solver.bound import item_rank
+
+    mine = None if sv.gap_item is None else item_rank(sv.gap_item)
+    theirs = item_rank(res.items[-1][0]) if res.items else None
+    if mine is None or theirs is None:
         return False
-    mine, theirs = _ITEMS.index(item), _ITEMS.index(res.items[-1][0])
     return theirs > mine or (theirs == mine and sv.gap is not None and res.gap < sv.gap)
 
 

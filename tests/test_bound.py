@@ -331,6 +331,12 @@ def test_plan_bound_keeps_the_more_telling_of_two_gaps() -> None:
     assert not _telling(earlier, sv)
     sv.name_gap_item(None)  # (the last phase's gap of an untraded plan: its item not named)
     assert not _telling(same_closer, sv)
+    # the items' order holds for any tier a policy names, then priority, cost, evictions
+    from planner.solver.bound import item_rank
+
+    names = ["tier-1 GPUs", "tier-2 GPUs", "tier-4 GPUs", "priority value", "eviction cost",
+             "evictions"]
+    assert sorted(names, key=item_rank) == names and item_rank("cost") is None
     # end to end on the bundled generated tick: the model's phases bound tier 2 at
     # 195, the relaxation at 131; the plan (107) reports the relaxation's gap
     tick = Path(__file__).resolve().parent.parent / "instances" / "gen-medium.json"

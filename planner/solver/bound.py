@@ -89,9 +89,30 @@ class BoundResult:
                     "the items after")
         reached = ", ".join(n for n, *_ in self.items[:-1])
         head = f"reaches the bound on {reached}; " if reached else ""
-        most = "least" if name in ("eviction cost", "evictions") else "most"
+        most = "least" if name in LEAST_ITEMS else "most"
         return (f"bound from a relaxation solved with CP-SAT: the plan {head}"
                 f"{name} {_fmt(val)} against at {most} {_fmt(bnd)}")
+
+
+# the objective items a plan is least on (the others: most), by the names bounds use
+LEAST_ITEMS = ("eviction cost", "evictions")
+
+
+def item_rank(name: str) -> tuple[int, int] | None:
+    """Where the objective item ``name`` ("tier-2 GPUs", "priority value", "eviction
+    cost", "evictions") comes in the objective's order; None for another name."""
+    if name.startswith("tier-") and name.endswith(" GPUs") and name[5:-5].lstrip("-").isdigit():
+        return (0, int(name[5:-5]))
+    rest = ("priority value", *LEAST_ITEMS)
+    return (1 + rest.index(name), 0) if name in rest else None
+
+
+def relative_gap(value: float, bound: float, name: str) -> float:
+    """A plan's relative gap at objective item ``name``: ``(bound - value) / bound``
+    for admissions and priority, ``(value - bound) / value`` for the cost and the
+    evictions (each over at least 1)."""
+    up = name not in LEAST_ITEMS
+    return abs(bound - value) / max(1.0, abs(bound if up else value))
 
 
 def _fmt(x: float) -> str:
@@ -513,7 +534,7 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
             res.cost_bound = max(0.0, bound / COST_SCALE)
         reached = plan_v >= bound if sense > 0 else plan_v <= bound
         if not reached:
-            res.gap = abs(bound - plan_v) / max(1.0, abs(bound if sense > 0 else plan_v))
+            res.gap = relative_gap(plan_v, bound, name)
             break
         # later phases: this item at the plan's value (no solution does better), in the
         # cases that may reach it (a case's model made later copies the rows so far)

@@ -34,6 +34,7 @@ from planner.core.decision import (
 from planner.core.problem import Problem
 from planner.core.reduce import Reduction, reduce_problem
 from planner.heuristics.greedy import CutKeep, GreedyPlanner
+from planner.solver.bound import LEAST_ITEMS, relative_gap
 from planner.solver.lanes import available as lanes_available
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import NEIGHBOURHOOD_NODES, neighbourhoods
@@ -906,14 +907,12 @@ class _Run:
         if not name:
             return 0.0, round(cost, 6), ("the whole model's phases prove the plan optimal "
                                          "all the same"), None
-        up = name not in ("eviction cost", "evictions")
-        gap = abs(bnd - val) / max(1.0, abs(bnd if up else val))
         bound = (round(max(0.0, bnd), 6) if name == "eviction cost"
                  else round(cost, 6) if name == "evictions" else None)
-        return round(gap, 6), bound, (
+        return round(relative_gap(val, bnd, name), 6), bound, (
             f"bound from the whole model's phases: the plan {name} {val:,.0f} against at "
-            f"{'most' if up else 'least'} {bnd:,.0f} (the bound is the plain objective's: "
-            "thrash.exempt_free_first traded admissions away)"), name
+            f"{'least' if name in LEAST_ITEMS else 'most'} {bnd:,.0f} (the bound is the "
+            "plain objective's: thrash.exempt_free_first traded admissions away)"), name
 
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
         """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how
