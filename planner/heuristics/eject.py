@@ -29,7 +29,11 @@ third move, slower for gangs):
   R11/R12, and the eviction budgets, R13), ``J`` is placed, and ``K`` is placed
   again. The move is kept when ``K`` finds a place, or when deferring ``K`` still
   raises tier ``t``'s admitted GPUs (``K`` of tier ``t`` and smaller than ``J``);
-  otherwise it is undone.
+  otherwise it is undone, and until a move changes the plan no placed job of
+  ``K``'s shape is tried again for a job of ``J``'s shape: it would find no place
+  again either, as a rule (``SKIP_UNMOVED``; on the 1,024-node benchmark tick
+  seven in ten of these tries repeated such a pair, and none of the moves that
+  worked did).
 
 A third sweep takes the gangs still deferred that keep one block or NVLink domain
 ("clearing"): of the groups of ``J``'s candidate nodes where ``J`` would fit with
@@ -71,6 +75,10 @@ from planner.core.decision import Decision, after_trade, clean, objective_of
 from planner.core.problem import PendingInfo, Problem
 from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
 
+# a one-job move skips a placed job whose shape found no place again for the deferred
+# job's shape since the plan last changed (_Ejector.unmoved; benchmarks and tests
+# compare without it)
+SKIP_UNMOVED = True
 GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
 # a tier's chain sweep gets at most this share of a wall-clock budget's time left:
 # most of its tries find nothing (on the 1,024-node benchmark tick after the trade of
@@ -284,6 +292,9 @@ class _Ejector:
         self.tried: dict[str, int] = {}  # job -> moves made when it last found no place
         self.relieved: dict[tuple, int] = {}  # (shape, storage) -> the same, for reliefs
         self.unchained: dict[tuple, int] = {}  # shape -> the same, for chains
+        # (shape of J, shape of K) -> moves made when a placed job K of that shape,
+        # which left for a deferred job J of that shape, found no place again
+        self.unmoved: dict[tuple, int] = {}
         for j, parts in self.placements.items():
             self._link(j, parts, True)
 
@@ -435,13 +446,21 @@ class _Ejector:
         """The one-job move: each placed job ``k`` of ``blockers`` in turn leaves, the
         job is placed, and ``k`` is placed again; with ``may_defer``, ``k`` may stay
         deferred when that still raises the job's tier's GPUs (``k`` of its tier and
-        smaller). The undo records of the first that works, or None."""
+        smaller). A ``k`` whose shape found no place again for a job of this one's
+        shape, since the plan last changed, is skipped (``SKIP_UNMOVED``; it counts
+        as a tried move, so that deterministic runs make the moves they made
+        without the skip wherever the skipped move would not have worked). The
+        undo records of the first that works, or None."""
         job = info.job
+        shape = _shape(info)
         for k, ni in blockers:
             if _late(self.tries_left, budget):
                 return None
             self.tries_left[0] -= 1
             kinfo = self.p.pending[k]
+            pair = (shape, _shape(kinfo))
+            if SKIP_UNMOVED and self.unmoved.get(pair) == self.moves:
+                continue  # (counted as a try: deterministic runs stay as they were)
             ops = self._instead(info, k, ni)
             if ops is None:
                 continue
@@ -451,6 +470,7 @@ class _Ejector:
             if may_defer and kinfo.job.tier == job.tier and kinfo.job.total_gpus < job.total_gpus:
                 return ops
             self._undo(ops)  # (k deferred would cost its tier, or the job's, GPUs)
+            self.unmoved[pair] = self.moves
         return None
 
     def _instead(self, info: PendingInfo, k: str, ni: int) -> list[tuple] | None:
