@@ -24,7 +24,7 @@ from planner.checks.verify import verify
 from planner.core.budget import Budget
 from planner.core.decision import Decision, clean, objective_of
 from planner.core.problem import build_problem
-from planner.heuristics.eject import _Ejector, eject, upgrade
+from planner.heuristics.eject import _Ejector, _shape, eject, upgrade
 from planner.heuristics.greedy import GreedyPlanner
 from planner.heuristics.repack import repack
 
@@ -176,6 +176,28 @@ def test_a_shape_that_found_no_place_again_is_not_moved_again(
     assert tries == [8.0]
     assert ej.decision().placements == before.placements
 
+
+
+def test_priority_swaps_skip_no_shape_for_an_earlier_failure() -> None:
+    # A priority swap places jobs into the GPUs of the job it takes out and goes on
+    # from that plan without counting a move, so what found no place before may
+    # find one now: _place_moving (the swaps' one-job move) tries every blocker even
+    # where _move_one, in ejection's sweeps, would skip them all.
+    _, problem, before = _two_blockers()
+    ej = _Ejector(problem, before, [10.0])
+    info = problem.pending["J"]
+    blockers = ej._blockers(info)
+    ej.unmoved[(_shape(info), _shape(problem.pending["K1"]))] = ej.moves
+    real = ej._instead
+    tried: list[str] = []
+
+    def instead(i: Any, k: str, ni: int) -> Any:
+        tried.append(k)
+        return real(i, k, ni)
+
+    ej._instead = instead  # type: ignore[method-assign]
+    assert ej._move_one(info, blockers, None) is None and tried == []
+    assert ej._place_moving(info, None) is None and tried == ["K1", "K2"]
 
 def test_skipping_shapes_that_found_no_place_changes_no_deterministic_plan(
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -442,15 +442,17 @@ class _Ejector:
         return False
 
     def _move_one(self, info: PendingInfo, blockers: list[tuple[str, int]],
-                  budget: Budget | None, *, may_defer: bool = False) -> list[tuple] | None:
+                  budget: Budget | None, *, may_defer: bool = False,
+                  remember: bool = True) -> list[tuple] | None:
         """The one-job move: each placed job ``k`` of ``blockers`` in turn leaves, the
         job is placed, and ``k`` is placed again; with ``may_defer``, ``k`` may stay
         deferred when that still raises the job's tier's GPUs (``k`` of its tier and
-        smaller). A ``k`` whose shape found no place again for a job of this one's
-        shape, since the plan last changed, is skipped (``SKIP_UNMOVED``; it counts
-        as a tried move, so that deterministic runs make the moves they made
-        without the skip wherever the skipped move would not have worked). The
-        undo records of the first that works, or None."""
+        smaller). With ``remember`` (where the plan changes only by moves, which
+        ``self.moves`` counts), a ``k`` whose shape found no place again for a job
+        of this one's shape, since the plan last changed, is skipped
+        (``SKIP_UNMOVED``; it counts as a tried move, so that deterministic runs
+        make the moves they made without the skip wherever the skipped move would
+        not have worked). The undo records of the first that works, or None."""
         job = info.job
         shape = _shape(info)
         for k, ni in blockers:
@@ -459,7 +461,7 @@ class _Ejector:
             self.tries_left[0] -= 1
             kinfo = self.p.pending[k]
             pair = (shape, _shape(kinfo))
-            if SKIP_UNMOVED and self.unmoved.get(pair) == self.moves:
+            if remember and SKIP_UNMOVED and self.unmoved.get(pair) == self.moves:
                 continue  # (counted as a try: deterministic runs stay as they were)
             ops = self._instead(info, k, ni)
             if ops is None:
@@ -489,11 +491,13 @@ class _Ejector:
     def _place_moving(self, info: PendingInfo, budget: Budget | None) -> list[tuple] | None:
         """Place a job by the greedy search, or else by moving one of the first
         ``GANG_BLOCKERS`` placed jobs that block it elsewhere (a one-job move): the
-        undo records, or None."""
+        undo records, or None. (Priority swaps change the plan between such calls
+        without counting moves: no skip by ``unmoved`` here.)"""
         op = self._place(info)
         if op is not None:
             return [op]
-        return self._move_one(info, self._blockers(info)[:GANG_BLOCKERS], budget)
+        return self._move_one(info, self._blockers(info)[:GANG_BLOCKERS], budget,
+                              remember=False)
 
     def chain(self, info: PendingInfo, budget: Budget | None) -> bool:
         """The fourth sweep's move, a chain of two: a placed job ``K`` that blocks the
