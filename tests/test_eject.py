@@ -146,6 +146,19 @@ def _two_blockers() -> tuple[dict[str, Any], Any, Decision]:
     return snap, problem, Decision(set(), {"K1": [(ix["n1"], 0xFF)], "K2": [(ix["n2"], 0xFF)]})
 
 
+def _spy_instead(ej: _Ejector) -> list[str]:
+    """The placed jobs ``ej`` takes out for a deferred job in one-job moves, in order."""
+    tried: list[str] = []
+    real = ej._instead
+
+    def instead(info: Any, k: str, ni: int) -> Any:
+        tried.append(k)
+        return real(info, k, ni)
+
+    ej._instead = instead  # type: ignore[method-assign]
+    return tried
+
+
 @pytest.mark.parametrize("skip", [True, False])
 def test_a_shape_that_found_no_place_again_is_not_moved_again(
         monkeypatch: pytest.MonkeyPatch, skip: bool) -> None:
@@ -160,14 +173,7 @@ def test_a_shape_that_found_no_place_again_is_not_moved_again(
     _, problem, before = _two_blockers()
     tries = [10.0]
     ej = _Ejector(problem, before, tries)
-    real = ej._instead
-    tried: list[str] = []
-
-    def instead(info: Any, k: str, ni: int) -> Any:
-        tried.append(k)
-        return real(info, k, ni)
-
-    ej._instead = instead  # type: ignore[method-assign]
+    tried = _spy_instead(ej)
     info = problem.pending["J"]
     blockers = ej._blockers(info)
     assert [k for k, _ni in blockers] == ["K1", "K2"]
@@ -175,7 +181,6 @@ def test_a_shape_that_found_no_place_again_is_not_moved_again(
     assert tried == (["K1"] if skip else ["K1", "K2"])
     assert tries == [8.0]
     assert ej.decision().placements == before.placements
-
 
 
 def test_priority_swaps_skip_no_shape_for_an_earlier_failure() -> None:
@@ -188,14 +193,7 @@ def test_priority_swaps_skip_no_shape_for_an_earlier_failure() -> None:
     info = problem.pending["J"]
     blockers = ej._blockers(info)
     ej.unmoved[(_shape(info), _shape(problem.pending["K1"]))] = ej.moves
-    real = ej._instead
-    tried: list[str] = []
-
-    def instead(i: Any, k: str, ni: int) -> Any:
-        tried.append(k)
-        return real(i, k, ni)
-
-    ej._instead = instead  # type: ignore[method-assign]
+    tried = _spy_instead(ej)
     assert ej._move_one(info, blockers, None) is None and tried == []
     assert ej._place_moving(info, None) is None and tried == ["K1", "K2"]
 
