@@ -472,7 +472,8 @@ class _Ejector:
             if may_defer and kinfo.job.tier == job.tier and kinfo.job.total_gpus < job.total_gpus:
                 return ops
             self._undo(ops)  # (k deferred would cost its tier, or the job's, GPUs)
-            self.unmoved[pair] = self.moves
+            if remember:
+                self.unmoved[pair] = self.moves
         return None
 
     def _instead(self, info: PendingInfo, k: str, ni: int) -> list[tuple] | None:
