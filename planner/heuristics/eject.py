@@ -33,7 +33,10 @@ third move, slower for gangs):
   ``K``'s shape is tried again for a job of ``J``'s shape: it would find no place
   again either, as a rule (``SKIP_UNMOVED``; on the 1,024-node benchmark tick
   seven in ten of these tries repeated such a pair, and none of the moves that
-  worked did).
+  worked did). Nor is a ``K`` whose leaving could not give a single-node ``J`` room
+  on its node: ``J`` may evict no victim then, and the GPUs ``K`` frees there, less
+  those of the victims only ``K`` used (held by them again), leave ``J`` without
+  a fit (``SKIP_HOPELESS``).
 
 A third sweep takes the gangs still deferred that keep one block or NVLink domain
 ("clearing"): of the groups of ``J``'s candidate nodes where ``J`` would fit with
@@ -79,6 +82,9 @@ from planner.heuristics.greedy import GreedyPlanner, VictimUse, job_order
 # job's shape since the plan last changed (_Ejector.unmoved; benchmarks and tests
 # compare without it)
 SKIP_UNMOVED = True
+# a one-job move skips a placed job whose leaving could not give a single-node job
+# room on its node (_Ejector._hopeless; benchmarks and tests compare without it)
+SKIP_HOPELESS = True
 GANG_BLOCKERS = 8  # placed jobs tried per deferred gang
 # a tier's chain sweep gets at most this share of a wall-clock budget's time left:
 # most of its tries find nothing (on the 1,024-node benchmark tick after the trade of
@@ -463,6 +469,8 @@ class _Ejector:
             pair = (shape, _shape(kinfo))
             if remember and SKIP_UNMOVED and self.unmoved.get(pair) == self.moves:
                 continue  # (counted as a try: deterministic runs stay as they were)
+            if SKIP_HOPELESS and self._hopeless(info, k, ni):
+                continue  # (the same)
             ops = self._instead(info, k, ni)
             if ops is None:
                 continue
@@ -475,6 +483,27 @@ class _Ejector:
             if remember:
                 self.unmoved[pair] = self.moves
         return None
+
+    def _hopeless(self, info: PendingInfo, k: str, ni: int) -> bool:
+        """Would the single-node job find no option on node ni with placed job k gone
+        (the quick test of :meth:`_instead`, without making the move)? So where it
+        may evict no victim then (no rights, or the budgets, R13 and R15, closed
+        even without the victims only k used: a tier that is not exempt) and does
+        not fit the GPUs available to it now together with k's there, less those of
+        the victims only k used (evicted no more once k leaves)."""
+        job = info.job
+        if job.nodes > 1 or self.p.exempt(job.tier):
+            return False
+        g, running = self.g, self.p.running
+        own = self.use.own(k)
+        if info.rights and not g.closed_without(
+                self.st, len(own), sum(running[v].job.total_gpus for v in own)):
+            return False
+        back = 0  # (GPUs of the victims only k used, held by them again)
+        for v in own:
+            back |= g.vmask.get((v, ni), 0)
+        return not g.fits(ni, g.available(self.st, info, ni) | (self._held(k, ni) & ~back),
+                          info)
 
     def _instead(self, info: PendingInfo, k: str, ni: int) -> list[tuple] | None:
         """Placed job k, which blocks the job on node ni, leaves and the job is placed:

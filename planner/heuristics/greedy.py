@@ -376,11 +376,21 @@ class GreedyPlanner:
         """Do ``count`` victims more, freeing ``gpus`` GPUs, break R15's window
         (unless every victim is exempt; no victim more never does) or the tick's
         budgets of R13?"""
-        n, g = len(st.victims) + count, st.evicted_gpus + gpus
+        binds = bool(count) and not (self.placing_exempt and len(st.victims) == len(st.exempt))
+        return self._over(len(st.victims) + count, st.evicted_gpus + gpus, binds)
+
+    def closed_without(self, st: GreedyState, victims: int, gpus: int) -> bool:
+        """:meth:`evictions_closed` for a job of a tier that is not exempt (R15 binds
+        its victims), once ``victims`` of this state's victims, with ``gpus`` GPUs in
+        all, are evicted no more (a placed job leaving with the victims only it
+        used)."""
+        return self._over(len(st.victims) - victims + 1, st.evicted_gpus - gpus + 1, True)
+
+    def _over(self, n: int, g: int, r15: bool) -> bool:
+        """Do ``n`` victims of ``g`` GPUs in all break R15's window (where ``r15``
+        binds) or the tick's budgets of R13?"""
         tb = self.p.thrash
-        if tb is not None and count and not (self.placing_exempt
-                                             and len(st.victims) == len(st.exempt)) and (
-                n > tb.left or g > tb.gpus_left):
+        if tb is not None and r15 and (n > tb.left or g > tb.gpus_left):
             return True  # R15: more than the window has left
         pol = self.p.policy
         return ((pol.max_evictions_per_tick is not None and n > pol.max_evictions_per_tick)
