@@ -147,6 +147,9 @@ class CpsatModel:
         # (R15 with thrash.exempt_if: all)
         self.gpu_other: dict[tuple[int, int], list] = defaultdict(list)
         self.items: list[tuple[str, list, list[int], int, int]] = []  # objective items
+        # thrash.past_budget_gpu_s in the cost item: the victims R15's window has left
+        # past which each is priced (_past_budget; None: not priced)
+        self.past_left: int | None = None
         self.caps: list[tuple[cp_model.IntVar, list[str], list[int], int]] = []  # storm caps
         # R15: victim -> "exempt" literal, and the literal "within what the window has left"
         self.exempt: dict[str, cp_model.IntVar] = {}
@@ -776,6 +779,7 @@ class CpsatModel:
             return None
         past = self.m.new_int_var(0, len(evs) - left, "past_budget")
         self.m.add(past >= _sum([self.evict[v] for v in evs]) - left)
+        self.past_left = left
         return past, round(tb.past_gpu_s * COST_SCALE), len(evs) - left
 
     # -- phases ---------------------------------------------------------------------
@@ -788,7 +792,7 @@ class CpsatModel:
         src = self.p if problem is None else problem
         pend, run = src.pending, src.running
         out = []
-        for name, vs, cs, _lo, _hi in self.items:
+        for name, _vs, cs, _lo, _hi in self.items:
             if name.startswith("tier"):
                 t = int(name[4:])
                 out.append(sum(pend[j].job.total_gpus for j in d.placements
@@ -798,10 +802,8 @@ class CpsatModel:
                                for j in d.placements))
             elif name == "cost":
                 cost = -sum(round(run[v].cost * COST_SCALE) for v in d.victims)
-                if len(vs) > len(self.evict):  # (the past-budget count, last)
-                    tb = self.p.thrash
-                    left = 0 if tb is None else max(0, tb.left)
-                    cost += cs[-1] * max(0, len(d.victims) - left)
+                if self.past_left is not None:  # (the past-budget count: last)
+                    cost += cs[-1] * max(0, len(d.victims) - self.past_left)
                 out.append(cost)
             else:  # evictions
                 out.append(-len(d.victims))
