@@ -245,6 +245,34 @@ def test_deterministic_mode_repeats_random_small() -> None:
         assert _plan_json(plan(data, deterministic=True, time_limit_s=0.5)) == first, seed
 
 
+def _shuffled(data: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The same snapshot with its nodes, storage targets, jobs and recent evictions
+    in another order."""
+    rng = np.random.default_rng(seed)
+    out = json.loads(json.dumps(data))
+    for key in ("nodes", "storage", "jobs", "recent_evictions"):
+        if out.get(key):
+            out[key] = [out[key][i] for i in rng.permutation(len(out[key]))]
+    return out
+
+
+@pytest.mark.parametrize("nodes,seed", [(16, 2), (32, 7), (64, 11)])
+def test_deterministic_plans_do_not_depend_on_the_order_of_records(nodes: int,
+                                                                     seed: int) -> None:
+    # ids are put in canonical order (the running jobs are read in the snapshot's
+    # order, in which their records lie in memory, then ordered by id)
+    data = generate(nodes=nodes, seed=seed, pending=max(4, nodes // 2))
+    first = _plan_json(plan(data, deterministic=True, time_limit_s=1.0))
+    for k in range(2):
+        assert _plan_json(plan(_shuffled(data, k), deterministic=True,
+                               time_limit_s=1.0)) == first, k
+    for s in range(12):
+        small = random_snapshot(s)
+        want = _plan_json(plan(small, deterministic=True, time_limit_s=0.5))
+        assert _plan_json(plan(_shuffled(small, s), deterministic=True,
+                               time_limit_s=0.5)) == want, s
+
+
 def test_deterministic_mode_ignores_workers_setting() -> None:
     # deterministic mode runs one worker whatever ``workers`` says
     data = generate(nodes=12, seed=3, pending=8)
