@@ -148,7 +148,7 @@ def _let_go(problem: Problem, mode: str) -> dict[int, np.ndarray]:
         # one pass over the running jobs: the evictable ones ("") and those protected
         # only by R11 or R17, per tier and node
         parts: dict[str, dict[int, dict[int, int]]] = {"": {}, "R11": {}, "R17": {}}
-        for v in problem.running.values():
+        for v in problem.running_any_order():
             into = parts[""] if v.evictable else parts.get(v.rule)
             if into is not None:
                 by_node = into.setdefault(v.job.tier, {})
@@ -309,7 +309,7 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     memo = _cache(problem)  # running jobs per node, shared by every shape
     if "on_node" not in memo:  # running jobs per node (put in id order below)
         on_node: dict[int, list] = {}
-        for v in problem.running.values():
+        for v in problem.running_any_order():
             for i, _m in v.parts:
                 on_node.setdefault(i, []).append(v)
         memo["on_node"] = on_node
@@ -570,7 +570,7 @@ def _ending_soon(problem: Problem, info: PendingInfo) -> Deferred:
         job, nodes = info.job, problem.nodes
         rightful = _avail(problem, info, "rightful")
         ending: dict[int, list] = {}
-        for v in problem.running.values():
+        for v in problem.running_any_order():
             if v.rule == "R17" and v.job.tier in info.rights:
                 for i, _m in v.parts:
                     ending.setdefault(i, []).append(v)

@@ -285,7 +285,7 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
 
     # GPUs of unpreemptible work per node: running jobs', then the plan's
     prot: dict[int, int] = defaultdict(int)
-    for v in problem.running.values():
+    for v in problem.running_any_order():
         if v.job.tier in fixed:
             for ni, m in v.parts:
                 prot[ni] += m.bit_count()

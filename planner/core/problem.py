@@ -262,10 +262,11 @@ class Problem:
                                             compare=False)
     _lasting: dict[str, tuple[datetime, bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    # the VictimInfos and _Statics build_problem made, in the order it made them (the
-    # snapshot's): the last field, so that when the problem goes they are freed in that
-    # order, in which they lie in memory (freed in the order of ids, from the dicts,
-    # they took half as long again: 0.047 s against 0.030 s at 12,500 nodes)
+    # every running job's VictimInfo and the _Statics build_problem made, in the
+    # snapshot's order, in which they lie in memory (running_any_order); the last
+    # field, so that when the problem goes they are freed in that order (freed in the
+    # order of ids, from the dicts, they took half as long again: 0.047 s against
+    # 0.030 s at 12,500 nodes)
     _made: tuple[list[VictimInfo], list[_Static]] = field(
         default_factory=lambda: ([], []), init=False, repr=False, compare=False)
 
@@ -313,20 +314,33 @@ class Problem:
         out: np.ndarray = hit[2]
         return out
 
+    def running_any_order(self) -> Iterable[VictimInfo]:
+        """The running jobs' VictimInfos for a pass whose result does not depend on
+        their order: in the snapshot's order, in which build_problem made them and
+        their records lie in memory (a pass over 35,000 of them in the order of ids,
+        ``running``'s, reads scattered memory and takes several times as long); a
+        problem not made by build_problem (a copy) gives ``running``'s values."""
+        made = self._made[0]
+        return made if len(made) == len(self.running) else self.running.values()
+
     def victims_by_node(self) -> tuple[dict[int, list[str]], dict[tuple[str, int], int]]:
         """Evictable running jobs per node, cheapest first (cost, then id), and the GPU
         mask of each on each of its nodes; made once per problem and shared by every
-        greedy planner on it (read only)."""
+        greedy planner on it (read only; look-ups only: the order of the nodes is
+        none in particular)."""
         if self._victims is None:
-            by_node: dict[int, list[str]] = {}
+            on_node: dict[int, list[tuple[float, str]]] = {}
             vmask: dict[tuple[str, int], int] = {}
-            for vid, v in sorted(self.running.items()):
+            for v in self.running_any_order():
                 if v.evictable:
+                    vid, cost = v.job.id, v.cost
                     for ni, m in v.parts:
-                        by_node.setdefault(ni, []).append(vid)
+                        on_node.setdefault(ni, []).append((cost, vid))
                         vmask.setdefault((vid, ni), m)
-            for vids in by_node.values():
-                vids.sort(key=lambda v: (self.running[v].cost, v))
+            by_node: dict[int, list[str]] = {}
+            for ni, pairs in on_node.items():
+                pairs.sort()
+                by_node[ni] = [vid for _c, vid in pairs]
             self._victims = (by_node, vmask)
         return self._victims
 
@@ -666,7 +680,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     # memory (in the order of ids, scattered there, reading them took twice as long at
     # 12,500 nodes); what is kept per job is put in the order of ids below
     touched: set[int] = set()  # nodes where a job's GPUs were added to ``owner``
-    made_vi: list[VictimInfo] = []  # (Problem._made)
+    in_order: list[VictimInfo] = []  # (Problem._made)
     made_st: list[_Static] = []
     on_down_jobs: list[tuple[str, list[str]]] = []
     for j in snap.running():
@@ -692,7 +706,6 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
             lasting[jid] = span
         else:
             vi = running[jid] = _victim(policy, now, j, st, tick)
-            made_vi.append(vi)
             # it lasts when its cost does not grow (no progress lost: it flushes) and
             # its verdict does not change as now goes on (R5, a down node; or its R6
             # immunity over, no windows), unless it comes within
@@ -701,6 +714,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                     vi.rule in ("", "R11") and j.tier in windowless)):
                 lasting[jid] = spans[vi.rule in ("", "R11") and spare_ending
                                      and j.expected_end_at is not None]
+        in_order.append(vi)
         if r_closed is not None and st.parts:  # (_ReserveTally)
             tier = j.tier
             if not vi.evictable or tier not in r_rights:
@@ -761,7 +775,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     out = Problem(snap, policy, nodes, node_index, running, pending, warnings, owner, total,
                   budget, reserved)
     out._statics, out._shapes, out._lasting = statics, hosts, lasting
-    out._made = (made_vi, made_st)
+    out._made = (in_order, made_st)
     return out
 
 
