@@ -678,7 +678,8 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                                           if tally is not None else (set(), set(), None, []))
     # the running jobs are read in the snapshot's order, in which their records lie in
     # memory (in the order of ids, scattered there, reading them took twice as long at
-    # 12,500 nodes); what is kept per job is put in the order of ids below
+    # 12,500 nodes); ``running`` and each node's GPU holders are put in the order of
+    # ids below
     touched: set[int] = set()  # nodes where a job's GPUs were added to ``owner``
     in_order: list[VictimInfo] = []  # (Problem._made)
     made_st: list[_Static] = []
@@ -722,9 +723,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                     r_closed[ni] = 1
             if tier in r_tiers:
                 r_big.append((j.gpus_per_node, st.parts[0][0]))
-    ids = sorted(running)
-    running = {jid: running[jid] for jid in ids}
-    statics = {jid: statics[jid] for jid in ids}
+    running = {jid: running[jid] for jid in sorted(running)}  # (statics: look-ups only)
     owner.sort(touched if before else None)
     for jid, on_down in sorted(on_down_jobs):
         warnings.append(f"running job '{jid}' has GPUs on down node(s) "
