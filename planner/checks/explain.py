@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -478,12 +479,16 @@ def _reserved_note(problem: Problem, info: PendingInfo) -> str:
                 out += members
         return sorted(out)
 
+    kind = (job.tier, job.gpu_type, job.gpus_per_node, job.topology, job.same_block,
+            job.same_nvlink_domain, info.need_nvlink)
+
     def compute() -> str:
-        hosts = problem.candidate_set(info)
-        fitting = _once(problem, ("reserved fit", job.tier, job.gpu_type, job.gpus_per_node,
-                                  job.topology, job.same_block, job.same_nvlink_domain,
-                                  info.need_nvlink), fit)
-        room = sorted(problem.nodes[ni].node.id for ni in fitting if ni not in hosts)
+        # (the candidate nodes are in index order: a few hundred reserved nodes are
+        # looked up there, where a set of every candidate node took longer to make)
+        cands = info.candidates
+        fitting = _once(problem, ("reserved fit", *kind), fit)
+        room = sorted(problem.nodes[ni].node.id for ni in fitting
+                      if (k := bisect_left(cands, ni)) == len(cands) or cands[k] != ni)
         if not room:
             return ""
         res = problem.policy.reserve
@@ -495,7 +500,8 @@ def _reserved_note(problem: Problem, info: PendingInfo) -> str:
                 f"{'is' if one else 'are'} kept open for tier {tiers} jobs taking at least "
                 f"{100 * res.min_shard_fraction:g}% of a node's GPUs (policy.reserve)")
 
-    return _once(problem, ("reserved", *_shape(info)), compute)
+    # (the same sentence for every job of a kind on one candidate list)
+    return _once(problem, ("reserved", id(info.candidates), *kind), compute)
 
 
 def _reserved_kinds(problem: Problem) -> list[list[int]]:
@@ -688,17 +694,19 @@ def _victims_by_node(problem: Problem, d: Decision) -> tuple[
     def compute() -> tuple[dict[int, int], dict[int, list], dict[int, list[tuple[int, int]]]]:
         # from the problem's evictable jobs per node, cheapest first (cost, then id):
         # sorted again, stably, by GPUs on the node
-        ids, vmask = problem.victims_by_node()
-        run, victims = problem.running, d.victims
+        victims = d.victims
         by_node: dict[int, list] = {}
         already: dict[int, list[tuple[int, int]]] = {}
-        for i, vids in ids.items():
-            kept = []
-            for vid in vids:
-                if vid in victims:
-                    already.setdefault(i, []).append((run[vid].job.tier, vmask[(vid, i)]))
-                else:
-                    kept.append((run[vid], vmask[(vid, i)]))
+        for i, pairs in problem.victim_pairs_by_node().items():
+            if victims:
+                kept = []
+                for v, m in pairs:
+                    if v.job.id in victims:
+                        already.setdefault(i, []).append((v.job.tier, m))
+                    else:
+                        kept.append((v, m))
+            else:
+                kept = list(pairs)
             if kept:
                 kept.sort(key=lambda vm: -vm[1].bit_count())
                 by_node[i] = kept

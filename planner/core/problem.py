@@ -28,6 +28,7 @@ _INF = float("inf")
 NO_RIGHTS: frozenset[int] = frozenset()
 _BY_ID = attrgetter("id")  # (sort key of records by id)
 _SECOND = itemgetter(1)
+_COST_ID = itemgetter(0, 1)
 
 
 def _mask(gpus: list[int]) -> int:
@@ -237,8 +238,10 @@ class Problem:
     # NVLink domain) -> [the list, node -> group, group -> nodes]
     _gangs: dict[tuple[int, bool, bool], list] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    # evictable victims per node, cheapest first, and their GPUs there (victims_by_node)
-    _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int]] | None = field(
+    # evictable victims per node, cheapest first, and their GPUs there (victims_by_node),
+    # and the same as (VictimInfo, GPUs there) per node (victim_pairs_by_node)
+    _victims: tuple[dict[int, list[str]], dict[tuple[str, int], int],
+                    dict[int, list[tuple[VictimInfo, int]]]] | None = field(
         default=None, init=False, repr=False, compare=False)
     # evictable victims with GPUs on more than one node, cheapest first (multi_node_victims)
     _multi: list[str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -328,20 +331,31 @@ class Problem:
         mask of each on each of its nodes; made once per problem and shared by every
         greedy planner on it (read only; look-ups only: the order of the nodes is
         none in particular)."""
+        return self._victim_tables()[:2]
+
+    def victim_pairs_by_node(self) -> dict[int, list[tuple[VictimInfo, int]]]:
+        """:meth:`victims_by_node` as (VictimInfo, its GPUs on the node) per node, in
+        the same order (read only)."""
+        return self._victim_tables()[2]
+
+    def _victim_tables(self) -> tuple[dict[int, list[str]], dict[tuple[str, int], int],
+                                      dict[int, list[tuple[VictimInfo, int]]]]:
         if self._victims is None:
-            on_node: dict[int, list[tuple[float, str]]] = {}
+            on_node: dict[int, list[tuple[float, str, VictimInfo, int]]] = {}
             vmask: dict[tuple[str, int], int] = {}
             for v in self.running_any_order():
                 if v.evictable:
                     vid, cost = v.job.id, v.cost
                     for ni, m in v.parts:
-                        on_node.setdefault(ni, []).append((cost, vid))
+                        on_node.setdefault(ni, []).append((cost, vid, v, m))
                         vmask.setdefault((vid, ni), m)
             by_node: dict[int, list[str]] = {}
-            for ni, pairs in on_node.items():
-                pairs.sort()
-                by_node[ni] = [vid for _c, vid in pairs]
-            self._victims = (by_node, vmask)
+            pairs: dict[int, list[tuple[VictimInfo, int]]] = {}
+            for ni, entries in on_node.items():
+                entries.sort(key=_COST_ID)
+                by_node[ni] = [e[1] for e in entries]
+                pairs[ni] = [(e[2], e[3]) for e in entries]
+            self._victims = (by_node, vmask, pairs)
         return self._victims
 
     def multi_node_victims(self) -> list[str]:
@@ -429,6 +443,7 @@ class Problem:
         node_arrays) is shared, not made again."""
         out = replace(self, pending=pending)
         out._victims, out._free_fits, out._multi = self._victims, self._free_fits, self._multi
+        out._made = self._made  # (the same running jobs)
         out._fits_arrays = self._fits_arrays
         out._arrays = self._arrays
         return out
@@ -894,21 +909,30 @@ def _keep_off(policy: Policy, nodes: list[NodeInfo], pending: dict[str, PendingI
     tiers = set(res.tiers)
     offs: dict[int, frozenset[int]] = {}  # shard size of a reserve tier's job (0: others)
     cut: dict[tuple[int, frozenset[int]], list[int]] = {}
+    # (shard size, candidate list) -> the list without its nodes kept off (None: the
+    # same list): jobs of one shape share both
+    done: dict[tuple[int, int], list[int] | None] = {}
     for info in pending.values():
         j = info.job
         size = j.gpus_per_node if j.tier in tiers else 0
-        off = offs.get(size)
-        if off is None:
-            off = offs[size] = reserved if not size else frozenset(
-                ni for ni in reserved if not res.takes(size, nodes[ni].node.gpus)
-                and not (spent and nodes[ni].held))
-        if not off:
-            continue
-        key = (id(info.candidates), off)
-        hit = cut.get(key)
-        if hit is None:
-            hit = cut[key] = _without(info.candidates, off)
-        info.candidates = hit
+        which = (size, id(info.candidates))
+        if which in done:
+            hit = done[which]
+        else:
+            off = offs.get(size)
+            if off is None:
+                off = offs[size] = reserved if not size else frozenset(
+                    ni for ni in reserved if not res.takes(size, nodes[ni].node.gpus)
+                    and not (spent and nodes[ni].held))
+            hit = None
+            if off:
+                key = (id(info.candidates), off)
+                hit = cut.get(key)
+                if hit is None:
+                    hit = cut[key] = _without(info.candidates, off)
+            done[which] = hit
+        if hit is not None:
+            info.candidates = hit
 
 
 def _without(cands: list[int], off: frozenset[int]) -> list[int]:
