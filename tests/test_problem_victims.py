@@ -4,6 +4,7 @@ models.rules' formulas, worked by hand here)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -168,3 +169,41 @@ def test_the_owner_map_answers_per_gpu_from_the_jobs_of_each_node() -> None:
     assert owners.get((0, 0)) is None and owners.get((0, 5)) == "b" and owners[(1, 0)] == "a"
     assert kept[(0, 0)] == "a" and len(kept) == 7 and len(owners) == 3
     assert owners != kept and kept == dict(kept.items())
+
+
+def test_owners_count_and_sort_each_nodes_jobs_by_id() -> None:
+    owners = GpuOwners(2)
+    owners.add(0, 0b1100, "z")
+    owners.add(0, 0b0011, "b")
+    owners.add(1, 0b1, "q")
+    owners.add(0, 0b110000, "m")
+    assert [owners.count(0), owners.count(1)] == [3, 1]
+    assert owners.on(0, 0b111111) == [("z", 0b1100), ("b", 0b11), ("m", 0b110000)]
+    owners.sort([1])  # node 0 untouched
+    assert [jid for jid, _m in owners.on(0, 0b111111)] == ["z", "b", "m"]
+    owners.sort()
+    assert owners.on(0, 0b111111) == [("b", 0b11), ("m", 0b110000), ("z", 0b1100)]
+
+
+def test_running_jobs_read_in_the_snapshots_order_come_out_in_the_order_of_ids() -> None:
+    # the snapshot lists y, x, k, h, g; the problem keys them by id, each node's GPU
+    # holders too, and running_any_order() gives the same VictimInfos in the snapshot's
+    # order. Evictable: g (cost 368) and k (14,640); h is R11, x down, y R6. Node b holds
+    # g (GPUs 0-3) and k (4-7): cheapest first g, then k
+    data = _snapshot()
+    data["jobs"] = data["jobs"][::-1]
+    p = build_problem(load_snapshot(data))
+    assert list(p.running) == ["g", "h", "k", "x", "y"]
+    assert [v.job.id for v in p.running_any_order()] == ["y", "x", "k", "h", "g"]
+    assert all(v is p.running[v.job.id] for v in p.running_any_order())
+    b = p.node_index["b"]
+    assert p.owner.on(b, 0xFF) == [("g", 0b1111), ("k", 0b11110000)]
+    by_node, vmask = p.victims_by_node()
+    assert by_node[b] == ["g", "k"] and vmask[("k", b)] == 0b11110000
+    assert [(v.job.id, m) for v, m in p.victim_pairs_by_node()[b]] == [
+        ("g", 0b1111), ("k", 0b11110000)]
+    # a copy with other pending jobs keeps the order; one with other running jobs (as
+    # LNS makes) reads its own dict
+    assert list(p.with_pending({}).running_any_order()) == list(p.running_any_order())
+    fewer = dataclasses.replace(p, running={"g": p.running["g"]})
+    assert [v.job.id for v in fewer.running_any_order()] == ["g"]

@@ -321,8 +321,10 @@ class Problem:
         """The running jobs' VictimInfos for a pass whose result does not depend on
         their order: in the snapshot's order, in which build_problem made them and
         their records lie in memory (a pass over 35,000 of them in the order of ids,
-        ``running``'s, reads scattered memory and takes several times as long); a
-        problem not made by build_problem (a copy) gives ``running``'s values."""
+        ``running``'s, reads scattered memory and takes several times as long). A
+        copy with other pending jobs (:meth:`with_pending`) shares them; one with
+        other running jobs (LNS's sub-problems, dataclasses.replace) gives
+        ``running``'s values."""
         made = self._made[0]
         return made if len(made) == len(self.running) else self.running.values()
 
