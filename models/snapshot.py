@@ -231,12 +231,20 @@ class Snapshot(Record):
         return self.storage[0] if len(self.storage) == 1 else None
 
     @cached_property
-    def _by_state(self) -> tuple[tuple[Job, ...], tuple[Job, ...]]:
+    def _by_state(self) -> tuple[tuple[Job, ...], tuple[Job, ...], bool]:
+        # the running and pending jobs, and whether every priority is an int (one pass)
         running: list[Job] = []
         pending: list[Job] = []
+        whole = True
         for j in self.jobs:
             (running if j.state == "running" else pending).append(j)
-        return tuple(running), tuple(pending)
+            if whole and not isinstance(j.priority, int):
+                whole = False
+        return tuple(running), tuple(pending), whole
+
+    def integer_priorities(self) -> bool:
+        """Is every job's priority an int (not a float such as 2.5 or 10.0)?"""
+        return self._by_state[2]
 
     def running(self) -> list[Job]:
         """The running jobs, in the snapshot's order (a new list each call)."""

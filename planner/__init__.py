@@ -163,7 +163,7 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         (loop.loader.load if loop is not None else load_snapshot)(snapshot, policy)
     # CP-SAT weighs integers only: every priority given as a number that is not an
     # int (2.5, and 10.0 too, whose scale is 1) is planned as an exact integer
-    whole = all(isinstance(j.priority, int) for j in snap.jobs)
+    whole = snap.integer_priorities()
     scale = 1 if whole else priority_scale(j.priority for j in snap.jobs)
     # a loop's last tick: its problem, lent to this one, and its plan, a candidate
     # where nothing it rests on changed (planner/core/decision.py, carried)
@@ -364,7 +364,7 @@ def _scaled(snap: Snapshot, scale: int) -> Snapshot:
     jobs = [j.model_copy(update={"priority": scaled_priority(j.priority, scale)})
             for j in snap.jobs]
     out = snap.model_copy(update={"jobs": jobs})
-    for cached in ("_nodes_by_id", "_storage_by_id", "_jobs_by_id"):  # (built from the old)
+    for cached in ("_nodes_by_id", "_storage_by_id", "_jobs_by_id", "_by_state"):  # (the old's)
         out.__dict__.pop(cached, None)
     return out
 
