@@ -7,6 +7,7 @@ that every error of an input is reported at once.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal
@@ -202,7 +203,18 @@ class Snapshot(Record):
         "copied to the front of the plan's warnings"))
     comment: str | None = Field(None, description="free text; `_comment` in files")
 
-    # ---- lookups (built once; the record is frozen so they never go stale) ----
+    # ---- lookups (built once; the record is frozen so they never go stale, and a
+    # copy with changes makes its own: model_copy) ----
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> Snapshot:
+        """pydantic's copy, without the lookups worked out for this snapshot when
+        ``update`` changes fields (they are made again from the copy's own)."""
+        out = super().model_copy(update=update, deep=deep)
+        if update:
+            for name in _LOOKUPS:
+                out.__dict__.pop(name, None)
+        return out
+
     @cached_property
     def _nodes_by_id(self) -> dict[str, Node]:
         return {n.id: n for n in self.nodes}
@@ -265,3 +277,7 @@ class Snapshot(Record):
 def age_s(now: datetime, then: datetime | None) -> float:
     """Seconds from ``then`` to ``now`` (0 when then is None)."""
     return 0.0 if then is None else (now - then).total_seconds()
+
+
+# Snapshot's lookups (cached properties), which a copy with changes drops
+_LOOKUPS = tuple(name for name, v in vars(Snapshot).items() if isinstance(v, cached_property))

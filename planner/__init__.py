@@ -363,10 +363,7 @@ def _scaled(snap: Snapshot, scale: int) -> Snapshot:
     """``snap`` with every priority multiplied by ``scale`` (exact integers)."""
     jobs = [j.model_copy(update={"priority": scaled_priority(j.priority, scale)})
             for j in snap.jobs]
-    out = snap.model_copy(update={"jobs": jobs})
-    for cached in ("_nodes_by_id", "_storage_by_id", "_jobs_by_id", "_by_state"):  # (the old's)
-        out.__dict__.pop(cached, None)
-    return out
+    return snap.model_copy(update={"jobs": jobs})  # (its lookups are made anew)
 
 
 def _free_only(problem: Any) -> Any:

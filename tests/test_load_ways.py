@@ -242,3 +242,12 @@ def test_running_and_pending_jobs_in_the_snapshots_order_each_call_a_new_list() 
     assert [j.id for j in snap.running()] == ["r1", "r2"]
     assert [j.id for j in snap.pending()] == ["p1", "p2"]
     assert snap.running() is not snap.running()
+    # a copy with other jobs answers from its own (the lookups asked above are not
+    # carried over): r2 dropped, p1's priority 2.5
+    assert snap.integer_priorities() and set(snap.job_map()) == {"p1", "r1", "p2", "r2"}
+    jobs = [j if j.id != "p1" else j.model_copy(update={"priority": 2.5})
+            for j in snap.jobs if j.id != "r2"]
+    copy = snap.model_copy(update={"jobs": jobs})
+    assert [j.id for j in copy.running()] == ["r1"] and set(copy.job_map()) == {"p1", "r1", "p2"}
+    assert not copy.integer_priorities()
+    assert snap.model_copy().running() == snap.running()  # (no change: the same answers)

@@ -247,7 +247,7 @@ class _Checker:
         self.placed, self.victims = _entries(snap, plan)
         self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
         self.users: dict[GPU, list[str]] = defaultdict(list)
-        self._users: dict[str, list[str]] = {}  # running job -> _users_of
+        self._users_by_victim: dict[str, list[str]] = {}  # running job -> _users_of
         for jid, p in self.placed.items():
             self._use(jid, p)
         # one pass over the running jobs (a loop, in the snapshot's order: a generator
@@ -744,11 +744,11 @@ class _Checker:
     def _users_of(self, v: Job) -> list[str]:
         """The placed jobs that use a running job's GPUs (worked out once per job:
         several rules ask)."""
-        hit = self._users.get(v.id)
+        hit = self._users_by_victim.get(v.id)
         if hit is None:
             gpus = {(part.node, g) for part in v.placement or [] for g in part.gpus}
-            hit = self._users[v.id] = sorted({u for gpu in gpus
-                                              for u in self.users.get(gpu, [])})
+            hit = self._users_by_victim[v.id] = sorted(
+                {u for gpu in gpus for u in self.users.get(gpu, [])})
         return hit
 
     # ---- section 6: warnings and objective
