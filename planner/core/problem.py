@@ -847,10 +847,8 @@ def reserve_nodes(policy: Policy, nodes: list[NodeInfo], pending: dict[str, Pend
     if not k:
         return frozenset()
     assert res is not None and tally is not None
-    tiers = [t for t in res.tiers if t in policy.tiers]
-    tier_set = set(tiers)
-    closed = tally.closed
-    wanted = _wanted(res, tier_set, tally.kinds(res, nodes), pending)
+    tiers, closed = tally.tiers, tally.closed  # (the reserve's tiers the policy has)
+    wanted = _wanted(res, tiers, tally.kinds(res, nodes), pending)
     if wanted is None:
         return frozenset()  # (no big shard of the reserve's tiers to keep nodes for)
     pools: dict[str, bool] = {}
