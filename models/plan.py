@@ -129,7 +129,8 @@ class SolverInfo(_Out):
     wall_s: float = 0.0
     gap: float | None = Field(None, description=(
         "proven relative gap at the first objective item not proven optimal (the whole "
-        "CP-SAT model unpruned, or the relaxation of plan --bound)"))
+        "CP-SAT model unpruned; where it was skipped, a relaxation solved on the other "
+        "core, solver status RELAXATION; or the relaxation of plan --bound)"))
     bound: float | None = Field(None, description=(
         "proven lower bound on the planned eviction cost (with "
         "thrash.past_budget_gpu_s) among plans that admit at least what this plan "

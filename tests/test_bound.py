@@ -23,7 +23,8 @@ from planner.core.budget import Budget
 from planner.core.decision import Decision, decision_of
 from planner.core.problem import build_problem
 from planner.sim.generate import generate
-from planner.solver.bound import BoundResult, Relaxation, prove
+from planner.solver.bound import BoundResult, Relaxation, item_values, prove
+from planner.solver.model import COST_SCALE
 
 NOW = "2026-11-30T08:00:00Z"
 
@@ -343,3 +344,71 @@ def test_plan_bound_keeps_the_more_telling_of_two_gaps() -> None:
     p = plan(str(tick), deterministic=True, time_limit_s=2.0, bound_s=5.0)
     assert p.objective.admitted_gpus["2"] == 107
     assert p.solver.gap == round((131 - 107) / 131, 6)
+
+
+@pytest.mark.parametrize("case", range(100, 108))
+def test_a_plans_item_values_are_what_the_relaxation_counts_for_it(case: int) -> None:
+    # item_values (how a plan made elsewhere is judged against a bound) counts each
+    # item as the relaxation's image of the plan (Relaxation.hint) does: every
+    # planner's plan on random ticks and policies
+    r = random.Random(case)
+    snap = random_tick(r, case)
+    snap["policy"] = random_policy(r)
+    problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
+    rel = Relaxation(problem)
+    for name in ("cpsat", "greedy", "k8s", "slurm"):
+        d = decision_of(problem, plan(snap, planner=name, deterministic=True,
+                                      time_limit_s=3.0))
+        given = {var.index: val for var, val in rel.hint(d)}
+        values = item_values(problem, d)
+        for item, vs, cs, _sense in rel.items:
+            scale = COST_SCALE if item == "eviction cost" else 1
+            counted = sum(c * given[v.index] for v, c in zip(vs, cs, strict=True)) / scale
+            assert values[item] == counted, (name, item)
+
+
+def test_a_bound_judges_another_plan_at_the_first_item_where_it_differs() -> None:
+    # The hand-worked tick (_snap): its optimum is 8/4 GPUs, priority 100, 480 GPU-s,
+    # one eviction. Proved for the plan "a through r3" (8/0 GPUs): tier 1 is reached
+    # without a solve (every tier-1 job placed), tier 2 is at most 4: the proof
+    # stops there
+    problem = build_problem(load_snapshot(_snap()))
+    a_only = Decision({"r3"}, {"a": [_whole(0)]})
+    res = prove(problem, a_only, Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-2 GPUs", 0.0, 4.0, "OPTIMAL")]
+    # b alone on n1's free GPUs: 0 tier-1 GPUs against 8
+    b_only = Decision(set(), {"b": [(1, 0xF0)]})
+    judged = res.judge(item_values(problem, b_only))
+    assert judged.items == [("tier-1 GPUs", 0.0, 8.0, "ALL")] and judged.gap == 1.0
+    # the optimum reaches tier 2's bound too, the last item proved: no gap, nothing
+    # known after
+    best = Decision({"r3"}, {"a": [_whole(0)], "b": [(1, 0xF0)]})
+    judged = res.judge(item_values(problem, best))
+    assert judged.gap is None and not judged.proven
+    assert judged.describe().endswith("reaches the bound on tier-1 GPUs, tier-2 GPUs; "
+                                      "nothing proven on the items after")
+    # proved for the optimum, every item is bounded: the optimum is proven; a plan
+    # with the same admissions through both victims (a on n1, b on n0) costs 720
+    # GPU-s against at least 480: (720 - 480) / 720
+    full = prove(problem, best, Budget(5.0, wall=False), deterministic=True)
+    assert full.proven
+    same = full.judge(item_values(problem, best))
+    assert same.proven and same.gap == 0.0 and same.cost_bound == 480.0
+    both = Decision({"r3", "s3"}, {"a": [_whole(1)], "b": [(0, 0x0F)]})
+    judged = full.judge(item_values(problem, both))
+    assert [(n, v, b) for n, v, b, _st in judged.items] == [
+        ("tier-1 GPUs", 8.0, 8.0), ("tier-2 GPUs", 4.0, 4.0), ("priority value", 100.0, 100.0),
+        ("eviction cost", 720.0, 480.0)]
+    assert judged.gap == pytest.approx(1 / 3) and judged.cost_bound == 480.0
+    # through=True goes on past the item the plan it was given misses, holding it at
+    # its bound: proved for "a through r3", the optimum is then proven on every item
+    through = prove(problem, a_only, Budget(5.0, wall=False), deterministic=True,
+                    through=True)
+    assert [(n, v, b) for n, v, b, _st in through.items] == [
+        ("tier-1 GPUs", 8.0, 8.0), ("tier-2 GPUs", 0.0, 4.0), ("priority value", 80.0, 100.0),
+        ("eviction cost", 480.0, 480.0), ("evictions", 1.0, 1.0)]
+    assert through.gap == 1.0 and through.complete and not through.proven
+    judged = through.judge(item_values(problem, best))
+    assert judged.proven and judged.gap == 0.0
+    # a value past its bound (a bound that does not hold for the plan) gives no bound
+    assert full.judge({**item_values(problem, best), "tier-2 GPUs": 5.0}).items == []

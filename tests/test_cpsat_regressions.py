@@ -562,6 +562,8 @@ def test_the_baselines_compete_in_the_time_the_neighbourhood_rounds_leave(
                         lambda problem, d, deadline, **k: lns.LnsResult(d, 0, 0))
     monkeypatch.setattr(portfolio, "eject", lambda problem, d, *a, **k: (d, 0))
     monkeypatch.setattr(portfolio, "upgrade", lambda problem, d, *a, **k: (d, 0))
+    # (and no bound proved meanwhile in another lane: the status stays SKIPPED)
+    monkeypatch.setattr(portfolio.BoundLane, "start", lambda *_a: False)
     p = plan(data, time_limit_s=1.0)
     assert p.status == "fallback" and p.solver.status == "SKIPPED"
     # both baselines admit 16/97/6; the Slurm-style plan costs less (32,090 GPU-s

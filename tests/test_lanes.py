@@ -416,3 +416,54 @@ def test_the_floor_lane_gives_the_plain_greedy_plan_from_the_child_or_itself() -
     got = late.run(problem, Budget(1.0))
     assert (got.victims, got.placements) == (want.victims, want.placements)
     assert late.error.startswith(("died", "late"))
+
+
+def _evicting_snap() -> dict[str, Any]:
+    """n0: tier-3 r3 on all 8 GPUs; n1: tier-3 s3 on 4 GPUs, 4 free; both 5 h old,
+    restore_s 60 s (r3 costs 480 GPU-s, s3 240). Pending: a (tier 1, a whole node),
+    b (tier 2, 4 GPUs). The optimum: a through r3, b on n1's free GPUs: 8/4 GPUs,
+    priority 8 x 10 + 4 x 5 = 100, 480 GPU-s, one eviction (tests/test_bound.py
+    works it out)."""
+    nodes = [{"id": f"n{i}", "gpus": 8, "nvlink": "nvswitch"} for i in range(2)]
+
+    def running(jid: str, gpus: int, node: str) -> dict[str, Any]:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": gpus,
+                "started_at": "2026-11-30T03:00:00Z", "checkpoint": {"restore_s": 60},
+                "placement": [{"node": node, "gpus": list(range(gpus))}]}
+
+    return {"version": 1, "now": "2026-11-30T08:00:00Z", "storage": [], "nodes": nodes,
+            "jobs": [running("r3", 8, "n0"), running("s3", 4, "n1"),
+                     {"id": "a", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                      "priority": 10},
+                     {"id": "b", "tier": 2, "state": "pending", "gpus_per_node": 4,
+                      "priority": 5}],
+            "policy": {}}
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_the_other_core_proves_a_bound_where_no_second_lane_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The whole model skipped and no second lane started: a child is forked for the
+    # bound (BoundLane), and the relaxation proves the heuristics' plan optimal on
+    # all five items
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    p = plan(_evicting_snap(), time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+    assert [e.job for e in p.evictions] == ["r3"]
+    assert p.status == "optimal"
+    assert p.solver.status == "RELAXATION"
+    assert p.solver.gap == 0.0 and p.solver.bound == 480.0
+    detail = p.solver.detail or ""
+    assert "no time left to build and solve the model" in detail
+    assert "a relaxation solved with CP-SAT proves the plan optimal on 5 objective item(s)" \
+        in detail and "on the other core" in detail
+
+
+@pytest.mark.usefixtures("forced_lane")
+def test_no_bound_within_the_tick_with_one_worker_or_a_second_lane() -> None:
+    # one worker: no other core; a second lane: the other core is its
+    for workers in (1, 2):
+        p = plan(_evicting_snap(), time_limit_s=1.0, workers=workers)
+        assert p.solver.status == "SKIPPED" and p.solver.gap is None
+        assert p.status == "fallback"

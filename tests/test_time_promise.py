@@ -353,6 +353,8 @@ def test_a_plan_whose_plain_greedy_floor_was_cut_short_says_so(
 
     monkeypatch.setattr(portfolio.Greedy, "run", starved)
     monkeypatch.setattr(cpsat._Run, "short", lambda self: 1.0)
+    # (no bound from another lane, which would prove this plan optimal)
+    monkeypatch.setattr(portfolio.BoundLane, "start", lambda *_a: False)
     p = planner.plan(_snap(), time_limit_s=1.0)
     assert p.objective.admitted_gpus == {"1": 8, "2": 8, "3": 0} and p.status != "optimal"
     assert ("the time left too little for the plain greedy plan (the greedy baseline's): "

@@ -44,15 +44,28 @@ from ortools.sat.python import cp_model
 
 from planner.core.budget import Budget
 from planner.core.decision import Decision, preemptors_of
-from planner.core.problem import Problem
+from planner.core.problem import PendingInfo, Problem
 from planner.solver.cpmodel import CpModel
 from planner.solver.model import COST_SCALE, make_solver
+from planner.solver.speed import scaled
 
 # a phase whose time limit leaves less than this is not started (on any machine:
 # CP-SAT's own overhead on a small model)
 LEAST_PHASE_S = 0.01
 # each phase leaves this share of the time left to each phase after it
 LATER_SHARE = 0.1
+# the relaxation's build, per usable node, on the benchmark machine (speed factor 1.0):
+# RELAX_NODE_S, and RELAX_NODE_GROWTH_S more for each usable node of the cluster (its
+# rows grow with the candidate lists' lengths too); measured at 1,024-4,096 nodes
+# (docs/planner.md, 3b)
+RELAX_NODE_S = 2.4e-4
+RELAX_NODE_GROWTH_S = 4.4e-8
+
+
+def relaxation_s(problem: Problem) -> float:
+    """What building the relaxation of ``problem`` is expected to take on this machine."""
+    usable = sum(1 for n in problem.nodes if n.usable)
+    return scaled(usable * (RELAX_NODE_S + RELAX_NODE_GROWTH_S * usable))
 
 
 def _sum(vs: list, cs: list[int]) -> cp_model.LinearExpr:
@@ -73,6 +86,7 @@ class BoundResult:
     gap: float | None = None
     cost_bound: float | None = None
     proven: bool = False  # the plan reaches the bound on every item (it is optimal)
+    complete: bool = False  # every item has a bound (prove(through=True) past a gap too)
     seconds: float = 0.0
 
     def describe(self) -> str:
@@ -92,6 +106,33 @@ class BoundResult:
         most = "least" if name in LEAST_ITEMS else "most"
         return (f"bound from a relaxation solved with CP-SAT: the plan {head}"
                 f"{name} {_fmt(val)} against at {most} {_fmt(bnd)}")
+
+
+    def judge(self, values: dict[str, float]) -> BoundResult:
+        """The bound for another plan, whose values on the items are ``values``
+        (:func:`item_values` on the same problem): the items in order up to the first
+        the plan does not reach, the gap there. Each item's bound holds the items
+        before it at the values of the plan :func:`prove` was given, which reached
+        them: it bounds any plan with those values, so this plan's gap is measured at
+        the first item where its value differs. A value past its bound (not expected)
+        gives no bound at all. (From prove(through=True), the bounds past the first
+        item the plan it was given does not reach hold the items before at their
+        bounds: they bound any plan that reaches those.)"""
+        out = BoundResult(seconds=self.seconds)
+        for name, _mine, bnd, st in self.items:  # (up to a gap, or through=True)
+            v = float(values.get(name, 0.0))
+            up = name not in LEAST_ITEMS
+            if (v > bnd + 1e-6) if up else (v < bnd - 1e-6):
+                return BoundResult(seconds=self.seconds)
+            out.items.append((name, v, bnd, st))
+            if name == "eviction cost":
+                out.cost_bound = max(0.0, bnd)
+            if (v < bnd - 1e-6) if up else (v > bnd + 1e-6):
+                out.gap = relative_gap(v, bnd, name)
+                return out
+        if self.complete:  # (every item bounded, the plan at every bound)
+            out.gap, out.proven, out.complete = 0.0, True, True
+        return out
 
 
 # the objective items a plan is least on (the others: most), by the names bounds use
@@ -148,6 +189,47 @@ class Case:
         return self.made
 
 
+def _classes(p: Problem) -> tuple[dict[tuple, list[PendingInfo]], dict[int, list[int]]]:
+    """The pending jobs a plan may place, by class: (kind: (tier, rights, GPUs per
+    node, NVLink need), nodes, the candidate list's id), each class's jobs most
+    important first; and the candidate lists by id."""
+    classes: dict[tuple, list[PendingInfo]] = defaultdict(list)
+    lists: dict[int, list[int]] = {}
+    for info in p.pending.values():
+        if info.held_until is None and info.candidates:
+            j = info.job
+            kind = (j.tier, info.rights, j.gpus_per_node, info.need_nvlink)
+            lists[id(info.candidates)] = info.candidates
+            classes[(kind, j.nodes, id(info.candidates))].append(info)
+    for jobs in classes.values():
+        jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
+    return classes, lists
+
+
+def item_values(p: Problem, d: Decision) -> dict[str, float]:
+    """The plan ``d``'s value on each objective item as the relaxation counts it
+    (:meth:`Relaxation.hint`, and BoundResult's items): GPUs per tier; the priority
+    value of the most important ``n`` jobs of each class where ``d`` places ``n``
+    of it; the planned eviction cost in GPU-s, each victim's rounded as the
+    relaxation rounds it (with ``thrash.past_budget_gpu_s`` for each victim past
+    what the window has left); the evictions."""
+    out: dict[str, float] = defaultdict(float)
+    prio = 0
+    for (kind, nodes, _lid), jobs in _classes(p)[0].items():
+        n = sum(1 for info in jobs if info.job.id in d.placements)
+        out[f"tier-{kind[0]} GPUs"] += kind[2] * nodes * n
+        prio += sum(cast(int, info.job.priority) * info.job.total_gpus for info in jobs[:n])
+    out["priority value"] = prio
+    victims = [v for v in d.victims if v in p.running and p.running[v].evictable]
+    cost = sum(round(p.running[v].cost * COST_SCALE) for v in victims)
+    tb = p.thrash
+    if tb is not None and tb.past_gpu_s > 0:
+        cost += round(tb.past_gpu_s * COST_SCALE) * max(0, len(victims) - max(0, tb.left))
+    out["eviction cost"] = cost / COST_SCALE
+    out["evictions"] = len(victims)
+    return dict(out)
+
+
 class Relaxation:
     """The relaxation's CP-SAT model (module docstring) and its objective items,
     each (name, variables, coefficients, sense: +1 maximised, -1 minimised)."""
@@ -159,17 +241,8 @@ class Relaxation:
         self.within: cp_model.IntVar | None = None
         tb = p.thrash
         self.split = bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
-        eligible = [i for i in p.pending.values() if i.held_until is None and i.candidates]
         # kinds: (tier, rights, shard size); classes: kind + (nodes, candidate list)
-        self.classes: dict[tuple, list] = defaultdict(list)
-        self.lists: dict[int, list[int]] = {}
-        for info in eligible:
-            j = info.job
-            kind = (j.tier, info.rights, j.gpus_per_node, info.need_nvlink)
-            self.lists[id(info.candidates)] = info.candidates
-            self.classes[(kind, j.nodes, id(info.candidates))].append(info)
-        for jobs in self.classes.values():
-            jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
+        self.classes, self.lists = _classes(p)
         # admitted jobs per class: ordered Booleans (highest priority first)
         self.admit: dict[tuple, list[cp_model.IntVar]] = {}
         # (in a canonical order: by kind, nodes and candidate nodes, not the lists' ids)
@@ -444,10 +517,13 @@ class Relaxation:
 
 
 def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool = False,
-          workers: int = 1, seed: int = 0) -> BoundResult:
+          workers: int = 1, seed: int = 0, through: bool = False) -> BoundResult:
     """Bound ``d``'s objective (module docstring) within ``budget``: the phases in
     objective order, each in an equal share of the time left, stopping at the
-    first item ``d`` does not reach (or when the time is out).
+    first item ``d`` does not reach (or when the time is out). With ``through``
+    (``d`` only a hint: the bound is for the plans BoundResult.judge measures), the
+    phases go on past such an item, holding it at its bound rather than at ``d``'s
+    value (``gap`` stays ``d``'s first).
 
     Under R15 with ``exempt_if: all`` each phase is solved in both of
     :meth:`Relaxation.cases`: an item's bound is the better of theirs, and a case
@@ -533,21 +609,28 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
         if name == "eviction cost":
             res.cost_bound = max(0.0, bound / COST_SCALE)
         reached = plan_v >= bound if sense > 0 else plan_v <= bound
+        hold = plan_v
         if not reached:
-            res.gap = relative_gap(plan_v, bound, name)
-            break
-        # later phases: this item at the plan's value (no solution does better), in the
-        # cases that may reach it (a case's model made later copies the rows so far)
-        cases = [case for case, b, _st in found if (b >= plan_v if sense > 0 else b <= plan_v)]
-        held = expr >= plan_v if sense > 0 else expr <= plan_v
+            if res.gap is None:
+                res.gap = relative_gap(plan_v, bound, name)
+            if not through:
+                break
+            hold = bound
+        # later phases: this item at the plan's value (no solution does better; with
+        # through, at the bound: no solution does better either), in the cases that may
+        # reach it (a case's model made later copies the rows so far)
+        cases = [case for case, b, _st in found if (b >= hold if sense > 0 else b <= hold)]
+        held = expr >= hold if sense > 0 else expr <= hold
         rel.m.add(held)  # (a case's model made later copies it)
         for case in cases:
             if case.made is not None and case.made is not rel.m:
                 case.made.add(held)
         if tiers:
-            before += plan_v
+            before += hold
     else:
-        res.gap, res.proven = 0.0, bool(res.items)
+        res.complete = bool(res.items)
+        if res.gap is None:
+            res.gap, res.proven = 0.0, res.complete
     res.seconds = time.perf_counter() - t0
     return res
 

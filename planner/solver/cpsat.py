@@ -34,7 +34,7 @@ from planner.core.decision import (
 from planner.core.problem import Problem
 from planner.core.reduce import Reduction, reduce_problem
 from planner.heuristics.greedy import CutKeep, GreedyPlanner
-from planner.solver.bound import LEAST_ITEMS, relative_gap
+from planner.solver.bound import LEAST_ITEMS, BoundResult, item_values, relative_gap
 from planner.solver.lanes import available as lanes_available
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import NEIGHBOURHOOD_NODES, neighbourhoods
@@ -48,6 +48,7 @@ from planner.solver.portfolio import (
     SQUEAKY_SHARE,
     STORM_PRICE,
     Baseline,
+    BoundLane,
     Carried,
     Cheaper,
     Eject,
@@ -289,6 +290,9 @@ class _Run:
         self.in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates
         self.lane: SecondLane | None = None
         self.floor: FloorLane | None = None  # the plain greedy plan's lane, when forked
+        # a lane proving a bound where no second lane does (without_model), and its bound
+        self.proving: BoundLane | None = None
+        self.proof: BoundResult | None = None
         # the plain greedy plan's run here (plan() says where it was cut short)
         self.floor_run: Greedy | None = None
         self.spare: GreedyPlanner | None = None  # the first greedy run: what its limits refused
@@ -481,7 +485,7 @@ class _Run:
         finally:
             steps.close()
             if self.settled:
-                for lane in (self.lane, self.floor):
+                for lane in (self.lane, self.floor, self.proving):
                     child = None if lane is None else lane.lane
                     if child is not None:
                         child.close()
@@ -763,6 +767,12 @@ class _Run:
         moves come first and LNS gets what they leave (a round re-solves one part
         of the cluster, where the moves search all of it; docs/planner.md, 2b)."""
         assert self.best is not None and self.spare is not None and self.greedy is not None
+        if self.lane is None and not self.det and lanes_available(self.workers):
+            # no second lane proves a bound (second_lane): one proves it for the plan so
+            # far meanwhile, where the relaxation fits in the time left
+            proving = BoundLane(self.best)
+            if proving.start(self.problem, self.work):
+                self.proving = proving
         packed, end, spare = self.best, self.end, self.spare
         rounds = end.less(1.5 * self.polish_s)  # LNS keeps as much to polish its result
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
@@ -787,7 +797,7 @@ class _Run:
         # part of it; docs/planner.md, section 3a)
         keep = EJECT_SHARE * max(0.0, end.left())
         lns = Lns(self.greedy if first is None else self.best, packed, end,
-                  workers=max(1, self.workers - 1) if self.lane
+                  workers=max(1, self.workers - 1) if self.lane or self.proving
                   else self.workers, seed=self.seed, whole=2 if big else 1)
         worth = not self.det  # (LNS runs only with a wall clock)
         if worth and rounds.left() - keep >= lns.estimate_s(self.pace):
@@ -838,6 +848,8 @@ class _Run:
             yield self.lane, self.work
             if self.by is not self.lane and self.lane.error:
                 self.why += f"; the second lane gave no plan ({self.lane.error})"
+        if self.proving is not None:
+            self.proof = self.proving.result(self.work)
 
     # -- the plan ---------------------------------------------------------------
 
@@ -862,6 +874,9 @@ class _Run:
                 if x)})
             info.name_gap_item(item)
             status = "optimal" if gap == 0.0 else "feasible" if status == "optimal" else status
+        if self.model is None and self.proof is not None and not self.settled:
+            status, info = self._lane_bound(self.proof, best, status, info,
+                                            traded=bool(moved or note))
         by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
         unreached = by.unreached - best.placements.keys()
         free_only = by.free_only - best.placements.keys()
@@ -886,6 +901,34 @@ class _Run:
                 x for x in (*before, info.detail, *said) if x)})
         return assemble(self.whole, best, status, info, unreached=unreached,
                         free_only=free_only)
+
+    def _lane_bound(self, proof: BoundResult, best: Decision, status: str, info: SolverInfo,
+                    *, traded: bool) -> tuple[str, SolverInfo]:
+        """Where the whole model was skipped: the bound the second lane proved
+        (second_lane, with its own plan) for the plan returned, ``best``
+        (BoundResult.judge): its gap, and the status ``feasible`` (``optimal`` where
+        it reaches every bound); ``solver.status`` RELAXATION where it was SKIPPED."""
+        if not proof.items or any(j not in self.problem.pending for j in best.placements):
+            return status, info
+        res = proof.judge(item_values(self.problem, best))
+        if not res.items:
+            return status, info
+        said = f"{res.describe()} in {res.seconds:.2f} s on the other core"
+        if traded and not res.proven:
+            said += (" (the bound is the plain objective's: thrash.exempt_free_first traded "
+                     "admissions away)")
+        update: dict[str, Any] = {"detail": "; ".join(x for x in (info.detail, said) if x)}
+        if info.status == "SKIPPED":
+            update["status"] = "RELAXATION"
+        if res.gap is not None:
+            update["gap"] = round(res.gap, 6)
+            if res.cost_bound is not None:
+                update["bound"] = round(res.cost_bound, 6)
+            status = "optimal" if res.proven else "feasible"
+        out = info.model_copy(update=update)
+        if res.gap is not None:
+            out.name_gap_item(res.items[-1][0])
+        return status, out
 
     def _traded_gap(self, best: Decision
                     ) -> tuple[float | None, float | None, str, str | None]:

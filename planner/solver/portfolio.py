@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from planner.core.budget import Budget
 from planner.core.decision import Decision, after_trade, clean, objective_of
@@ -33,6 +33,7 @@ from planner.heuristics.baselines import get_baseline
 from planner.heuristics.eject import eject, upgrade
 from planner.heuristics.greedy import CutKeep, GreedyPlanner, squeaky_wheel
 from planner.heuristics.repack import cheaper_victims, polish, relocate
+from planner.solver.bound import BoundResult, prove, relaxation_s
 from planner.solver.lanes import Lane
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import improve, round_s
@@ -577,6 +578,44 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     after = also(first.said, ejection.said, last.said)
     return best, (f"the second lane's {what}, better, returned"
                   + (f" after {after}" if after else ""))
+
+
+def _prove_through(problem: Problem, d: Decision, budget: Budget) -> BoundResult:
+    """BoundLane's child: prove(through=True)."""
+    return prove(problem, d, budget, through=True)
+
+
+class BoundLane:
+    """A proven bound (planner/solver/bound.py) for the plan ``hint``, proved in a second
+    lane (planner/solver/lanes.py) while this one goes on: where the whole model is
+    skipped and no second lane runs (cpsat.py, ``without_model``)."""
+
+    def __init__(self, hint: Decision):
+        self.hint = hint
+        self.lane: Lane | None = None
+
+    def start(self, problem: Problem, budget: Budget) -> bool:
+        """Fork the child, to end by the budget's end less lanes.grace_s(), where the
+        relaxation's build is expected to leave it time to solve; False if it is not
+        or no process is to be had."""
+        within = budget.less(lane_grace_s())
+        if not within.fits(relaxation_s(problem) + min_solve_s()):
+            return False
+        try:
+            self.lane = Lane(_prove_through, problem, self.hint, within)
+        except OSError:
+            return False
+        return True
+
+    def result(self, budget: Budget) -> BoundResult | None:
+        """The bound, if it comes by the end of ``budget`` less lanes.grace_s()."""
+        if self.lane is None:
+            return None
+        return cast(BoundResult | None, self.lane.result(budget.less(lane_grace_s())))
+
+    def close(self) -> None:
+        if self.lane is not None:
+            self.lane.close()
 
 
 class SecondLane(Strategy):
