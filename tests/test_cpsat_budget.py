@@ -82,6 +82,19 @@ def test_the_model_estimate_is_at_least_twice_a_greedy_run() -> None:
                                           SOLVE_TIMES_EXACT * BUILD_PAIR_S * 1_000))
 
 
+def test_a_big_clusters_build_is_estimated_by_its_nodes_too() -> None:
+    # A pruned model keeps EXACT_PAIRS pairs' worth of candidates (0.37 s at the
+    # prior rate), but its build grows with the cluster: at least BUILD_NODE_S (0.6
+    # ms) per usable node, 2.4 s at 4,000 nodes (1.73 s measured at 4,096 nodes at a
+    # speed factor of 0.7); at 500 nodes the pairs' estimate stands
+    from planner.solver.portfolio import BUILD_NODE_S
+
+    big = Pace(3_000_000, rates=Rates(), usable=4_000)
+    assert big.build_s(measured=False) == pytest.approx(BUILD_NODE_S * 4_000) == 2.4
+    small = Pace(3_000_000, rates=Rates(), usable=500)
+    assert small.build_s(measured=False) == pytest.approx(BUILD_PAIR_S * EXACT_PAIRS + 0.01)
+
+
 def test_the_passes_stop_at_their_budgets_end() -> None:
     # Every pass takes its time from a Budget: one already over does nothing (not
     # even the set-up), and a deterministic one never ends (the passes there count

@@ -279,7 +279,7 @@ class _Run:
         self.work = budget.less(self.reserve)  # to improve the plan; then assembly, checks
         self.usable = sum(1 for n in problem.nodes if n.usable)
         self.pace = Pace(sum(len(i.candidates) for i in problem.pending.values()
-                             if i.held_until is None))
+                             if i.held_until is None), usable=self.usable)
         self.best: Decision | None = None  # the plan to return so far
         self.by: Strategy | None = None  # the strategy whose plan it is
         self.plans: list[Decision] = []  # every plan kept as a candidate (model pruning)

@@ -71,6 +71,10 @@ EJECT_LEAST_SHARE = 0.5
 # fewer pairs than MEASURE_PAIRS are not measured: their fixed costs would dominate.
 BUILD_PAIR_S = 6e-6
 MEASURE_PAIRS = 10_000
+# ... and at least this per usable node: a pruned model keeps EXACT_PAIRS pairs' worth
+# of candidates, but its rows and victims grow with the cluster (on the benchmark
+# machine, speed factor 0.7: 0.37 s at 1,024 nodes, 0.76 s at 2,048, 1.73 s at 4,096)
+BUILD_NODE_S = 6e-4
 # ... plus a fixed part on the benchmark machine (build_fixed_s(): on this one)
 BUILD_FIXED_S = 0.01
 # the reserve for assembly and checks keeps this margin on the benchmark machine
@@ -188,6 +192,7 @@ class Pace:
     greedy_s: float = 0.0
     rates: Rates = field(default_factory=lambda: RATES)
     lns_rounds: bool = True  # LNS has rounds to run (more than one neighbourhood)
+    usable: int = 0  # usable nodes (the build's least, BUILD_NODE_S each)
 
     def model_s(self, *, measured: bool = True) -> float:
         """Time to build the whole model and solve it long enough to be worth it: a
@@ -201,7 +206,7 @@ class Pace:
 
     def build_s(self, *, measured: bool = True) -> float:
         """Time to build the whole model (model_s())."""
-        build = self.rates.build_s(self.pairs)
+        build = max(self.rates.build_s(self.pairs), scaled(BUILD_NODE_S) * self.usable)
         if measured:
             build = max(2 * self.greedy_s + build_fixed_s(), build)
         return build
