@@ -520,7 +520,9 @@ class _Run:
             return
         yield from self.whole_model()
         if self.model is None:
-            self.why = "the model could not be built in time"
+            self.why = "the model could not be built in time" + (
+                f" (before it, ejection moves on the plan so far: {self.pre_ejected})"
+                if self.pre_ejected else "")
             yield from self.without_model()
         if self.carried is not None and self.det:  # (see candidates())
             yield Carried(self.carried), self.work
