@@ -721,8 +721,10 @@ class _Run:
                 # and 5 s, 608/352 GPUs against the 1 s plan's 608/360)
                 within = work.until(max(within.end, time.perf_counter() - missing))
             # its rounds (admissions) go on to their end while the model still has the
-            # time to be built and solved briefly; its swaps stop at ``within``
-            rounds = work.less(self.pace.build_s() + 2 * min_solve_s())
+            # time to be built and solved as long (a big model's presolve alone takes a
+            # good part of its build); its swaps stop at ``within``
+            build = self.pace.build_s()
+            rounds = work.less(build + max(build, 2 * min_solve_s()))
             if rounds.end > within.end:
                 pre = Eject(self.best, traded=True, swaps_by=within)
                 within = rounds
