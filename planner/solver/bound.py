@@ -57,7 +57,7 @@ LATER_SHARE = 0.1
 # the relaxation's build, per usable node, on the benchmark machine (speed factor 1.0):
 # RELAX_NODE_S, and RELAX_NODE_GROWTH_S more for each usable node of the cluster (its
 # rows grow with the candidate lists' lengths too); measured at 1,024-4,096 nodes
-# (docs/planner.md, 3b)
+# (docs/planner.md, section 2c: the bound on the other core)
 RELAX_NODE_S = 2.4e-4
 RELAX_NODE_GROWTH_S = 4.4e-8
 
@@ -106,7 +106,6 @@ class BoundResult:
         most = "least" if name in LEAST_ITEMS else "most"
         return (f"bound from a relaxation solved with CP-SAT: the plan {head}"
                 f"{name} {_fmt(val)} against at {most} {_fmt(bnd)}")
-
 
     def judge(self, values: dict[str, float]) -> BoundResult:
         """The bound for another plan, whose values on the items are ``values``

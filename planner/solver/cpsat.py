@@ -772,8 +772,8 @@ class _Run:
         of the cluster, where the moves search all of it; docs/planner.md, 2b)."""
         assert self.best is not None and self.spare is not None and self.greedy is not None
         if self.lane is None and not self.det and lanes_available(self.workers):
-            # no second lane proves a bound (second_lane): one proves it for the plan so
-            # far meanwhile, where the relaxation fits in the time left
+            # no second lane runs: the other core proves the relaxation's bound for the
+            # plan so far meanwhile, where its build fits in the time left
             proving = BoundLane(self.best)
             if proving.start(self.problem, self.work):
                 self.proving = proving
@@ -908,8 +908,8 @@ class _Run:
 
     def _lane_bound(self, proof: BoundResult, best: Decision, status: str, info: SolverInfo,
                     *, traded: bool) -> tuple[str, SolverInfo]:
-        """Where the whole model was skipped: the bound the second lane proved
-        (second_lane, with its own plan) for the plan returned, ``best``
+        """Where the whole model was skipped: the bound proved on the other core
+        (BoundLane, for the plan so far then) judged for the plan returned, ``best``
         (BoundResult.judge): its gap, and the status ``feasible`` (``optimal`` where
         it reaches every bound); ``solver.status`` RELAXATION where it was SKIPPED."""
         if not proof.items or any(j not in self.problem.pending for j in best.placements):

@@ -72,8 +72,8 @@ EJECT_LEAST_SHARE = 0.5
 BUILD_PAIR_S = 6e-6
 MEASURE_PAIRS = 10_000
 # ... and at least this per usable node: a pruned model keeps EXACT_PAIRS pairs' worth
-# of candidates, but its rows and victims grow with the cluster (on the benchmark
-# machine, speed factor 0.7: 0.37 s at 1,024 nodes, 0.76 s at 2,048, 1.73 s at 4,096)
+# of candidates, but its rows and victims grow with the cluster (measured at a speed
+# factor of 0.7: 0.37 s at 1,024 nodes, 0.76 s at 2,048, 1.73 s at 4,096)
 BUILD_NODE_S = 6e-4
 # ... plus a fixed part on the benchmark machine (build_fixed_s(): on this one)
 BUILD_FIXED_S = 0.01
