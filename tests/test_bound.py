@@ -113,6 +113,15 @@ def _within(items: list[tuple[str, float, float, str]]) -> bool:
                for name, val, bnd, _st in items)
 
 
+def _random_tick(case: int) -> tuple[dict[str, Any], Any]:
+    """Random tick ``case`` (tests/snapshot_parts.py) under a random policy, and its
+    problem."""
+    r = random.Random(case)
+    snap = random_tick(r, case)
+    snap["policy"] = random_policy(r)
+    return snap, build_problem(load_snapshot(json.loads(json.dumps(snap))))
+
+
 # 16 of 200 such ticks (cases 100-299, with 4-12 nodes of 4 or 8 GPUs, 5-12 pending
 # jobs, 70-95% occupied, gangs, pools), where every planner's plan was a solution,
 # and the relaxation proved 184 of the whole model's plans optimal (196 of which the
@@ -120,10 +129,7 @@ def _within(items: list[tuple[str, float, float, str]]) -> bool:
 @pytest.mark.parametrize("case", range(100, 116))
 def test_every_valid_plan_is_a_solution_of_the_relaxation_and_no_bound_cuts_a_plan(
         case: int) -> None:
-    r = random.Random(case)
-    snap = random_tick(r, case)
-    snap["policy"] = random_policy(r)
-    problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
+    snap, problem = _random_tick(case)
     rel = Relaxation(problem)
     for name in ("cpsat", "greedy", "k8s", "slurm"):
         p = plan(snap, planner=name, deterministic=True, time_limit_s=3.0)
@@ -295,10 +301,7 @@ def test_no_valid_plan_passes_the_bounds_the_whole_models_phases_prove(case: int
     # 59 such ticks (cases 100-159) none did
     from planner.solver.model import CpsatModel, run_phases
 
-    r = random.Random(case)
-    snap = random_tick(r, case)
-    snap["policy"] = random_policy(r)
-    problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
+    snap, problem = _random_tick(case)
     model = CpsatModel(problem)
     res = run_phases(model, Decision(), Budget(5.0, wall=False), deterministic=True,
                      workers=1, seed=0)
@@ -351,10 +354,7 @@ def test_a_plans_item_values_are_what_the_relaxation_counts_for_it(case: int) ->
     # item_values (how a plan made elsewhere is judged against a bound) counts each
     # item as the relaxation's image of the plan (Relaxation.hint) does: every
     # planner's plan on random ticks and policies
-    r = random.Random(case)
-    snap = random_tick(r, case)
-    snap["policy"] = random_policy(r)
-    problem = build_problem(load_snapshot(json.loads(json.dumps(snap))))
+    snap, problem = _random_tick(case)
     rel = Relaxation(problem)
     for name in ("cpsat", "greedy", "k8s", "slurm"):
         d = decision_of(problem, plan(snap, planner=name, deterministic=True,
