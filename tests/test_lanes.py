@@ -467,3 +467,17 @@ def test_no_bound_within_the_tick_with_one_worker_or_a_second_lane() -> None:
         p = plan(_evicting_snap(), time_limit_s=1.0, workers=workers)
         assert p.solver.status == "SKIPPED" and p.solver.gap is None
         assert p.status == "fallback"
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_a_failed_bound_leaves_the_plan_without_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_a: Any) -> None:
+        raise RuntimeError("no luck")
+
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    monkeypatch.setattr(portfolio, "_prove_through", broken)
+    p = plan(_evicting_snap(), time_limit_s=1.0)
+    # the heuristics' plan, as without the bound
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+    assert p.solver.status == "SKIPPED" and p.solver.gap is None and p.status == "fallback"
