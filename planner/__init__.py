@@ -333,11 +333,8 @@ def _bound(problem: Any, p: Plan, seconds: float, *, deterministic: bool, worker
     if res.proven:
         p.status = "optimal"
     took = "" if deterministic else f" in {res.seconds:.2f} s"
-    said = res.describe() + took
-    if not res.proven and "thrash.exempt_free_first" in (sv.detail or ""):
-        said += (" (the bound is the plain objective's: thrash.exempt_free_first traded "
-                 "admissions away)")
-    sv.detail = _with(sv.detail, said)
+    sv.detail = _with(sv.detail, res.said(
+        took, traded="thrash.exempt_free_first" in (sv.detail or "")))
 
 
 def _telling(res: Any, sv: SolverInfo) -> bool:

@@ -134,6 +134,17 @@ class BoundResult:
         return out
 
 
+    def said(self, took: str, *, traded: bool) -> str:
+        """For solver.detail: :meth:`describe`, then ``took`` (where the time is said),
+        and, for a plan that ``thrash.exempt_free_first`` ``traded`` and that the bound
+        does not prove, TRADED_NOTE."""
+        out = self.describe() + took
+        return f"{out} {TRADED_NOTE}" if traded and not self.proven else out
+
+
+# said of a bound measured after thrash.exempt_free_first traded admissions away
+TRADED_NOTE = ("(the bound is the plain objective's: thrash.exempt_free_first traded "
+               "admissions away)")
 # the objective items a plan is least on (the others: most), by the names bounds use
 LEAST_ITEMS = ("eviction cost", "evictions")
 

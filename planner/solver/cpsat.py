@@ -34,7 +34,13 @@ from planner.core.decision import (
 from planner.core.problem import Problem
 from planner.core.reduce import Reduction, reduce_problem
 from planner.heuristics.greedy import CutKeep, GreedyPlanner
-from planner.solver.bound import LEAST_ITEMS, BoundResult, item_values, relative_gap
+from planner.solver.bound import (
+    LEAST_ITEMS,
+    TRADED_NOTE,
+    BoundResult,
+    item_values,
+    relative_gap,
+)
 from planner.solver.lanes import available as lanes_available
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import NEIGHBOURHOOD_NODES, neighbourhoods
@@ -917,10 +923,7 @@ class _Run:
         res = proof.judge(item_values(self.problem, best))
         if not res.items:
             return status, info
-        said = f"{res.describe()} in {res.seconds:.2f} s on the other core"
-        if traded and not res.proven:
-            said += (" (the bound is the plain objective's: thrash.exempt_free_first traded "
-                     "admissions away)")
+        said = res.said(f" in {res.seconds:.2f} s on the other core", traded=traded)
         update: dict[str, Any] = {"detail": "; ".join(x for x in (info.detail, said) if x)}
         if info.status == "SKIPPED":
             update["status"] = "RELAXATION"
@@ -958,8 +961,7 @@ class _Run:
                  else round(cost, 6) if name == "evictions" else None)
         return round(relative_gap(val, bnd, name), 6), bound, (
             f"bound from the whole model's phases: the plan {name} {val:,.0f} against at "
-            f"{'least' if name in LEAST_ITEMS else 'most'} {bnd:,.0f} (the bound is the "
-            "plain objective's: thrash.exempt_free_first traded admissions away)"), name
+            f"{'least' if name in LEAST_ITEMS else 'most'} {bnd:,.0f} {TRADED_NOTE}"), name
 
     def _exempt_free_first(self, best: Decision) -> tuple[Decision, int, str]:
         """The swap of ``thrash.exempt_free_first`` on the best plan (the decision, how

@@ -618,10 +618,6 @@ class BoundLane:
             return None
         return cast(BoundResult | None, self.lane.result(budget.less(lane_grace_s())))
 
-    def close(self) -> None:
-        if self.lane is not None:
-            self.lane.close()
-
 
 class SecondLane(Strategy):
     """The second lane (planner/solver/lanes.py): ``second_lane`` on ``candidates`` in a
