@@ -23,7 +23,14 @@ from planner.core.budget import Budget
 from planner.core.decision import Decision, decision_of
 from planner.core.problem import build_problem
 from planner.sim.generate import generate
-from planner.solver.bound import BoundResult, Relaxation, item_values, prove
+from planner.solver.bound import (
+    BoundResult,
+    Relaxation,
+    item_values,
+    prove,
+    prove_tiers,
+    tiers_apply,
+)
 from planner.solver.model import COST_SCALE
 
 NOW = "2026-11-30T08:00:00Z"
@@ -412,3 +419,80 @@ def test_a_bound_judges_another_plan_at_the_first_item_where_it_differs() -> Non
     assert judged.proven and judged.gap == 0.0
     # a value past its bound (a bound that does not hold for the plan) gives no bound
     assert full.judge({**item_values(problem, best), "tier-2 GPUs": 5.0}).items == []
+
+
+def test_the_tier_bound_leaves_the_exempt_tiers_jobs_out_of_the_case_without_the_window(
+        ) -> None:
+    # _budget_tick's optimum (A through a1-a3, B on n0): tier 1 is reached without a
+    # solve. Tier 2: the window's case holds at most 20 GPUs, fewer than A's 24 alone:
+    # left out. In the other case B and C take free GPUs only, and A, left out of the
+    # cheap relaxation, takes none of them: B on n0's 8 and C on n3's 4, 12 GPUs (the
+    # whole relaxation, where A needs n3, proves 8: prove_tiers is looser)
+    problem = build_problem(load_snapshot(_budget_tick()))
+    best = Decision(placements={"A": [_whole(1), _whole(2), _whole(3)], "B": [_whole(0)]},
+                    victims={"a1", "a2", "a3"})
+    res = prove_tiers(problem, best, Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-1 GPUs", 24.0, 24.0, "ALL"), ("tier-2 GPUs", 8.0, 12.0, "OPTIMAL")]
+    assert res.gap == pytest.approx(1 / 3) and not res.proven and not res.complete
+    # a plan that does not admit every job of an exempt tier: no bound (it needs the
+    # victims the cheap relaxation leaves out)
+    assert prove_tiers(problem, Decision(), Budget(5.0, wall=False),
+                       deterministic=True).items == []
+
+
+def test_the_tier_bound_takes_the_windows_ceiling_where_it_is_higher() -> None:
+    # _budget_tick without A and with D (tier 2, 8 GPUs): tier-2 jobs B, C, D, 20 GPUs.
+    # The window's case: n0's and n3's 12 free GPUs and one victim's 8, 20, above the
+    # free case's 12 (B or D on n0, C on n3). B on n0 and C on n3 admit 12 against at
+    # most 20, a gap of 8 / 20; with D through a1 (one eviction, the window's one) the
+    # plan admits all 20: reached without a solve, nothing proven after
+    snap = _budget_tick()
+    snap["jobs"] = [j for j in snap["jobs"] if j["id"] != "A"] + [
+        {"id": "D", "tier": 2, "state": "pending", "gpus_per_node": 8, "topology": "any"}]
+    problem = build_problem(load_snapshot(snap))
+    some = Decision(placements={"B": [_whole(0)], "C": [(3, 0xF0)]})
+    res = prove_tiers(problem, some, Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-2 GPUs", 12.0, 20.0, "CEILING/OPTIMAL")]
+    assert res.gap == pytest.approx(0.4)
+    every = Decision(placements={"B": [_whole(0)], "C": [(3, 0xF0)], "D": [_whole(1)]},
+                     victims={"a1"})
+    res = prove_tiers(problem, every, Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-2 GPUs", 20.0, 20.0, "ALL")] and res.gap is None
+    assert res.describe().endswith("reaches the bound on tier-2 GPUs; nothing proven on the "
+                                   "items after")
+    # without exempt tiers, or with exempt_if any, it does not apply
+    for thrash in ({"exempt_tiers": []}, {"exempt_if": "any"}):
+        snap["policy"]["thrash"].update(thrash)
+        other = build_problem(load_snapshot(snap))
+        assert prove_tiers(other, some, Budget(5.0, wall=False), deterministic=True).items == []
+        snap["policy"]["thrash"].pop(next(iter(thrash)))
+
+
+_SOUND = {"OPTIMAL", "ALL", "CEILING", "NONE"}  # statuses of a relaxation's own optimum
+
+
+@pytest.mark.parametrize("case", range(100, 112))
+def test_the_tier_bound_is_no_tighter_than_the_relaxations_and_holds_every_plan(
+        case: int) -> None:
+    # random ticks and policies, R15 under exempt_if all with tier 1 exempt: for each
+    # planner's plan, prove_tiers' bound on each tier item is at least the whole
+    # relaxation's optimum there (its cases are relaxations of the relaxation's), and
+    # judged for every other planner's plan it holds (no value past a bound)
+    snap, _problem = _random_tick(case)
+    snap["policy"]["thrash"] = {**(snap["policy"].get("thrash") or {}),
+                                "exempt_if": "all", "exempt_tiers": [1]}
+    problem = build_problem(load_snapshot(snap))
+    assert tiers_apply(problem)
+    plans = [decision_of(problem, plan(snap, planner=name, deterministic=True,
+                                       time_limit_s=3.0))
+             for name in ("cpsat", "greedy", "k8s", "slurm")]
+    for d in plans:
+        cheap = prove_tiers(problem, d, Budget(5.0, wall=False), deterministic=True)
+        full = prove(problem, d, Budget(5.0, wall=False), deterministic=True)
+        for (n1, v1, b1, _s1), (n2, v2, b2, s2) in zip(cheap.items, full.items, strict=False):
+            assert (n1, v1) == (n2, v2)
+            if set(s2.split("/")) <= _SOUND:
+                assert b1 >= b2, (n1, b1, b2)
+        for other in plans:
+            judged = cheap.judge(item_values(problem, other))
+            assert bool(judged.items) == bool(cheap.items) and _within(judged.items)

@@ -368,8 +368,9 @@ def test_an_early_lane_runs_its_first_candidate_whatever_the_time() -> None:
     from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
-    d, said = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
-                                 Budget(-1.0))
+    d, said, proof = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], None,
+                                        Budget(-1.0))
+    assert proof is None  # (not asked for)
     assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
             for j, parts in d.placements.items()} == {"k": ["n1"]}
     assert said == "the second lane's plan (the Kubernetes-style baseline's), better, returned"
@@ -385,8 +386,8 @@ def test_the_second_lane_returns_a_baselines_plan_when_it_is_the_best() -> None:
     from planner.core.problem import build_problem
 
     problem = build_problem(load_snapshot(_snap()))
-    d, said = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
-                                 Budget(30.0))
+    d, said, _proof = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
+                                         Budget(30.0))
     assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
             for j, parts in d.placements.items()} == {"j": ["n1"], "k": ["n2"]}
     assert said == ("the second lane's plan (the Kubernetes-style baseline's), better, "
@@ -461,12 +462,52 @@ def test_the_other_core_proves_a_bound_where_no_second_lane_runs(
 
 
 @pytest.mark.usefixtures("forced_lane")
-def test_no_bound_within_the_tick_with_one_worker_or_a_second_lane() -> None:
-    # one worker: no other core; a second lane: the other core is its
-    for workers in (1, 2):
-        p = plan(_evicting_snap(), time_limit_s=1.0, workers=workers)
-        assert p.solver.status == "SKIPPED" and p.solver.gap is None
-        assert p.status == "fallback"
+def test_no_bound_within_the_tick_with_one_worker() -> None:
+    # one worker: no other core
+    p = plan(_evicting_snap(), time_limit_s=1.0, workers=1)
+    assert p.solver.status == "SKIPPED" and p.solver.gap is None
+    assert p.status == "fallback"
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_the_second_lane_proves_the_tier_items_bound() -> None:
+    # a second lane runs on the other core (no BoundLane): it proves the tier items'
+    # bound (bound.prove_tiers; the default policy exempts tier 1 under exempt_if
+    # all). Every job of both tiers admitted reaches it without a solve: nothing is
+    # proven on the priority value and the cost, so no gap, the status as it was
+    p = plan(_evicting_snap(), time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+    assert p.solver.status == "RELAXATION" and p.solver.gap is None
+    assert p.status == "fallback"
+    assert ("bound from a relaxation solved with CP-SAT: the plan reaches the bound on "
+            "tier-1 GPUs, tier-2 GPUs; nothing proven on the items after in ") \
+        in (p.solver.detail or "")
+    assert "s on the other core" in (p.solver.detail or "")
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_the_second_lanes_tier_bound_gives_the_plan_a_gap() -> None:
+    # _evicting_snap's nodes and victims (r3 on n0's 8 GPUs, s3 on 4 of n1's, 4 free),
+    # two tier-2 jobs of 8 GPUs pending, and a window with one eviction left for jobs
+    # of tiers that are not exempt. One of them starts through one victim (s3, the
+    # cheaper: with n1's free GPUs); the other would need a second: 8 tier-2 GPUs.
+    # The bound: where the window binds every victim, n1's 4 free GPUs and the
+    # biggest victim's 8, 12; where no victim is for tier 2, 8-GPU jobs on 4 free GPUs,
+    # none. The gap: (12 - 8) / 12
+    snap = _evicting_snap()
+    snap["jobs"] = snap["jobs"][:2] + [
+        {"id": j, "tier": 2, "state": "pending", "gpus_per_node": 8, "priority": 5}
+        for j in ("b", "c")]
+    snap["policy"] = {"thrash": {"min_evictions": 1, "max_fraction": 0.0,
+                                 "max_gpu_fraction": None}}
+    p = plan(snap, time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
+    assert [e.job for e in p.evictions] == ["s3"]
+    assert p.solver.status == "RELAXATION" and p.status == "feasible"
+    assert p.solver.gap == pytest.approx(1 / 3)
+    assert "tier-2 GPUs 8 against at most 12" in (p.solver.detail or "")
 
 
 @fork_only

@@ -244,15 +244,25 @@ class Relaxation:
     """The relaxation's CP-SAT model (module docstring) and its objective items,
     each (name, variables, coefficients, sense: +1 maximised, -1 minimised)."""
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, *, free_only: bool = False):
         self.p = p = problem
         self.m = m = CpModel()
         # R15's switch under exempt_if all (_budgets): some victim is not exempt
         self.within: cp_model.IntVar | None = None
         tb = p.thrash
         self.split = bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
+        # free_only (prove_tiers): the second of cases() without the exempt tiers' jobs,
+        # whose rows are the rest's: free GPUs only, no victims, the tier items alone
+        self.free_only = free_only
+        if free_only:
+            assert tb is not None and self.split
+            self.split = False
         # kinds: (tier, rights, shard size); classes: kind + (nodes, candidate list)
         self.classes, self.lists = _classes(p)
+        if free_only:
+            assert tb is not None
+            self.classes = {key: jobs for key, jobs in self.classes.items()
+                            if key[0][0] not in tb.exempt_tiers}
         # admitted jobs per class: ordered Booleans (highest priority first)
         self.admit: dict[tuple, list[cp_model.IntVar]] = {}
         # (in a canonical order: by kind, nodes and candidate nodes, not the lists' ids)
@@ -268,7 +278,7 @@ class Relaxation:
         self.z: dict[str, cp_model.IntVar] = {}
         on_node: dict[int, list[tuple[str, int]]] = defaultdict(list)  # node -> (vid, gpus)
         for vid, v in sorted(p.running.items()):
-            if not v.evictable:
+            if not v.evictable or free_only:
                 continue
             parts = [(ni, mk.bit_count()) for ni, mk in v.parts if p.nodes[ni].usable]
             if not parts:
@@ -309,10 +319,14 @@ class Relaxation:
                 if hi > 0:
                     self.s[(ni, kind)] = m.new_int_var(0, hi, f"s{ni}_{ki}")
                     self.hi[(ni, kind)] = hi
-        self._capacity(kinds, on_node)
-        self._shard_cuts(on_node)
+        if free_only:
+            self._free_capacity()
+        else:
+            self._capacity(kinds, on_node)
+            self._shard_cuts(on_node)
         self._hall(kinds)
-        self._budgets()
+        if not free_only:
+            self._budgets()
         self.items: list[tuple[str, list, list[int], int]] = []
         self.past: cp_model.IntVar | None = None  # victims past R15's window (priced)
         self.past_left = 0
@@ -324,6 +338,8 @@ class Relaxation:
                     vs += xs
                     cs += [gpus] * len(xs)
             self.items.append((f"tier-{t} GPUs", vs, cs, 1))
+        if free_only:
+            return
         vs, cs = [], []
         for key, xs in self.admit.items():
             for info, a in zip(self.classes[key], xs, strict=True):
@@ -405,6 +421,17 @@ class Relaxation:
                 sup = [self.z[vid] for vid, _g in vs_here if vid in self.z]
                 sc = [g for vid, g in vs_here if vid in self.z]
                 m.add(_sum([v for _k, v in ne], [k[2] for k, _v in ne]) - _sum(sup, sc) <= free)
+
+    def _free_capacity(self) -> None:
+        """R1 on free GPUs alone (free_only): on each node that two kinds or more may
+        use, their GPUs at most its free GPUs (one kind's shards are bounded so)."""
+        by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
+        for (ni, kind), var in self.s.items():
+            by_node[ni].append((kind, var))
+        for ni, shards in sorted(by_node.items()):
+            if len(shards) > 1:
+                self.m.add(_sum([v for _k, v in shards], [k[2] for k, _v in shards])
+                           <= self.p.nodes[ni].free.bit_count())
 
     def _shard_cuts(self, on_node: dict[int, list[tuple[str, int]]]) -> None:
         """On each node, a kind's k-GPU shards at most floor(free / k) plus, per victim
@@ -644,3 +671,140 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
     res.seconds = time.perf_counter() - t0
     return res
 
+
+
+# prove_tiers()'s build of the free-only relaxation, per usable node, on the benchmark
+# machine (speed factor 1.0): 0.018-0.02 s at 1,024 nodes, 0.04 s at 1,536 and 2,048,
+# 0.07-0.1 s at 4,096; each tier's solve is stopped after as long as the build took,
+# TIERS_LEAST_SOLVE_S at least: CP-SAT's bound settles with its first LP (at 0.01-0.06 s
+# on those clusters), its proof takes up to ten times as long (docs/planner.md, 2c)
+TIERS_NODE_S = 2.5e-5
+TIERS_LEAST_SOLVE_S = 0.03
+
+
+def tiers_s(problem: Problem) -> float:
+    """What :func:`prove_tiers` is expected to take on this machine: its build and one
+    tier's solve."""
+    build = scaled(TIERS_NODE_S * sum(1 for n in problem.nodes if n.usable))
+    return build + max(build, scaled(TIERS_LEAST_SOLVE_S))
+
+
+def tiers_apply(problem: Problem) -> bool:
+    """Does :func:`prove_tiers` apply: R15 with exempt tiers under ``exempt_if: all``?"""
+    tb = problem.thrash
+    return bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
+
+
+def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
+                deterministic: bool = False, workers: int = 1, seed: int = 0) -> BoundResult:
+    """A bound on the tier items alone (admitted GPUs per tier), in a small part of
+    :func:`prove`'s time, where R15 has exempt tiers under ``exempt_if: all``
+    (:func:`tiers_apply`; else no items). Its two cases are :meth:`Relaxation.cases`'
+    made cheap: where the window's budget binds every victim, the admitted GPUs are
+    at most the case's most GPUs (the free GPUs of every node a job may use and the
+    GPUs of the victims the window lets go), a bound without a solve; where no victim
+    is for a job of a tier that is not exempt, those jobs take free GPUs alone, and
+    the exempt tiers' jobs, left out, take none from them: a relaxation with no victim
+    (``Relaxation(free_only=True)``), solved by CP-SAT per tier, each solve stopped
+    after as long as the build took (TIERS_LEAST_SOLVE_S at least: the bound settles
+    with the first LP, long before the proof; a solve stopped before a solution gives
+    the last bound its search reported, none if it reported none). An exempt tier's
+    item is bounded only where ``d`` admits every job of it (a bound needs its
+    victims: the run stops there). As :func:`prove`, it stops at the first item ``d``
+    does not reach; the result is never ``complete``: nothing is proven on the
+    priority value and the cost."""
+    t0 = time.perf_counter()
+    res = BoundResult()
+    if not tiers_apply(problem):
+        return res
+    p, tb = problem, problem.thrash
+    assert tb is not None
+    classes, lists = _classes(p)
+    demand: dict[int, int] = defaultdict(int)
+    for (kind, nodes, _lid), jobs in classes.items():
+        demand[kind[0]] += kind[2] * nodes * len(jobs)
+    values = item_values(p, d)
+    gpus = sorted((v.job.total_gpus for v in p.running.values() if v.evictable), reverse=True)
+    most = sum(gpus[:max(0, tb.left)])
+    if tb.gpu_limit is not None:
+        most = min(most, max(0, math.floor(tb.gpus_left)))
+    most += sum(p.nodes[ni].free.bit_count()
+                for ni in set().union(*lists.values()) if p.nodes[ni].usable)
+    rel: Relaxation | None = None
+    most_s = 0.0  # each solve's most: as long as the build (TIERS_LEAST_SOLVE_S at least)
+    within, free = True, True  # the cases still alive (their bounds reach the items so far)
+    before = 0  # the GPUs of the tiers so far, held
+    held: dict[str, int] = {}
+    tiers = sorted(demand)
+    for ti, t in enumerate(tiers):
+        name = f"tier-{t} GPUs"
+        v = int(values.get(name, 0))
+        free_b: int | None = None  # the free case's bound (None: not solved)
+        if v == demand[t]:
+            bound, status = v, "ALL"
+        elif t in tb.exempt_tiers:
+            break  # (its bound needs the victims)
+        else:
+            found: list[tuple[int, str]] = []
+            if within and most - before >= v:  # (else short of d: left out)
+                found.append((most - before, "CEILING"))
+            if free:
+                share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
+                if not deterministic and share < LEAST_PHASE_S:
+                    break
+                if rel is None:
+                    tb0 = time.perf_counter()
+                    rel = Relaxation(p, free_only=True)
+                    most_s = max(time.perf_counter() - tb0, scaled(TIERS_LEAST_SOLVE_S))
+                    for n, vs, cs, _sense in rel.items:  # (the tiers before, held)
+                        if n in held:
+                            rel.m.add(_sum(vs, cs) >= held[n])
+                expr = _tier_expr(rel, name)
+                if expr is None:
+                    free_b = 0
+                    found.append((0, "NONE"))
+                else:
+                    rel.m.maximize(expr[0])
+                    solver = make_solver(budget.left() if deterministic else min(share, most_s),
+                                         deterministic, workers, seed,
+                                         len(rel.m.proto.variables))
+                    seen: list[float] = []  # the bounds the search reported
+                    solver.best_bound_callback = seen.append
+                    st = solver.solve(rel.m)
+                    got = (solver.best_objective_bound
+                           if st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+                           else min(seen, default=None) if st == cp_model.UNKNOWN else None)
+                    if got is not None:
+                        # (stopped before a solution, the search's last bound: the
+                        # solver's own is not one then, section 3b of docs/planner.md)
+                        free_b = min(expr[1], math.floor(got + 1e-6))
+                        found.append((free_b, solver.status_name(st)))
+            if not found:
+                break
+            bound = max(b for b, _st in found)
+            status = "/".join(sorted({st for _b, st in found}))
+        if v > bound:  # (not expected: no bound at all)
+            return BoundResult(seconds=time.perf_counter() - t0)
+        res.items.append((name, float(v), float(bound), status))
+        hold = held[name] = v
+        if v < bound:
+            res.gap = relative_gap(v, bound, name)
+            break
+        within = within and most - before >= hold
+        free = free and (free_b is None or free_b >= hold)
+        before += hold
+        if rel is not None:
+            expr = _tier_expr(rel, name)
+            if expr is not None:
+                rel.m.add(expr[0] >= hold)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _tier_expr(rel: Relaxation, name: str) -> tuple[cp_model.LinearExpr, int] | None:
+    """The relaxation's item ``name`` as an expression, with its most (every job
+    admitted); None where it has no such item."""
+    for n, vs, cs, _sense in rel.items:
+        if n == name:
+            return _sum(vs, cs), sum(cs)
+    return None

@@ -33,7 +33,14 @@ from planner.heuristics.baselines import get_baseline
 from planner.heuristics.eject import eject, upgrade
 from planner.heuristics.greedy import CutKeep, GreedyPlanner, squeaky_wheel
 from planner.heuristics.repack import cheaper_victims, polish, relocate
-from planner.solver.bound import BoundResult, prove, relaxation_s
+from planner.solver.bound import (
+    BoundResult,
+    prove,
+    prove_tiers,
+    relaxation_s,
+    tiers_apply,
+    tiers_s,
+)
 from planner.solver.lanes import Lane
 from planner.solver.lanes import grace_s as lane_grace_s
 from planner.solver.lns import improve, round_s
@@ -538,7 +545,8 @@ def candidate(kw: dict | str) -> Greedy | Baseline:
 
 
 def second_lane(problem: Problem, candidates: list[dict | str], first_s: float | None,
-                budget: Budget, traded: bool = False) -> tuple[Decision, str] | None:
+                budget: Budget, traded: bool = False, bound: bool = False
+                ) -> tuple[Decision, str, BoundResult | None] | None:
     """The second lane's plan (planner/solver/lanes.py, in a child process) and what it
     says: the ``candidates`` in order (greedy variants by their settings, baselines
     by name), each while its greedy runs (``first_s`` each, lane_runs) fit in
@@ -547,7 +555,10 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     greedy run fits in SQUEAKY_SHARE of the time left; then, on the best plan,
     polishing, ejection moves and moves to cheaper victims, as on the first lane,
     all within ``budget``. None if no candidate fits. ``first_s`` None (the early lane):
-    the first candidate always runs, and its time sets the pace of the others."""
+    the first candidate always runs, and its time sets the pace of the others. With
+    ``bound``, the tier items' bound (bound.prove_tiers) for the lane's plan comes
+    before the moves to cheaper victims (which rank after every admission), its time
+    kept from the ejection moves: the plan, what it says, and that bound or None."""
     best: Decision | None = None
     key: tuple = ()
     what = ""  # which plan is the best, for solver.detail
@@ -574,15 +585,19 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
         return None
     first = Polish(best, cheaper=False)
     best = first.run(problem, budget)
-    end = budget.less(CHEAPER_TIMES * first.took)
+    proving = bound and tiers_apply(problem)
+    end = budget.less(CHEAPER_TIMES * first.took + (tiers_s(problem) if proving else 0.0))
     ejection = Eject(best, traded=traded)
     best = ejection.run(problem, budget.until(
         eject_deadline(time.perf_counter(), end.end, budget.end)))
+    proof = None
+    if proving and budget.fits(tiers_s(problem)):
+        proof = prove_tiers(problem, best, budget)
     last = Cheaper(best)
     best = last.run(problem, budget)
     after = also(first.said, ejection.said, last.said)
     return best, (f"the second lane's {what}, better, returned"
-                  + (f" after {after}" if after else ""))
+                  + (f" after {after}" if after else "")), proof
 
 
 def _prove_through(problem: Problem, d: Decision, budget: Budget) -> BoundResult:
@@ -624,16 +639,19 @@ class SecondLane(Strategy):
     child process, started by :meth:`start`, ending lanes.grace_s() before the budget
     :meth:`run` waits in. Its plan (``said`` says which), or ``fallback`` (the plan
     so far, set before it runs) when it gave none (``error`` says why). ``traded``:
-    its ejection moves compare plans after ``thrash.exempt_free_first`` (Eject)."""
+    its ejection moves compare plans after ``thrash.exempt_free_first`` (Eject);
+    ``bound``: it proves the tier items' bound too (second_lane), ``proof`` then."""
 
     name = "second lane"
 
     def __init__(self, candidates: list[dict | str], first_s: float | None, *,
-                 traded: bool = False):
+                 traded: bool = False, bound: bool = False):
         self.candidates, self.first_s, self.traded = candidates, first_s, traded
+        self.bound = bound
         self.lane: Any = None
         self.error = ""
         self.fallback = Decision()
+        self.proof: BoundResult | None = None  # the tier items' bound, with ``bound``
 
     def estimate_s(self, pace: Pace) -> float:
         return lane_runs(self.candidates[0]) * pace.greedy_s
@@ -644,7 +662,7 @@ class SecondLane(Strategy):
         assert budget.wall  # (a second lane needs a wall clock)
         try:
             self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
-                             budget.less(lane_grace_s()), self.traded)
+                             budget.less(lane_grace_s()), self.traded, self.bound)
         except OSError:
             return False
         return True
@@ -657,5 +675,5 @@ class SecondLane(Strategy):
         if other is None:
             self.error = self.lane.error or "no time for one more greedy run"
             return self.fallback
-        d, self.said = other
+        d, self.said, self.proof = other
         return d
