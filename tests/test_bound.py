@@ -30,6 +30,7 @@ from planner.solver.bound import (
     prove,
     prove_tiers,
     tiers_apply,
+    tighter,
 )
 from planner.solver.model import COST_SCALE
 
@@ -496,3 +497,36 @@ def test_the_tier_bound_is_no_tighter_than_the_relaxations_and_holds_every_plan(
         for other in plans:
             judged = cheap.judge(item_values(problem, other))
             assert bool(judged.items) == bool(cheap.items) and _within(judged.items)
+
+
+def test_the_tighter_of_the_relaxations_bound_and_the_tier_items() -> None:
+    t1, t3 = ("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-3 GPUs", 0.0, 2.0, "OPTIMAL")
+    # the relaxation stopped by its time limit at tier 2 (at most 40, FEASIBLE), the
+    # tier items' bound 20 there: 20, and what the relaxation bounded after it,
+    # holding tier 2 at 40, dropped
+    full = BoundResult(items=[t1, ("tier-2 GPUs", 12.0, 40.0, "FEASIBLE"), t3], gap=0.7,
+                       complete=False, seconds=1.5)
+    cheap = BoundResult(items=[t1, ("tier-2 GPUs", 12.0, 20.0, "OPTIMAL")], gap=0.4,
+                        seconds=0.2)
+    out = tighter(full, cheap)
+    assert out.items == [t1, ("tier-2 GPUs", 12.0, 20.0, "OPTIMAL")]
+    assert out.gap == pytest.approx(0.4) and not out.complete and not out.proven
+    assert out.seconds == pytest.approx(1.7)
+    # the relaxation tighter (16): its items, all of them, complete as it is
+    full = BoundResult(items=[t1, ("tier-2 GPUs", 12.0, 16.0, "OPTIMAL"), t3,
+                              ("priority value", 5.0, 9.0, "OPTIMAL"),
+                              ("eviction cost", 480.0, 240.0, "OPTIMAL"),
+                              ("evictions", 2.0, 1.0, "OPTIMAL")],
+                       gap=0.25, complete=True)
+    out = tighter(full, cheap)
+    assert out.items == full.items and out.complete and not out.proven
+    assert out.gap == pytest.approx(0.25) and out.cost_bound == 240.0
+    # the relaxation stopped before tier 2: the tier items' bound there
+    full = BoundResult(items=[t1], complete=False)
+    out = tighter(full, cheap)
+    assert out.items == cheap.items and out.gap == pytest.approx(0.4) and not out.complete
+    # a plan at every bound of a complete relaxation: proven, whatever the tiers say
+    best = [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("eviction cost", 0.0, 0.0, "NONE")]
+    out = tighter(BoundResult(items=best, gap=0.0, proven=True, complete=True),
+                  BoundResult(items=best[:1]))
+    assert out.proven and out.gap == 0.0 and out.complete

@@ -461,6 +461,23 @@ def test_the_other_core_proves_a_bound_where_no_second_lane_runs(
         in detail and "on the other core" in detail
 
 
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_the_other_core_proves_the_tier_items_bound_where_the_relaxation_would_not_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # no second lane, and the whole relaxation's build expected to take too long:
+    # the child proves the tier items' bound alone (bound.prove_tiers), which the
+    # plan reaches on both tiers without a solve: no gap, nothing proven after
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    monkeypatch.setattr(portfolio, "relaxation_s", lambda _p: 1e9)
+    p = plan(_evicting_snap(), time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+    assert p.solver.status == "RELAXATION" and p.solver.gap is None
+    assert p.status == "fallback"
+    assert "the plan reaches the bound on tier-1 GPUs, tier-2 GPUs; nothing proven on " \
+        "the items after" in (p.solver.detail or "")
+
+
 @pytest.mark.usefixtures("forced_lane")
 def test_no_bound_within_the_tick_with_one_worker() -> None:
     # one worker: no other core

@@ -808,3 +808,37 @@ def _tier_expr(rel: Relaxation, name: str) -> tuple[cp_model.LinearExpr, int] | 
         if n == name:
             return _sum(vs, cs), sum(cs)
     return None
+
+
+def tighter(full: BoundResult, tiers: BoundResult) -> BoundResult:
+    """The bounds of ``prove(through=True)`` (``full``) with those of :func:`prove_tiers`
+    for the same plan (``tiers``) where they are lower, item by item: up to the first
+    item where ``full``'s plan falls short (prove_tiers stops there, and ``full``
+    holds that item at its own bound after it), the lower bound of each; where the
+    lower is ``tiers``', the items after are dropped (``full`` bounded them holding
+    that item at its looser bound); where ``full`` stopped before ``tiers``, the
+    items ``tiers`` bounded after it. Its gap is at the first item the plan falls
+    short of, and it is complete and proven as ``full`` is, where no item was
+    dropped. Its time is both runs'."""
+    out = BoundResult(seconds=full.seconds + tiers.seconds)
+    cut = False
+    for i, item in enumerate(full.items):
+        other = tiers.items[i] if i < len(tiers.items) else None
+        if other is not None and other[:2] == item[:2] and other[2] < item[2]:
+            out.items.append(other)
+            cut = True
+            break
+        out.items.append(item)
+    else:
+        out.items += tiers.items[len(full.items):]
+        cut = len(tiers.items) > len(full.items)
+    for name, v, b, _st in out.items:
+        if name == "eviction cost":
+            out.cost_bound = max(0.0, b)
+        if out.gap is None and ((v < b - 1e-6) if name not in LEAST_ITEMS else (v > b + 1e-6)):
+            out.gap = relative_gap(v, b, name)
+    out.complete = full.complete and not cut
+    out.proven = out.complete and out.gap is None
+    if out.proven:
+        out.gap = 0.0
+    return out

@@ -806,9 +806,11 @@ class _Run:
         # or two on a cluster of more than two neighbourhoods (fewer re-solve a small
         # part of it; docs/planner.md, section 3a)
         keep = EJECT_SHARE * max(0.0, end.left())
+        # (one worker where the other core is a second lane's, or the whole relaxation's)
+        busy = self.lane is not None or (self.proving is not None and self.proving.whole)
         lns = Lns(self.greedy if first is None else self.best, packed, end,
-                  workers=max(1, self.workers - 1) if self.lane or self.proving
-                  else self.workers, seed=self.seed, whole=2 if big else 1)
+                  workers=max(1, self.workers - 1) if busy else self.workers,
+                  seed=self.seed, whole=2 if big else 1)
         worth = not self.det  # (LNS runs only with a wall clock)
         if worth and rounds.left() - keep >= lns.estimate_s(self.pace):
             rounds = rounds.less(keep)
