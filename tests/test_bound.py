@@ -435,10 +435,12 @@ def test_the_tier_bound_leaves_the_exempt_tiers_jobs_out_of_the_case_without_the
     res = prove_tiers(problem, best, Budget(5.0, wall=False), deterministic=True)
     assert res.items == [("tier-1 GPUs", 24.0, 24.0, "ALL"), ("tier-2 GPUs", 8.0, 12.0, "OPTIMAL")]
     assert res.gap == pytest.approx(1 / 3) and not res.proven and not res.complete
-    # a plan that does not admit every job of an exempt tier: no bound (it needs the
-    # victims the cheap relaxation leaves out)
-    assert prove_tiers(problem, Decision(), Budget(5.0, wall=False),
-                       deterministic=True).items == []
+    # the empty plan: tier 1 is the exempt tier's own model, A's jobs alone on free
+    # GPUs and every victim's: three whole nodes of four hold its 24 GPUs (the
+    # window's case holds at most 20): 0 against 24
+    empty = prove_tiers(problem, Decision(), Budget(5.0, wall=False), deterministic=True)
+    assert empty.items == [("tier-1 GPUs", 0.0, 24.0, "CEILING/OPTIMAL")]
+    assert empty.gap == 1.0
 
 
 def test_the_tier_bound_takes_the_windows_ceiling_where_it_is_higher() -> None:

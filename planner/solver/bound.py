@@ -244,25 +244,25 @@ class Relaxation:
     """The relaxation's CP-SAT model (module docstring) and its objective items,
     each (name, variables, coefficients, sense: +1 maximised, -1 minimised)."""
 
-    def __init__(self, problem: Problem, *, free_only: bool = False):
+    def __init__(self, problem: Problem, *, cheap: frozenset[int] | None = None,
+                 victims: bool = False):
         self.p = p = problem
         self.m = m = CpModel()
         # R15's switch under exempt_if all (_budgets): some victim is not exempt
         self.within: cp_model.IntVar | None = None
         tb = p.thrash
         self.split = bool(tb is not None and tb.exempt_all and tb.exempt_tiers)
-        # free_only (prove_tiers): the second of cases() without the exempt tiers' jobs,
-        # whose rows are the rest's: free GPUs only, no victims, the tier items alone
-        self.free_only = free_only
-        if free_only:
-            assert tb is not None and self.split
+        # cheap (prove_tiers): the jobs of these tiers alone, and no victim variable:
+        # their shards take free GPUs only, or with ``victims`` the GPUs of every
+        # evictable job they may evict too; the tier items alone
+        self.cheap = cheap
+        if cheap is not None:
             self.split = False
         # kinds: (tier, rights, shard size); classes: kind + (nodes, candidate list)
         self.classes, self.lists = _classes(p)
-        if free_only:
-            assert tb is not None
+        if cheap is not None:
             self.classes = {key: jobs for key, jobs in self.classes.items()
-                            if key[0][0] not in tb.exempt_tiers}
+                            if key[0][0] in cheap}
         # admitted jobs per class: ordered Booleans (highest priority first)
         self.admit: dict[tuple, list[cp_model.IntVar]] = {}
         # (in a canonical order: by kind, nodes and candidate nodes, not the lists' ids)
@@ -278,7 +278,7 @@ class Relaxation:
         self.z: dict[str, cp_model.IntVar] = {}
         on_node: dict[int, list[tuple[str, int]]] = defaultdict(list)  # node -> (vid, gpus)
         for vid, v in sorted(p.running.items()):
-            if not v.evictable or free_only:
+            if not v.evictable or cheap is not None:
                 continue
             parts = [(ni, mk.bit_count()) for ni, mk in v.parts if p.nodes[ni].usable]
             if not parts:
@@ -297,7 +297,8 @@ class Relaxation:
         self.s: dict[tuple[int, tuple], cp_model.IntVar] = {}
         self.hi: dict[tuple[int, tuple], int] = {}  # each s's upper bound
         masks: dict[int, list[tuple[str, int]]] = defaultdict(list)  # node -> (vid, mask)
-        for vid in self.y:
+        for vid in (self.y if cheap is None else
+                    [v for v, r in sorted(p.running.items()) if r.evictable] if victims else []):
             for ni, mk in p.running[vid].parts:
                 masks[ni].append((vid, mk))
         rooms: dict[tuple[int, frozenset[int]], int] = {}  # (kinds share their rights)
@@ -319,13 +320,13 @@ class Relaxation:
                 if hi > 0:
                     self.s[(ni, kind)] = m.new_int_var(0, hi, f"s{ni}_{ki}")
                     self.hi[(ni, kind)] = hi
-        if free_only:
-            self._free_capacity()
+        if cheap is not None:
+            self._room_capacity(masks)
         else:
             self._capacity(kinds, on_node)
             self._shard_cuts(on_node)
         self._hall(kinds)
-        if not free_only:
+        if cheap is None:
             self._budgets()
         self.items: list[tuple[str, list, list[int], int]] = []
         self.past: cp_model.IntVar | None = None  # victims past R15's window (priced)
@@ -338,7 +339,7 @@ class Relaxation:
                     vs += xs
                     cs += [gpus] * len(xs)
             self.items.append((f"tier-{t} GPUs", vs, cs, 1))
-        if free_only:
+        if cheap is not None:
             return
         vs, cs = [], []
         for key, xs in self.admit.items():
@@ -422,16 +423,33 @@ class Relaxation:
                 sc = [g for vid, g in vs_here if vid in self.z]
                 m.add(_sum([v for _k, v in ne], [k[2] for k, _v in ne]) - _sum(sup, sc) <= free)
 
-    def _free_capacity(self) -> None:
-        """R1 on free GPUs alone (free_only): on each node that two kinds or more may
-        use, their GPUs at most its free GPUs (one kind's shards are bounded so)."""
+    def _room_capacity(self, masks: dict[int, list[tuple[str, int]]]) -> None:
+        """R1 with R7 where no victim has a variable (``cheap``): on each node, the
+        GPUs of the kinds whose rights lie in a union of the rights present at most
+        its free GPUs and those of the jobs ``masks`` holds there (every evictable
+        job, or none) of a tier in that union (one kind alone is bounded so)."""
+        p = self.p
         by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
         for (ni, kind), var in self.s.items():
             by_node[ni].append((kind, var))
         for ni, shards in sorted(by_node.items()):
-            if len(shards) > 1:
-                self.m.add(_sum([v for _k, v in shards], [k[2] for k, _v in shards])
-                           <= self.p.nodes[ni].free.bit_count())
+            if len(shards) < 2:
+                continue
+            here = masks.get(ni, [])
+            # (without victims every union has the same room: the widest is enough)
+            rows = {frozenset().union(*(k[1] for k, _v in shards))}
+            for r in {kind[1] for kind, _v in shards} if here else ():
+                rows |= {u | r for u in rows} | {r}
+            for u in sorted(rows, key=sorted):
+                member = [(k, v) for k, v in shards if k[1] <= u]
+                if len(member) < 2:
+                    continue  # (one kind alone: its bound holds it)
+                room = p.nodes[ni].free
+                for vid, mk in here:
+                    if p.running[vid].job.tier in u:
+                        room |= mk
+                self.m.add(_sum([v for _k, v in member], [k[2] for k, _v in member])
+                           <= room.bit_count())
 
     def _shard_cuts(self, on_node: dict[int, list[tuple[str, int]]]) -> None:
         """On each node, a kind's k-GPU shards at most floor(free / k) plus, per victim
@@ -673,19 +691,29 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
 
 
 
-# prove_tiers()'s build of the free-only relaxation, per usable node, on the benchmark
-# machine (speed factor 1.0): 0.018-0.02 s at 1,024 nodes, 0.04 s at 1,536 and 2,048,
-# 0.07-0.1 s at 4,096; each tier's solve is stopped after as long as the build took,
-# TIERS_LEAST_SOLVE_S at least: CP-SAT's bound settles with its first LP (at 0.01-0.06 s
-# on those clusters), its proof takes up to ten times as long (docs/planner.md, 2c)
-TIERS_NODE_S = 2.5e-5
+# prove_tiers()'s build of a cheap relaxation, per usable node, on the benchmark machine
+# (speed factor 1.0): TIERS_NODE_S, and TIERS_NODE_GROWTH_S more for each usable node of
+# the cluster (0.02 s at 1,024 nodes, 0.04 s at 1,536 and 2,048, 0.07-0.11 s at 4,096,
+# 0.8 s at 12,500; an exempt tier's own model, with every victim's GPUs, about 1.5 times
+# as long); each tier's solve is stopped after as long as the build took,
+# TIERS_LEAST_SOLVE_S at least: CP-SAT's bound settles with its first LP (at 0.01-0.06
+# s on those clusters), its proof takes up to ten times as long (docs/planner.md, 2c)
+TIERS_NODE_S = 1.8e-5
+TIERS_NODE_GROWTH_S = 3.7e-9
 TIERS_LEAST_SOLVE_S = 0.03
 
 
+def tiers_build_s(problem: Problem) -> float:
+    """What building one of :func:`prove_tiers`' relaxations is expected to take on
+    this machine."""
+    usable = sum(1 for n in problem.nodes if n.usable)
+    return scaled(usable * (TIERS_NODE_S + TIERS_NODE_GROWTH_S * usable))
+
+
 def tiers_s(problem: Problem) -> float:
-    """What :func:`prove_tiers` is expected to take on this machine: its build and one
+    """What :func:`prove_tiers` is expected to take on this machine: a build and one
     tier's solve."""
-    build = scaled(TIERS_NODE_S * sum(1 for n in problem.nodes if n.usable))
+    build = tiers_build_s(problem)
     return build + max(build, scaled(TIERS_LEAST_SOLVE_S))
 
 
@@ -705,13 +733,12 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
     GPUs of the victims the window lets go), a bound without a solve; where no victim
     is for a job of a tier that is not exempt, those jobs take free GPUs alone, and
     the exempt tiers' jobs, left out, take none from them: a relaxation with no victim
-    (``Relaxation(free_only=True)``), solved by CP-SAT per tier, each solve stopped
-    after as long as the build took (TIERS_LEAST_SOLVE_S at least: the bound settles
-    with the first LP, long before the proof; a solve stopped before a solution gives
-    the last bound its search reported, none if it reported none). An exempt tier's
-    item is bounded only where ``d`` admits every job of it (a bound needs its
-    victims: the run stops there). As :func:`prove`, it stops at the first item ``d``
-    does not reach; the result is never ``complete``: nothing is proven on the
+    variable (``Relaxation(cheap=...)``), solved by CP-SAT per tier; an exempt tier's
+    jobs there take free GPUs and those of every job they may evict, the other tiers
+    left out (a model of their own). Each solve is stopped after as long as its build
+    took (TIERS_LEAST_SOLVE_S at least: the bound settles with the first LP, long
+    before the proof; :func:`_most`). As :func:`prove`, it stops at the first item
+    ``d`` does not reach; the result is never ``complete``: nothing is proven on the
     priority value and the cost."""
     t0 = time.perf_counter()
     res = BoundResult()
@@ -730,8 +757,9 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
         most = min(most, max(0, math.floor(tb.gpus_left)))
     most += sum(p.nodes[ni].free.bit_count()
                 for ni in set().union(*lists.values()) if p.nodes[ni].usable)
-    rel: Relaxation | None = None
-    most_s = 0.0  # each solve's most: as long as the build (TIERS_LEAST_SOLVE_S at least)
+    rel: Relaxation | None = None  # the free case's, for the tiers that are not exempt
+    rel_s = 0.0  # its build's time
+    build_s = tiers_build_s(p)  # (expected)
     within, free = True, True  # the cases still alive (their bounds reach the items so far)
     before = 0  # the GPUs of the tiers so far, held
     held: dict[str, int] = {}
@@ -742,43 +770,39 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
         free_b: int | None = None  # the free case's bound (None: not solved)
         if v == demand[t]:
             bound, status = v, "ALL"
-        elif t in tb.exempt_tiers:
-            break  # (its bound needs the victims)
         else:
             found: list[tuple[int, str]] = []
             if within and most - before >= v:  # (else short of d: left out)
-                found.append((most - before, "CEILING"))
+                found.append((min(demand[t], most - before), "CEILING"))
             if free:
                 share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
-                if not deterministic and share < LEAST_PHASE_S:
+                exempt = t in tb.exempt_tiers
+                if not deterministic and (share < LEAST_PHASE_S or not budget.fits(
+                        1.5 * build_s if exempt else build_s if rel is None else 0.0)):
                     break
-                if rel is None:
-                    tb0 = time.perf_counter()
-                    rel = Relaxation(p, free_only=True)
-                    most_s = max(time.perf_counter() - tb0, scaled(TIERS_LEAST_SOLVE_S))
-                    for n, vs, cs, _sense in rel.items:  # (the tiers before, held)
-                        if n in held:
-                            rel.m.add(_sum(vs, cs) >= held[n])
-                expr = _tier_expr(rel, name)
+                tb0 = time.perf_counter()
+                if exempt:  # (its own model: its jobs alone, on free GPUs and victims')
+                    model = Relaxation(p, cheap=frozenset({t}), victims=True)
+                    most_s = time.perf_counter() - tb0
+                else:
+                    if rel is None:
+                        rel = Relaxation(p, cheap=frozenset(tiers) - tb.exempt_tiers)
+                        rel_s = time.perf_counter() - tb0
+                        for n, vs, cs, _sense in rel.items:  # (the tiers before, held)
+                            if n in held:
+                                rel.m.add(_sum(vs, cs) >= held[n])
+                    model, most_s = rel, rel_s
+                most_s = max(most_s, scaled(TIERS_LEAST_SOLVE_S))
+                expr = _tier_expr(model, name)
                 if expr is None:
                     free_b = 0
                     found.append((0, "NONE"))
                 else:
-                    rel.m.maximize(expr[0])
-                    solver = make_solver(budget.left() if deterministic else min(share, most_s),
-                                         deterministic, workers, seed,
-                                         len(rel.m.proto.variables))
-                    seen: list[float] = []  # the bounds the search reported
-                    solver.best_bound_callback = seen.append
-                    st = solver.solve(rel.m)
-                    got = (solver.best_objective_bound
-                           if st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-                           else min(seen, default=None) if st == cp_model.UNKNOWN else None)
+                    got, st_name = _most(model, expr[0], budget.left() if deterministic
+                                         else min(share, most_s), deterministic, workers, seed)
                     if got is not None:
-                        # (stopped before a solution, the search's last bound: the
-                        # solver's own is not one then, section 3b of docs/planner.md)
                         free_b = min(expr[1], math.floor(got + 1e-6))
-                        found.append((free_b, solver.status_name(st)))
+                        found.append((free_b, st_name))
             if not found:
                 break
             bound = max(b for b, _st in found)
@@ -799,6 +823,24 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                 rel.m.add(expr[0] >= hold)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _most(model: Relaxation, expr: cp_model.LinearExpr, limit: float, deterministic: bool,
+          workers: int, seed: int) -> tuple[float | None, str]:
+    """The most ``expr`` takes in ``model``, as CP-SAT bounds it within ``limit``, and
+    the status: stopped before a solution, the last bound its search reported (the
+    solver's own is not one then, docs/planner.md section 3b); None if none, or if
+    the model has no solution (no plan of the case to bound)."""
+    model.m.maximize(expr)
+    solver = make_solver(limit, deterministic, workers, seed, len(model.m.proto.variables))
+    seen: list[float] = []
+    solver.best_bound_callback = seen.append
+    st = solver.solve(model.m)
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return solver.best_objective_bound, solver.status_name(st)
+    if st == cp_model.UNKNOWN and seen:
+        return min(seen), solver.status_name(st)
+    return None, solver.status_name(st)
 
 
 def _tier_expr(rel: Relaxation, name: str) -> tuple[cp_model.LinearExpr, int] | None:
