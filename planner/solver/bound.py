@@ -25,6 +25,11 @@ passes the plan: ``solver.gap`` is the relative gap there. Under R15's
 ``exempt_if: all`` each phase is solved in two cases without R15's switch
 (:meth:`Relaxation.cases`), whose LP relaxation CP-SAT's search closes slowly.
 
+:func:`prove_tiers` bounds the tier items alone at a small part of that cost, where
+R15 has exempt tiers under ``exempt_if: all``: the two cases made cheap, with no
+victim variable (``Relaxation(cheap=...)``), for the planner to prove within a tick
+(docs/planner.md, section 2c); :func:`tighter` merges the two bounds.
+
 Left out (the bound stays valid, only looser): NVLink islands, gang and block
 structure beyond whole shards per node, R11/R12 (storm and grace), and R15 under
 ``exempt_if: any``. The cost item is the planned cost (with
@@ -255,7 +260,6 @@ class Relaxation:
         # cheap (prove_tiers): the jobs of these tiers alone, and no victim variable:
         # their shards take free GPUs only, or with ``victims`` the GPUs of every
         # evictable job they may evict too; the tier items alone
-        self.cheap = cheap
         if cheap is not None:
             self.split = False
         # kinds: (tier, rights, shard size); classes: kind + (nodes, candidate list)
@@ -688,7 +692,6 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
             res.gap, res.proven = 0.0, res.complete
     res.seconds = time.perf_counter() - t0
     return res
-
 
 
 # prove_tiers()'s build of a cheap relaxation, per usable node, on the benchmark machine
