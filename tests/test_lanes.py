@@ -503,6 +503,19 @@ def test_the_second_lane_proves_the_tier_items_bound() -> None:
     assert "s on the other core" in (p.solver.detail or "")
 
 
+def test_the_second_lane_proves_the_tier_items_bound_for_its_plan() -> None:
+    # In-process (no fork): with ``bound``, the lane's plan (a and b placed) comes
+    # with the tier items' bound, both tiers reached without a solve
+    from planner.core.problem import build_problem
+
+    problem = build_problem(load_snapshot(_evicting_snap()))
+    d, _said, proof = portfolio.second_lane(problem, [cpsat.PRIORITY_FIRST], 0.001,
+                                            Budget(30.0), bound=True)
+    assert sorted(d.placements) == ["a", "b"]
+    assert proof is not None and proof.gap is None
+    assert proof.items == [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-2 GPUs", 4.0, 4.0, "ALL")]
+
+
 @fork_only
 @pytest.mark.usefixtures("forced_lane")
 def test_the_second_lanes_tier_bound_gives_the_plan_a_gap() -> None:
