@@ -697,13 +697,16 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
 # prove_tiers()'s build of a cheap relaxation, per usable node, on the benchmark machine
 # (speed factor 1.0): TIERS_NODE_S, and TIERS_NODE_GROWTH_S more for each usable node of
 # the cluster (0.02 s at 1,024 nodes, 0.04 s at 1,536 and 2,048, 0.07-0.11 s at 4,096,
-# 0.8 s at 12,500; an exempt tier's own model, with every victim's GPUs, about 1.5 times
-# as long); each tier's solve is stopped after as long as the build took,
-# TIERS_LEAST_SOLVE_S at least: CP-SAT's bound settles with its first LP (at 0.01-0.06
-# s on those clusters), its proof takes up to ten times as long (docs/planner.md, 2c)
+# 0.8 s at 12,500; an exempt tier's own model: EXEMPT_BUILD_TIMES); each tier's solve
+# is stopped after as long as the build took, TIERS_LEAST_SOLVE_S at least: CP-SAT's
+# bound settles with its first LP (at 0.01-0.06 s on those clusters), its proof takes
+# up to ten times as long (docs/planner.md, 2c)
 TIERS_NODE_S = 1.8e-5
 TIERS_NODE_GROWTH_S = 3.7e-9
 TIERS_LEAST_SOLVE_S = 0.03
+# an exempt tier's own model, which counts every victim's GPUs, takes up to this many
+# times as long to build (measured 2-3.5 times at 1,024-1,536 nodes, 5 at 4,096)
+EXEMPT_BUILD_TIMES = 5.0
 
 
 def tiers_build_s(problem: Problem) -> float:
@@ -781,7 +784,8 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                 share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
                 exempt = t in tb.exempt_tiers
                 if not deterministic and (share < LEAST_PHASE_S or not budget.fits(
-                        1.5 * build_s if exempt else build_s if rel is None else 0.0)):
+                        EXEMPT_BUILD_TIMES * build_s if exempt else build_s if rel is None
+                        else 0.0)):
                     break
                 tb0 = time.perf_counter()
                 if exempt:  # (its own model: its jobs alone, on free GPUs and victims')
@@ -796,6 +800,11 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                                 rel.m.add(_sum(vs, cs) >= held[n])
                     model, most_s = rel, rel_s
                 most_s = max(most_s, scaled(TIERS_LEAST_SOLVE_S))
+                # (what the build left of the share: a build slower than expected
+                # leaves the solve less, never the run past its budget)
+                share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
+                if not deterministic and share < LEAST_PHASE_S:
+                    break
                 expr = _tier_expr(model, name)
                 if expr is None:
                     free_b = 0
