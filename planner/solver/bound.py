@@ -42,6 +42,7 @@ import itertools
 import math
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -67,9 +68,14 @@ RELAX_NODE_S = 2.4e-4
 RELAX_NODE_GROWTH_S = 4.4e-8
 
 
+def _usable(problem: Problem) -> int:
+    """The usable nodes of ``problem`` (the build estimates count them)."""
+    return sum(1 for n in problem.nodes if n.usable)
+
+
 def relaxation_s(problem: Problem) -> float:
     """What building the relaxation of ``problem`` is expected to take on this machine."""
-    usable = sum(1 for n in problem.nodes if n.usable)
+    usable = _usable(problem)
     return scaled(usable * (RELAX_NODE_S + RELAX_NODE_GROWTH_S * usable))
 
 
@@ -138,7 +144,6 @@ class BoundResult:
             out.gap, out.proven, out.complete = 0.0, True, True
         return out
 
-
     def said(self, took: str, *, traded: bool) -> str:
         """For solver.detail: :meth:`describe`, then ``took`` (where the time is said),
         and, for a plan that ``thrash.exempt_free_first`` ``traded`` and that the bound
@@ -202,6 +207,29 @@ class Case:
                     c.add(_sum([v for _key, v in shards], [key[1][2] for key, _v in shards])
                           <= self.most)
         return self.made
+
+
+def _window_gpus(p: Problem, victims: Iterable[str]) -> int:
+    """Under R15's window (``p.thrash``), the most GPUs ``victims`` free when every one
+    counts against it: the ``left`` largest, at most ``gpus_left`` in all."""
+    tb = p.thrash
+    assert tb is not None
+    gpus = sorted((p.running[v].job.total_gpus for v in victims), reverse=True)
+    most = sum(gpus[:max(0, tb.left)])
+    if tb.gpu_limit is not None:
+        most = min(most, max(0, math.floor(tb.gpus_left)))
+    return most
+
+
+def _room(p: Problem, ni: int, tiers: frozenset[int],
+          masks: dict[int, list[tuple[str, int]]]) -> int:
+    """Node ``ni``'s free GPUs and those of the jobs ``masks`` holds there of a tier
+    in ``tiers``, as a mask."""
+    room = p.nodes[ni].free
+    for vid, mk in masks.get(ni, ()):
+        if p.running[vid].job.tier in tiers:
+            room |= mk
+    return room
 
 
 def _classes(p: Problem) -> tuple[dict[tuple, list[PendingInfo]], dict[int, list[int]]]:
@@ -312,11 +340,7 @@ class Relaxation:
                 nd = p.nodes[ni]
                 room = rooms.get((ni, rights))
                 if room is None:
-                    room = nd.free
-                    for vid, mk in masks.get(ni, ()):
-                        if p.running[vid].job.tier in rights:
-                            room |= mk
-                    rooms[(ni, rights)] = room
+                    room = rooms[(ni, rights)] = _room(p, ni, rights, masks)
                 hi = room.bit_count() // k
                 if nvlink and k > 1 and not nd.composites:
                     # NVLink: a shard inside one island (R3)
@@ -383,10 +407,7 @@ class Relaxation:
         pairs = {(u, u) for u in unions}
         if self.split:  # (exempt kinds' rights U_ex within U_all)
             pairs |= {(ue, ua) for ua in unions for ue in unions if ue <= ua}
-        by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
-        for (ni, kind), var in self.s.items():
-            by_node[ni].append((kind, var))
-        for ni, shards in sorted(by_node.items()):
+        for ni, shards in self._by_node():
             free = p.nodes[ni].free.bit_count()
             vs_here = on_node.get(ni, [])
             rows: set[tuple] = set()
@@ -427,16 +448,19 @@ class Relaxation:
                 sc = [g for vid, g in vs_here if vid in self.z]
                 m.add(_sum([v for _k, v in ne], [k[2] for k, _v in ne]) - _sum(sup, sc) <= free)
 
+    def _by_node(self) -> list[tuple[int, list[tuple[tuple, cp_model.IntVar]]]]:
+        """The shard variables by node, (kind, variable) each, nodes in order."""
+        by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
+        for (ni, kind), var in self.s.items():
+            by_node[ni].append((kind, var))
+        return sorted(by_node.items())
+
     def _room_capacity(self, masks: dict[int, list[tuple[str, int]]]) -> None:
         """R1 with R7 where no victim has a variable (``cheap``): on each node, the
         GPUs of the kinds whose rights lie in a union of the rights present at most
         its free GPUs and those of the jobs ``masks`` holds there (every evictable
         job, or none) of a tier in that union (one kind alone is bounded so)."""
-        p = self.p
-        by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
-        for (ni, kind), var in self.s.items():
-            by_node[ni].append((kind, var))
-        for ni, shards in sorted(by_node.items()):
+        for ni, shards in self._by_node():
             if len(shards) < 2:
                 continue
             here = masks.get(ni, [])
@@ -448,12 +472,8 @@ class Relaxation:
                 member = [(k, v) for k, v in shards if k[1] <= u]
                 if len(member) < 2:
                     continue  # (one kind alone: its bound holds it)
-                room = p.nodes[ni].free
-                for vid, mk in here:
-                    if p.running[vid].job.tier in u:
-                        room |= mk
                 self.m.add(_sum([v for _k, v in member], [k[2] for k, _v in member])
-                           <= room.bit_count())
+                           <= _room(self.p, ni, u, masks).bit_count())
 
     def _shard_cuts(self, on_node: dict[int, list[tuple[str, int]]]) -> None:
         """On each node, a kind's k-GPU shards at most floor(free / k) plus, per victim
@@ -539,13 +559,9 @@ class Relaxation:
         the nodes' capacity rows which CP-SAT's search would take long to find."""
         if self.within is None:
             return [Case(self, None, None)]
-        p, tb = self.p, self.p.thrash
-        assert tb is not None
-        gpus = sorted((p.running[v].job.total_gpus for v in self.y), reverse=True)
-        most = sum(gpus[:max(0, tb.left)])
-        if tb.gpu_limit is not None:
-            most = min(most, max(0, math.floor(tb.gpus_left)))
-        total = most + sum(p.nodes[ni].free.bit_count() for ni in {ni for ni, _k in self.s})
+        p = self.p
+        total = _window_gpus(p, self.y) + sum(
+            p.nodes[ni].free.bit_count() for ni in {ni for ni, _k in self.s})
         return [Case(self, True, total), Case(self, False, None)]
 
     def hint(self, d: Decision) -> list[tuple[cp_model.IntVar, int]]:
@@ -712,7 +728,7 @@ EXEMPT_BUILD_TIMES = 5.0
 def tiers_build_s(problem: Problem) -> float:
     """What building one of :func:`prove_tiers`' relaxations is expected to take on
     this machine."""
-    usable = sum(1 for n in problem.nodes if n.usable)
+    usable = _usable(problem)
     return scaled(usable * (TIERS_NODE_S + TIERS_NODE_GROWTH_S * usable))
 
 
@@ -757,10 +773,7 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
     for (kind, nodes, _lid), jobs in classes.items():
         demand[kind[0]] += kind[2] * nodes * len(jobs)
     values = item_values(p, d)
-    gpus = sorted((v.job.total_gpus for v in p.running.values() if v.evictable), reverse=True)
-    most = sum(gpus[:max(0, tb.left)])
-    if tb.gpu_limit is not None:
-        most = min(most, max(0, math.floor(tb.gpus_left)))
+    most = _window_gpus(p, (v for v, r in p.running.items() if r.evictable))
     most += sum(p.nodes[ni].free.bit_count()
                 for ni in set().union(*lists.values()) if p.nodes[ni].usable)
     rel: Relaxation | None = None  # the free case's, for the tiers that are not exempt
