@@ -570,7 +570,7 @@ class _Run:
         # tier-2 GPU with the floor lane, 4,600-5,000 and 240-2,500 without)
         alone = tight and quick * jobs > self.budget.seconds
         if not alone and self.early_lane():
-            lane = SecondLane(list(EARLY_LANE), None, traded=self.swapping, bound=True)
+            lane = SecondLane(list(EARLY_LANE), None, traded=self.swapping)
             if lane.start(self.problem, work):
                 self.lane, self.in_lane = lane, EARLY_LANE
         floor: Greedy | FloorLane = Greedy({})  # the plain greedy plan (below)
@@ -665,7 +665,7 @@ class _Run:
             todo: list[dict | str] = [*storm_settings, PRIORITY_FIRST]
             if spare.budget_rejected:
                 todo = [*(["k8s"] if "k8s" not in self.computed else []), "slurm", *todo]
-            lane = SecondLane(todo, self.pace.greedy_s, traded=self.swapping, bound=True)
+            lane = SecondLane(todo, self.pace.greedy_s, traded=self.swapping)
             if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
                     and lane.start(self.problem, work)):
                 self.lane = lane

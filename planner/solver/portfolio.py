@@ -587,12 +587,13 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     first = Polish(best, cheaper=False)
     best = first.run(problem, budget)
     proving = bound and tiers_apply(problem)
-    end = budget.less(CHEAPER_TIMES * first.took + (tiers_s(problem) if proving else 0.0))
+    keep = tiers_s(problem) if proving else 0.0  # (the bound's, from the ejection moves)
+    end = budget.less(CHEAPER_TIMES * first.took + keep)
     ejection = Eject(best, traded=traded)
     best = ejection.run(problem, budget.until(
         eject_deadline(time.perf_counter(), end.end, budget.end)))
     proof = None
-    if proving and budget.fits(tiers_s(problem)):
+    if proving and budget.fits(keep):
         proof = prove_tiers(problem, best, budget)
     last = Cheaper(best)
     best = last.run(problem, budget)
@@ -658,19 +659,18 @@ class SecondLane(Strategy):
     child process, started by :meth:`start`, ending lanes.grace_s() before the budget
     :meth:`run` waits in. Its plan (``said`` says which), or ``fallback`` (the plan
     so far, set before it runs) when it gave none (``error`` says why). ``traded``:
-    its ejection moves compare plans after ``thrash.exempt_free_first`` (Eject);
-    ``bound``: it proves the tier items' bound too (second_lane), ``proof`` then."""
+    its ejection moves compare plans after ``thrash.exempt_free_first`` (Eject). It
+    proves the tier items' bound too (second_lane's ``bound``): ``proof``."""
 
     name = "second lane"
 
     def __init__(self, candidates: list[dict | str], first_s: float | None, *,
-                 traded: bool = False, bound: bool = False):
+                 traded: bool = False):
         self.candidates, self.first_s, self.traded = candidates, first_s, traded
-        self.bound = bound
         self.lane: Any = None
         self.error = ""
         self.fallback = Decision()
-        self.proof: BoundResult | None = None  # the tier items' bound, with ``bound``
+        self.proof: BoundResult | None = None  # the tier items' bound (after run)
 
     def estimate_s(self, pace: Pace) -> float:
         return lane_runs(self.candidates[0]) * pace.greedy_s
@@ -681,7 +681,7 @@ class SecondLane(Strategy):
         assert budget.wall  # (a second lane needs a wall clock)
         try:
             self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
-                             budget.less(lane_grace_s()), self.traded, self.bound)
+                             budget.less(lane_grace_s()), self.traded, True)
         except OSError:
             return False
         return True
