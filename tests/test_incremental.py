@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import random
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -96,7 +97,11 @@ def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
         snap = cache.load(doc)
         assert snap == fresh
         problem = build_problem(snap, previous)
-        assert problem == build_problem(fresh)
+        fresh_problem = build_problem(fresh)
+        assert problem == fresh_problem
+        # the GPUs the explanations may let go, tallied by the build: those the running
+        # jobs give (a copy with its own running jobs works them out from those)
+        assert problem.let_go() == fresh_problem.let_go() == replace(problem).let_go()
         if previous is not None:
             before = {j.id: j for j in previous.snap.jobs}
             reused += sum(j is before.get(j.id) for j in snap.jobs)

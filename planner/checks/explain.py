@@ -145,20 +145,10 @@ def _avail(problem: Problem, info: PendingInfo, mode: str) -> np.ndarray:
 def _let_go(problem: Problem, mode: str) -> dict[int, np.ndarray]:
     """Per tier, per node, the GPUs of running jobs that ``_avail``'s mode lets go
     (shared by every tier's rights)."""
-    def split() -> dict[str, dict[int, dict[int, int]]]:
-        # one pass over the running jobs: the evictable ones ("") and those protected
-        # only by R11 or R17, per tier and node
-        parts: dict[str, dict[int, dict[int, int]]] = {"": {}, "R11": {}, "R17": {}}
-        for v in problem.running_any_order():
-            into = parts[""] if v.evictable else parts.get(v.rule)
-            if into is not None:
-                by_node = into.setdefault(v.job.tier, {})
-                for i, m in v.parts:
-                    by_node[i] = by_node.get(i, 0) | m
-        return parts
-
     def compute() -> dict[int, np.ndarray]:
-        parts = _once(problem, ("let go",), split)
+        # the evictable jobs ("") and those protected only by R11 or R17, per tier and
+        # node (tallied as the problem was built)
+        parts = problem.let_go()
         rule = {"stormy": "R11", "ending": "R17"}.get(mode)
         free = _node_table(problem)[0]
         out: dict[int, np.ndarray] = {}
@@ -307,14 +297,10 @@ def _protectors_uncached(problem: Problem, info: PendingInfo) -> str:
     inside = problem.candidate_set(info) if members is info.candidates else set(members)
     best = list(itertools.islice((i for i in rank if i in inside and i not in ok), 2))
     names = [nodes[i].node.id for i in best]
-    memo = _cache(problem)  # running jobs per node, shared by every shape
-    if "on_node" not in memo:  # running jobs per node (put in id order below)
-        on_node: dict[int, list] = {}
-        for v in problem.running_any_order():
-            for i, _m in v.parts:
-                on_node.setdefault(i, []).append(v)
-        memo["on_node"] = on_node
-    near = sorted({v.job.id: v for i in best for v in memo["on_node"].get(i, ())}.items())
+    # the running jobs on those nodes (the problem's GPU holders: a look-up per node)
+    running = problem.running
+    near = sorted({jid: running[jid] for i in best
+                   for jid, _m in problem.owner.on(i, nodes[i].full)}.items())
     why_of: dict[tuple[int, str], list[str]] = {}  # (tier, why) -> protected job ids
     for _id, v in near:
         if not v.evictable:
