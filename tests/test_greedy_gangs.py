@@ -22,6 +22,10 @@ holds one tier-3 job on all its GPUs, started 4 h ago, with a 100 GB checkpoint
   8,080 GPU-s each; ``t`` may take 1,500 GB.
 
 One pending tier-2 job ``G``: 2 nodes x 8 GPUs.
+
+The last two tests check the explanation of a gang deferred next to a given plan:
+a storm only where some block holds its nodes and the storm limit keeps them from
+it (one of them on a cluster of its own).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from snapshot_parts import whole_node_holder as holder
 from models import SolverInfo, load_snapshot
 from planner.checks.assemble import assemble
 from planner.checks.verify import verify
-from planner.core.decision import clean, objective_of
+from planner.core.decision import Decision, clean, objective_of
 from planner.core.problem import build_problem
 from planner.heuristics.greedy import GreedyPlanner
 
@@ -161,3 +165,60 @@ def test_a_gang_takes_the_shared_victims_nodes_and_the_best_other_one() -> None:
     nodes, victims, obj = _plan(snap)
     assert nodes == {"G": ["n1", "n2", "n3"]} and victims == {"W", "w3"}
     assert (obj.eviction_cost_gpu_s, obj.evictions) == (3040, 2)
+
+
+def test_a_gang_whose_blocks_each_lost_a_node_to_the_plan_is_outranked_not_stormed() -> None:
+    # Its own cluster: 8-GPU nodes a1, a2 in block A and b1, b2 in block B; tier-3
+    # jobs r1 on a1 and r2 on b1 (no checkpoint: nothing to flush), a2 and b2 free.
+    # Pending: tier-1 y and z (8 GPUs each) and tier-2 gang x (2 x 8 GPUs, one
+    # block). Alone x fits in either block. The plan explained puts y on a2 and z on
+    # b2: x's options next to it are a1 (evict r1) and b1 (evict r2), one per block,
+    # so no block holds its two nodes and no set of nodes overloads a storage target:
+    # the free nodes went to y and z (OUTRANKED), not a storm (the check once took
+    # "no set of nodes" for "every set overloads").
+    def node(i: str) -> dict[str, Any]:
+        return {"id": i, "gpus": 8, "nvlink": "nvswitch", "block": i[0].upper()}
+
+    def running(jid: str, node: str) -> dict[str, Any]:
+        return {"id": jid, "tier": 3, "state": "running", "gpus_per_node": 8,
+                "started_at": "2026-11-29T08:00:00Z", "topology": "any",
+                "placement": [{"node": node, "gpus": list(range(8))}]}
+
+    def pending(jid: str, tier: int, nodes: int) -> dict[str, Any]:
+        return {"id": jid, "tier": tier, "state": "pending", "gpus_per_node": 8,
+                "nodes": nodes, "topology": "any", "same_block": nodes > 1}
+
+    snap = load_snapshot({
+        "version": 1, "now": NOW, "nodes": [node(i) for i in ("a1", "a2", "b1", "b2")],
+        "jobs": [running("r1", "a1"), running("r2", "b1"), pending("y", 1, 1),
+                 pending("z", 1, 1), pending("x", 2, 2)],
+        "storage": [], "policy": {"thrash": {"max_gpu_fraction": None}}})
+    problem = build_problem(snap)
+    at = problem.node_index
+    d = Decision(placements={"y": [(at["a2"], 0xFF)], "z": [(at["b2"], 0xFF)]})
+    p = assemble(problem, d, "feasible", SolverInfo(engine="test", status="TEST"))
+    assert verify(snap, p) == []
+    assert [(x.job, x.reason, x.detail) for x in p.deferred] == [
+        ("x", "OUTRANKED", ("needs 2 nodes x 8 GPUs (one block); the GPUs it could free "
+                            "went to more valuable jobs: on a2 to tier-1 job y; on b2 to "
+                            "tier-1 job z"))]
+
+
+def test_a_gang_whose_one_block_left_breaks_the_storm_limit_together_is_stormed() -> None:
+    # The cluster above, G keeping one block, R15 counting victims only. The plan
+    # explained puts tier-1 job y on n4, evicting w4 (100 GB to t). Next to it G's
+    # options are n1, n2 (block b1) and n3 (b2, which lost n4): only b1 holds its two
+    # nodes, and w1 and w2 flush 200 GB to s together, past the 150 GB it may take: a
+    # storm (alone G would take n3 and n4, 200 GB to t within its 1,500 GB).
+    snap = _snap(same_block=True)
+    snap["jobs"].append({"id": "y", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                         "topology": "any"})
+    snap["policy"]["thrash"] = {"max_gpu_fraction": None}  # (R15's GPUs would bind first)
+    problem = build_problem(load_snapshot(snap))
+    d = Decision(victims={"w4"}, placements={"y": [(problem.node_index["n4"], 0xFF)]})
+    p = assemble(problem, d, "feasible", SolverInfo(engine="test", status="TEST"))
+    assert verify(load_snapshot(snap), p) == []
+    assert [(x.job, x.reason, x.detail) for x in p.deferred] == [
+        ("G", "STORM", ("needs 2 nodes x 8 GPUs (one block); its victims' checkpoints "
+                        "would have to flush beyond what grace.max_s 150 s allows (R11); "
+                        "retry next tick"))]

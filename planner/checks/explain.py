@@ -376,29 +376,37 @@ def _who_took(problem: Problem, d: Decision, room: Iterable[int]) -> str | None:
 GANG_COMBINATIONS = 500  # node sets a gang's storm check looks at before it gives up
 
 
-def _gang_overloads(problem: Problem, info: PendingInfo, ok: list[tuple[int, list]],
-                    overloaded: Callable[[list], set[str]]) -> bool:
-    """For a gang: does every set of ``nodes`` of the node options ``ok`` (each within
-    the storm limit alone; in one block or NVLink domain when it asks for one)
-    overload a storage target together? False when there are too many sets to look
-    at (GANG_COMBINATIONS): then it is not said to be a storm."""
+def _gang_overloads(problem: Problem, info: PendingInfo, opts: list[tuple[int, list]],
+                    over: list[set[str]], overloaded: Callable[[list], set[str]]) -> bool:
+    """For a gang: is the storm limit what keeps it from the node options ``opts``
+    (``over``: the storage targets each overloads alone)? True when some block or
+    NVLink domain (the whole cluster for a gang that keeps none) holds ``nodes`` of
+    them, and in each that does every set of ``nodes`` of those within the limit
+    alone overloads a target together (or there are too few of those). False where no
+    block or domain holds that many options (the nodes it lacks were taken, not kept
+    from it by the storm limit) or there are too many sets to look at
+    (GANG_COMBINATIONS): then it is not said to be a storm."""
     job = info.job
     if job.nodes < 2:
         return False
-    groups: dict[tuple, list[tuple[int, list]]] = {}
+    groups: dict[tuple, list[tuple[tuple[int, list], set[str]]]] = {}
     keys = _group_keys(problem, job) if keeps_group(job) else None
-    for o in ok:
-        groups.setdefault(keys[o[0]] if keys is not None else (), []).append(o)
+    for o, x in zip(opts, over, strict=True):
+        groups.setdefault(keys[o[0]] if keys is not None else (), []).append((o, x))
     looked = 0
+    held = False  # some block or domain holds the gang's nodes, the storm limit aside
     for members in groups.values():
-        for combo in itertools.combinations(members, job.nodes):
+        if len(members) < job.nodes:
+            continue
+        held = True
+        for combo in itertools.combinations([o for o, x in members if not x], job.nodes):
             looked += 1
             if looked > GANG_COMBINATIONS:
                 return False
             vs = list({v.job.id: v for _i, victims in combo for v in victims}.values())
             if not overloaded(vs):
                 return False
-    return True
+    return held
 
 
 def _exempt_of(problem: Problem, d: Decision) -> set[str]:
@@ -816,8 +824,7 @@ def _why_blocked_uncached(problem: Problem, info: PendingInfo, d: Decision,
     if len(opts) < job.nodes or (job.nodes == 1 and any(not overloaded(o[1]) for o in opts)):
         return None  # (a job of one node: one option within the limit will do)
     over = [overloaded(o[1]) for o in opts]
-    if sum(not x for x in over) < job.nodes or _gang_overloads(
-            problem, info, [o for o, x in zip(opts, over) if not x], overloaded):
+    if job.nodes == 1 or _gang_overloads(problem, info, opts, over, overloaded):
         # name the loaded targets that the ways of making room would overload
         busy = sorted({s for x in over for s in x if loads.get(s, 0.0) > 0})
         named = ", ".join(busy[:3]) + (f" and {len(busy) - 3} more" if len(busy) > 3 else "")
