@@ -387,8 +387,6 @@ def _gang_overloads(problem: Problem, info: PendingInfo, opts: list[tuple[int, l
     from it by the storm limit) or there are too many sets to look at
     (GANG_COMBINATIONS): then it is not said to be a storm."""
     job = info.job
-    if job.nodes < 2:
-        return False
     groups: dict[tuple, list[tuple[tuple[int, list], set[str]]]] = {}
     keys = _group_keys(problem, job) if keeps_group(job) else None
     for o, x in zip(opts, over, strict=True):

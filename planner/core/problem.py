@@ -751,13 +751,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                 lasting[jid] = spans[vi.rule in ("", "R11") and spare_ending
                                      and j.expected_end_at is not None]
         in_order.append(vi)
-        into = let_go.get(vi.rule)  # (Problem.let_go; _tally_let_go, written inline)
-        if into is not None:
-            by_node = into.get(j.tier)
-            if by_node is None:
-                by_node = into[j.tier] = {}
-            for ni, m in vi.parts:
-                by_node[ni] = by_node.get(ni, 0) | m
+        _tally_let_go(let_go, vi)  # (Problem.let_go)
         if r_closed is not None and st.parts:  # (_ReserveTally)
             tier = j.tier
             if not vi.evictable or tier not in r_rights:
