@@ -272,6 +272,10 @@ class Problem:
     # 0.030 s at 12,500 nodes)
     _made: tuple[list[VictimInfo], list[_Static]] = field(
         default_factory=lambda: ([], []), init=False, repr=False, compare=False)
+    # the first tier's gangs that keep a group which the greedy variants place first in
+    # their tier (planner/solver/packing.py; set by the planner, empty otherwise)
+    packed: frozenset[str] = field(default=frozenset(), init=False, repr=False,
+                                   compare=False)
     # the GPUs of the running jobs evictable now (""), and of those protected only by
     # R11 or R17, per tier and node: tallied in build_problem's pass (let_go)
     _let_go: dict[str, dict[int, dict[int, int]]] | None = field(

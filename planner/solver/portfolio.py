@@ -284,7 +284,12 @@ class Greedy(Strategy):
         return (VARIANT_RUN if self.runs is None else self.runs) * pace.greedy_s
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        self.planner = GreedyPlanner(problem, **self.settings)
+        # a variant places the gangs a packing of the first tier chose first
+        # (planner/solver/packing.py); the plain plan (no settings) is the greedy
+        # baseline's
+        settings = ({**self.settings, "first": problem.packed}
+                    if self.settings and problem.packed else self.settings)
+        self.planner = GreedyPlanner(problem, **settings)
         d = clean(problem, self.planner.solve(budget, self.quick, self.least, self.later,
                                               self.free_first, self.search_s))
         self.unreached = frozenset(self.planner.unreached)

@@ -1,0 +1,240 @@
+"""Which gangs of the first tier get a network block or NVLink domain: a small CP-SAT
+model solved before the greedy plans (docs/planner.md, section 2).
+
+A gang that keeps one network block or NVLink domain (R2's ``same_block``,
+``same_nvlink_domain``) needs that many nodes inside one group that can each host
+one of its shards. The greedy planner takes a tier's jobs largest first and gives
+each the group it finds cheapest; where the groups with room are few, the first
+gangs can leave the later ones no group with enough room where another choice of
+groups would have placed more of them (a packing problem; on the 12,500-node
+benchmark tick one more 7-node tier-1 gang). This model decides how many gangs of
+each class (shape and node count) of the first tier go to each group, within the
+group's nodes that could host a shard of the class (on GPUs free or held by jobs
+the class may evict, as at the start of the tick), most GPUs first, and the
+highest-priority gangs of a class first. Where it leaves some out, the greedy
+variants place the gangs it chose before the other jobs of the tier
+(``GreedyPlanner(packed=True)``); the greedy planner still decides where every job
+goes under every rule (the model leaves out the storage limit, the budgets, the
+R15 window and the tier's other jobs), and a plan is kept only where it ranks
+higher. Only the first tier: the later tiers' room depends on where the tiers
+before them went.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from models.rules import gang_group
+from planner.core.budget import Budget
+from planner.core.problem import PendingInfo, Problem
+from planner.solver.cpmodel import CpModel
+from planner.solver.model import make_solver
+from planner.solver.speed import scaled
+
+# the model's time at most, on the benchmark machine; it is optimal within a few
+# milliseconds on the benchmark clusters (up to 52 gangs in 780 blocks)
+PACK_S = 0.1
+# the most patterns (gangs per class that fit one group together) the model holds; more:
+# no packing
+MAX_PATTERNS = 20_000
+
+
+@dataclass
+class Packing:
+    """What :func:`pack_gangs` found for the first ``tier``: ``first``, the gangs (job
+    ids) to place before the other jobs of the tier (empty where the model places
+    every gang, or gave no answer); ``gangs`` of the tier that keep a group, how
+    many the model places and their GPUs, CP-SAT's status, and the seconds taken."""
+
+    tier: int = 0
+    first: frozenset[str] = frozenset()
+    chosen: frozenset[str] = frozenset()
+    gangs: int = 0
+    placed: int = 0
+    gpus: int = 0
+    status: str = ""
+    seconds: float = 0.0
+
+    def said(self) -> str:
+        """For solver.detail, where the model left gangs out."""
+        if not self.first:
+            return ""
+        return (f"CP-SAT packed tier {self.tier}'s gangs that keep a block or NVLink "
+                f"domain: {self.placed} of {self.gangs} fit the groups with room "
+                f"({self.status.lower()}, {self.seconds:.2f} s), and the greedy plans "
+                "place them first")
+
+
+def top_gangs(problem: Problem) -> tuple[int, list[PendingInfo]]:
+    """The first tier with a pending job that may start, and its gangs that keep a
+    group (by id)."""
+    ready = [i for i in problem.pending.values() if i.held_until is None and i.candidates]
+    if not ready:
+        return 0, []
+    tier = min(i.job.tier for i in ready)
+    return tier, sorted((i for i in ready if i.job.tier == tier and i.job.nodes > 1
+                         and (i.job.same_block or i.job.same_nvlink_domain)),
+                        key=lambda i: i.job.id)
+
+
+def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
+               seed: int = 0) -> Packing:
+    """The packing of the first tier's gangs that keep a group (module docstring);
+    nothing to do where it has fewer than two."""
+    t0 = time.perf_counter()
+    tier, gangs = top_gangs(problem)
+    out = Packing(tier=tier, gangs=len(gangs))
+    if len(gangs) < 2:
+        return out
+    classes: dict[tuple, list[PendingInfo]] = defaultdict(list)
+    caps: dict[tuple, dict[tuple, int]] = {}  # shape -> group -> nodes that host a shard
+    rooms: dict[frozenset[int], dict[int, int]] = {}  # rights -> node -> usable GPUs
+    fits: dict[tuple, bool] = {}
+    for i in gangs:
+        j = i.job
+        shape = (j.gpus_per_node, i.need_nvlink, j.same_block, j.same_nvlink_domain,
+                 i.rights, id(i.candidates))
+        classes[(shape, j.nodes)].append(i)
+        if shape in caps:
+            continue
+        room = rooms.get(i.rights)
+        if room is None:
+            room = rooms[i.rights] = _rooms(problem, i.rights)
+        count: dict[tuple, int] = defaultdict(int)
+        k, nvlink = j.gpus_per_node, i.need_nvlink
+        nodes = problem.nodes
+        for ni in i.candidates:
+            r = room.get(ni, 0)
+            if r.bit_count() < k:
+                continue
+            nd = nodes[ni]
+            key = (id(nd.layout), r, k, nvlink)
+            ok = fits.get(key)
+            if ok is None:
+                ok = fits[key] = nd.fits(r, k, nvlink)
+            if ok:
+                count[gang_group(nd.node, j)] += 1
+        caps[shape] = count
+    placed, out.gpus, out.status = _solve(classes, caps, budget, deterministic, seed)
+    if out.status:
+        first: list[str] = []
+        for key, jobs in classes.items():
+            jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
+            first += [i.job.id for i in jobs[:placed.get(key, 0)]]
+        out.placed = len(first)
+        out.chosen = frozenset(first)
+        if out.placed < len(gangs):
+            out.first = frozenset(first)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def _rooms(problem: Problem, rights: frozenset[int]) -> dict[int, int]:
+    """Per usable node, the GPUs free or held by evictable jobs of a tier in
+    ``rights``, as a mask."""
+    out = {nd.idx: nd.free for nd in problem.nodes if nd.node.state == "up"}
+    if rights:
+        for ni, pairs in problem.victim_pairs_by_node().items():
+            m = out.get(ni)
+            if m is not None:
+                for vi, mk in pairs:
+                    if vi.job.tier in rights:
+                        m |= mk
+                out[ni] = m
+    return out
+
+
+def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple, int]],
+           budget: Budget, deterministic: bool, seed: int
+           ) -> tuple[dict[tuple, int], int, str]:
+    """How many gangs of each class the packing places, their GPUs, and CP-SAT's
+    status ("" where it found no solution in time, or the model would be too big).
+
+    Groups with the same room for every shape are alike: per kind of group, how many
+    of its groups take each maximal pattern (gangs per class that fit one group
+    together: each shape's within the group's nodes that host one of its shards, all
+    within the most nodes any shape has there). A class places at most its gangs and
+    at most as many as the patterns chosen hold."""
+    shapes = sorted({key[0] for key in classes}, key=repr)
+    order = sorted(classes, key=lambda c: (shapes.index(c[0]), c[1], classes[c][0].job.id))
+    kinds: dict[tuple[int, ...], int] = defaultdict(int)  # room per shape -> groups
+    for g in set().union(*(caps[s] for s in shapes)):
+        kinds[tuple(caps[s].get(g, 0) for s in shapes)] += 1
+    m = CpModel()
+    holds: dict[tuple, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+    patterns = 0
+    for ki, (room, count) in enumerate(sorted(kinds.items())):
+        found = _patterns(order, [shapes.index(c[0]) for c in order], room,
+                          [len(classes[c]) for c in order])
+        patterns += len(found)
+        if patterns > MAX_PATTERNS:
+            return {}, 0, ""
+        ys = []
+        for pi, pat in enumerate(found):
+            y = m.new_int_var(0, count, f"y{ki}_{pi}")
+            ys.append(y)
+            for c, n in zip(order, pat, strict=True):
+                if n:
+                    holds[c].append((n, y))
+        if len(ys) > 1:
+            m.add(sum(ys) <= count)
+    placed = {c: m.new_int_var(0, len(classes[c]), f"p{ci}") for ci, c in enumerate(order)
+              if holds[c]}
+    if not placed:
+        return {}, 0, "NONE"
+    for c, x in placed.items():
+        m.add(x <= sum(n * y for n, y in holds[c]))
+    m.maximize(sum(c[1] * c[0][0] * x for c, x in placed.items()))
+    limit = min(budget.left(), scaled(PACK_S)) if not deterministic else PACK_S
+    solver = make_solver(limit, deterministic, 1, seed, patterns + len(placed))
+    st = solver.solve(m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return {}, 0, ""
+    return ({c: int(solver.value(x)) for c, x in placed.items()},
+            int(solver.objective_value), solver.status_name(st))
+
+
+def _patterns(order: list[tuple], shape_of: list[int], room: tuple[int, ...],
+              supply: list[int]) -> list[tuple[int, ...]]:
+    """The maximal patterns of one kind of group: gangs per class (``order``: (shape,
+    nodes) each, of shape ``shape_of``) that fit its ``room`` (nodes per shape) together,
+    at most ``supply`` of each, none of which holds one more gang."""
+    most = max(room, default=0)
+    out: list[tuple[int, ...]] = []
+    cnt = [0] * len(order)
+    used = [0] * len(room)
+    # (only the classes one gang of which fits: the others stay at 0)
+    live = [ci for ci in range(len(order)) if supply[ci] and order[ci][1] <= room[shape_of[ci]]]
+    if not live:
+        return []
+
+    def fits(ci: int) -> bool:
+        nodes = order[ci][1]
+        return (cnt[ci] < supply[ci] and used[shape_of[ci]] + nodes <= room[shape_of[ci]]
+                and sum(used) + nodes <= most)
+
+    def walk(li: int) -> None:
+        if len(out) > MAX_PATTERNS:
+            return
+        if li == len(live):
+            if not any(fits(c) for c in live):
+                out.append(tuple(cnt))
+            return
+        ci = live[li]
+        k = 0
+        while True:
+            walk(li + 1)
+            if not fits(ci):
+                break
+            cnt[ci] += 1
+            used[shape_of[ci]] += order[ci][1]
+            k += 1
+        cnt[ci] -= k
+        used[shape_of[ci]] -= k * order[ci][1]
+
+    walk(0)
+    return out

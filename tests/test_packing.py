@@ -1,0 +1,100 @@
+"""Packing the first tier's gangs that keep a group into the groups with room
+(planner/solver/packing.py), and the greedy variants that place the gangs it chose
+first.
+
+The cluster, at Monday 2026-11-30 08:00Z: ten free 8-GPU NVSwitch nodes, ``a1``-``a5``
+in block ``A`` and ``b1``-``b5`` in block ``B``; nothing runs. Five pending tier-1
+gangs keep one block, 8 GPUs a node: ``T`` (4 nodes, 32 GPUs), ``P`` and ``Q`` (3
+nodes, 24 GPUs each), ``R`` and ``S`` (2 nodes, 16 GPUs each): 14 nodes for 10.
+
+Largest first, ``T`` takes four nodes of one block (one left there), ``P`` three of
+the other (two left), ``Q`` finds no block with three, ``R`` takes the two, ``S``
+none: 72 GPUs. The best packing: ``P`` and ``R`` in one block, ``Q`` and ``S`` in the
+other, 10 nodes and 80 GPUs; ``T`` (in a block, one node of it left over) is left
+out. Placed first, ``P``, ``Q``, ``R`` and ``S`` take every node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from models import load_snapshot
+from planner import plan
+from planner.core.budget import Budget
+from planner.core.decision import clean, objective_of
+from planner.core.problem import build_problem
+from planner.heuristics.greedy import GreedyPlanner
+from planner.solver.packing import _patterns, pack_gangs
+
+NOW = "2026-11-30T08:00:00Z"
+GANGS = {"T": 4, "P": 3, "Q": 3, "R": 2, "S": 2}
+
+
+def _snap(gangs: dict[str, int] = GANGS, tier_of: dict[str, int] | None = None
+          ) -> dict[str, Any]:
+    nodes = [{"id": f"{b.lower()}{i}", "gpus": 8, "nvlink": "nvswitch", "block": b}
+             for b in "AB" for i in range(1, 6)]
+    jobs = [{"id": j, "tier": (tier_of or {}).get(j, 1), "state": "pending",
+             "gpus_per_node": 8, "nodes": n, "priority": 10, "same_block": True,
+             "topology": "any"} for j, n in gangs.items()]
+    return {"version": 1, "now": NOW, "nodes": nodes, "jobs": jobs, "storage": [],
+            "policy": {}}
+
+
+def test_the_packing_leaves_out_the_gang_that_wastes_a_node() -> None:
+    problem = build_problem(load_snapshot(_snap()))
+    pk = pack_gangs(problem, Budget(10.0, wall=False), deterministic=True)
+    assert (pk.tier, pk.gangs, pk.placed, pk.gpus, pk.status) == (1, 5, 4, 80, "OPTIMAL")
+    assert pk.first == pk.chosen == frozenset("PQRS")
+    assert pk.said().startswith("CP-SAT packed tier 1's gangs that keep a block or NVLink "
+                                "domain: 4 of 5 fit the groups with room (optimal, ")
+
+
+def test_placed_first_the_packed_gangs_take_every_node() -> None:
+    problem = build_problem(load_snapshot(_snap()))
+    default = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
+    assert sorted(default.placements) == ["P", "R", "T"]
+    assert objective_of(problem, default).admitted_gpus["1"] == 72
+    packed = clean(problem, GreedyPlanner(problem, spare_lower=True,
+                                          first=frozenset("PQRS")).solve())
+    assert sorted(packed.placements) == ["P", "Q", "R", "S"]
+    assert objective_of(problem, packed).admitted_gpus["1"] == 80
+    by_block = {j: {problem.nodes[ni].node.block for ni, _m in parts}
+                for j, parts in packed.placements.items()}
+    assert all(len(b) == 1 for b in by_block.values())  # (R2: one block each)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_plan_admits_what_the_packing_finds(deterministic: bool) -> None:
+    # the whole model would find 80 as well; the greedy variants do it with the packing
+    p = plan(_snap(), time_limit_s=2.0, deterministic=deterministic)
+    assert p.objective.admitted_gpus["1"] == 80
+    assert sorted(x.job for x in p.placements) == ["P", "Q", "R", "S"]
+    assert [d.job for d in p.deferred] == ["T"]
+
+
+def test_no_packing_where_every_gang_fits_or_the_first_tier_has_one() -> None:
+    # four gangs that fit together (3 and 2 nodes in each block): the greedy order is
+    # left as it is
+    fits = build_problem(load_snapshot(_snap({"T": 3, "P": 2, "R": 3, "S": 2})))
+    pk = pack_gangs(fits, Budget(10.0, wall=False), deterministic=True)
+    assert (pk.placed, pk.gangs, pk.first) == (4, 4, frozenset())
+    assert pk.said() == ""
+    # only the first tier is packed: T alone in tier 1 (the others in tier 2)
+    one = build_problem(load_snapshot(_snap(tier_of={"P": 2, "Q": 2, "R": 2, "S": 2})))
+    pk = pack_gangs(one, Budget(10.0, wall=False), deterministic=True)
+    assert (pk.tier, pk.gangs, pk.status, pk.first) == (1, 1, "", frozenset())
+
+
+def test_the_maximal_patterns_of_a_group() -> None:
+    # classes (shape 0, 4 nodes), (0, 3), (0, 2) with 1, 2 and 2 gangs; a group of 5 nodes:
+    # 4 (1 left: nothing fits), 3 + 2, 2 + 2 (1 left); 3 alone is not maximal (2 more fit)
+    order = [("s", 4), ("s", 3), ("s", 2)]
+    assert sorted(_patterns(order, [0, 0, 0], (5,), [1, 2, 2])) == [
+        (0, 0, 2), (0, 1, 1), (1, 0, 0)]
+    # with one gang of 2 nodes only, 2 + 2 is not there: 2 alone is not maximal either
+    # (a 3 fits next to it)
+    assert sorted(_patterns(order, [0, 0, 0], (5,), [1, 2, 1])) == [(0, 1, 1), (1, 0, 0)]
+    assert _patterns(order, [0, 0, 0], (1,), [1, 2, 2]) == []
