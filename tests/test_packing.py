@@ -76,11 +76,11 @@ def test_the_plan_admits_what_the_packing_finds(deterministic: bool) -> None:
 
 
 def test_no_packing_where_every_gang_fits_or_the_first_tier_has_one() -> None:
-    # four gangs that fit together (3 and 2 nodes in each block): the greedy order is
-    # left as it is
+    # four gangs that fit together (3 and 2 nodes in each block), dealt largest first
+    # each to the block it leaves least room in: no model, the greedy order stays
     fits = build_problem(load_snapshot(_snap({"T": 3, "P": 2, "R": 3, "S": 2})))
     pk = pack_gangs(fits, Budget(10.0, wall=False), deterministic=True)
-    assert (pk.placed, pk.gangs, pk.first) == (4, 4, frozenset())
+    assert (pk.placed, pk.gangs, pk.gpus, pk.status, pk.first) == (4, 4, 80, "ALL", frozenset())
     assert pk.said() == ""
     # only the first tier is packed: T alone in tier 1 (the others in tier 2)
     one = build_problem(load_snapshot(_snap(tier_of={"P": 2, "Q": 2, "R": 2, "S": 2})))

@@ -119,6 +119,12 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
             if ok:
                 count[gang_group(nd.node, j)] += 1
         caps[shape] = count
+    if _all_fit(classes, caps):  # (the order stays: no model needed)
+        out.placed = out.gangs
+        out.gpus = sum(i.job.total_gpus for i in gangs)
+        out.status = "ALL"
+        out.seconds = time.perf_counter() - t0
+        return out
     placed, out.gpus, out.status = _solve(classes, caps, budget, deterministic, seed)
     if out.status:
         first: list[str] = []
@@ -146,6 +152,31 @@ def _rooms(problem: Problem, rights: frozenset[int]) -> dict[int, int]:
                         m |= mk
                 out[ni] = m
     return out
+
+
+def _all_fit(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple, int]]
+             ) -> bool:
+    """Do the gangs fit the groups together as the model counts room, dealt largest
+    first, each to the group whose room for its shape it leaves smallest (then no
+    packing can place more, and the model is not needed)?"""
+    used: dict[tuple, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
+    total: dict[tuple, int] = defaultdict(int)  # group -> nodes taken, any shape
+    most: dict[tuple, int] = defaultdict(int)  # group -> the most room of any shape
+    for rooms in caps.values():
+        for g, n in rooms.items():
+            most[g] = max(most[g], n)
+    for (shape, nodes), jobs in sorted(classes.items(), key=lambda kv: -kv[0][1]):
+        for _ in jobs:
+            best = None
+            for g, room in caps[shape].items():
+                left = min(room - used[g][shape], most[g] - total[g]) - nodes
+                if left >= 0 and (best is None or (left, repr(g)) < best[0]):
+                    best = ((left, repr(g)), g)
+            if best is None:
+                return False
+            used[best[1]][shape] += nodes
+            total[best[1]] += nodes
+    return True
 
 
 def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple, int]],
