@@ -26,6 +26,7 @@ from planner.core.budget import Budget
 from planner.core.decision import clean, objective_of
 from planner.core.problem import build_problem
 from planner.heuristics.greedy import GreedyPlanner
+from planner.solver import cpsat, portfolio
 from planner.solver.packing import _patterns, pack_gangs
 
 NOW = "2026-11-30T08:00:00Z"
@@ -92,9 +93,56 @@ def test_the_maximal_patterns_of_a_group() -> None:
     # classes (shape 0, 4 nodes), (0, 3), (0, 2) with 1, 2 and 2 gangs; a group of 5 nodes:
     # 4 (1 left: nothing fits), 3 + 2, 2 + 2 (1 left); 3 alone is not maximal (2 more fit)
     order = [("s", 4), ("s", 3), ("s", 2)]
-    assert sorted(_patterns(order, [0, 0, 0], (5,), [1, 2, 2])) == [
+    assert sorted(_patterns(order, [0, 0, 0], (5, 5), [1, 2, 2])) == [
         (0, 0, 2), (0, 1, 1), (1, 0, 0)]
     # with one gang of 2 nodes only, 2 + 2 is not there: 2 alone is not maximal either
     # (a 3 fits next to it)
-    assert sorted(_patterns(order, [0, 0, 0], (5,), [1, 2, 1])) == [(0, 1, 1), (1, 0, 0)]
-    assert _patterns(order, [0, 0, 0], (1,), [1, 2, 2]) == []
+    assert sorted(_patterns(order, [0, 0, 0], (5, 5), [1, 2, 1])) == [(0, 1, 1), (1, 0, 0)]
+    assert _patterns(order, [0, 0, 0], (1, 1), [1, 2, 2]) == []
+
+
+def test_the_packing_bounds_the_first_tiers_gpus() -> None:
+    # every job of tier 1 that may start but the gangs (here a 1-node job of 8 GPUs,
+    # x1) at all its GPUs, and the gangs at the packing's 80: at most 88
+    snap = _snap()
+    snap["jobs"].append({"id": "x1", "tier": 1, "state": "pending", "gpus_per_node": 8,
+                         "priority": 1})
+    problem = build_problem(load_snapshot(snap))
+    pk = pack_gangs(problem, Budget(10.0, wall=False), deterministic=True)
+    assert (pk.gpus, pk.bound) == (80, 88)
+    short = pk.proof({"tier-1 GPUs": 80.0, "tier-2 GPUs": 0.0})
+    assert short is not None and short.items == [("tier-1 GPUs", 80.0, 88.0, "PACKED")]
+    assert short.gap == pytest.approx(8 / 88)
+    reached = pk.proof({"tier-1 GPUs": 88.0})
+    assert reached is not None and reached.gap is None and not reached.proven
+    assert reached.describe() == ("bound from a relaxation solved with CP-SAT: the plan "
+                                  "reaches the bound on tier-1 GPUs; nothing proven on the "
+                                  "items after")
+
+
+def test_no_packing_where_two_shards_could_share_a_node() -> None:
+    # 4-GPU shards on 8-GPU nodes: two gangs may share a node, which the model (it
+    # counts nodes) does not see; all five gangs fit (14 shards of 4 GPUs, room for 20)
+    snap = _snap()
+    for j in snap["jobs"]:
+        j["gpus_per_node"] = 4
+    problem = build_problem(load_snapshot(snap))
+    pk = pack_gangs(problem, Budget(10.0, wall=False), deterministic=True)
+    assert (pk.status, pk.first, pk.bound) == ("SHARED", frozenset(), None)
+    assert pk.proof({"tier-1 GPUs": 0.0}) is None
+
+
+def test_a_plan_without_the_whole_model_reports_the_packings_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the path of a big cluster (the whole model never fits) on one core (no lane, no
+    # bound on the other core): the packing's bound is the plan's, tier 1 reached
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
+    p = plan(_snap(), time_limit_s=2.0, workers=1)
+    assert p.objective.admitted_gpus["1"] == 80
+    assert p.solver.status == "RELAXATION" and p.solver.gap is None
+    detail = p.solver.detail or ""
+    assert "no time left to build and solve the model" in detail
+    assert ("bound from a relaxation solved with CP-SAT: the plan reaches the bound on "
+            "tier-1 GPUs; nothing proven on the items after in ") in detail
+    assert "s packing its gangs, before the greedy plans" in detail

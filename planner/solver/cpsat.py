@@ -903,9 +903,19 @@ class _Run:
                 if x)})
             info.name_gap_item(item)
             status = "optimal" if gap == 0.0 else "feasible" if status == "optimal" else status
-        if self.model is None and self.proof is not None and not self.settled:
-            status, info = self._lane_bound(self.proof, best, status, info,
-                                            traded=bool(moved or note))
+        if self.model is None and not self.settled:
+            # the bound proved on the other core, or that of the packing of the first
+            # tier's gangs (planner/solver/packing.py) where it is lower on that tier
+            found, where = self.proof, " on the other core"
+            packed = self.packing.proof(item_values(self.problem, best))
+            if packed is not None and packed.items and (
+                    found is None or not found.items
+                    or (found.items[0][0] == packed.items[0][0]
+                        and packed.items[0][2] < found.items[0][2])):
+                found, where = packed, " packing its gangs, before the greedy plans"
+            if found is not None:
+                status, info = self._lane_bound(found, best, status, info,
+                                                traded=bool(moved or note), where=where)
         by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
         unreached = by.unreached - best.placements.keys()
         free_only = by.free_only - best.placements.keys()
@@ -933,7 +943,8 @@ class _Run:
                         free_only=free_only)
 
     def _lane_bound(self, proof: BoundResult, best: Decision, status: str, info: SolverInfo,
-                    *, traded: bool) -> tuple[str, SolverInfo]:
+                    *, traded: bool, where: str = " on the other core"
+                    ) -> tuple[str, SolverInfo]:
         """Where the whole model was skipped: the bound proved on the other core
         (BoundLane, for the plan so far then) judged for the plan returned, ``best``
         (BoundResult.judge): its gap, and the status ``feasible`` (``optimal`` where
@@ -943,7 +954,7 @@ class _Run:
         res = proof.judge(item_values(self.problem, best))
         if not res.items:
             return status, info
-        said = res.said(f" in {res.seconds:.2f} s on the other core", traded=traded)
+        said = res.said(f" in {res.seconds:.2f} s{where}", traded=traded)
         update: dict[str, Any] = {"detail": "; ".join(x for x in (info.detail, said) if x)}
         if info.status == "SKIPPED":
             update["status"] = "RELAXATION"

@@ -17,11 +17,18 @@ variants place the gangs it chose before the other jobs of the tier
 goes under every rule (the model leaves out the storage limit, the budgets, the
 R15 window and the tier's other jobs), and a plan is kept only where it ranks
 higher. Only the first tier: the later tiers' room depends on where the tiers
-before them went.
+before them went; and only where no node can hold two of the gangs' shards (the
+model counts nodes).
+
+The model is a relaxation of the tier's placements, so it bounds the tier's GPUs:
+its other jobs that may start at all their GPUs, and the gangs at the most a
+packing places (CP-SAT's bound). A plan made without the whole model reports it
+(planner/solver/cpsat.py, like the bound proved on the other core).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -31,6 +38,7 @@ from ortools.sat.python import cp_model
 from models.rules import gang_group
 from planner.core.budget import Budget
 from planner.core.problem import PendingInfo, Problem
+from planner.solver.bound import BoundResult
 from planner.solver.cpmodel import CpModel
 from planner.solver.model import make_solver
 from planner.solver.speed import scaled
@@ -58,6 +66,18 @@ class Packing:
     gpus: int = 0
     status: str = ""
     seconds: float = 0.0
+    # the most GPUs of the tier any plan admits, where the model bounds it (None: not)
+    bound: int | None = None
+
+    def proof(self, values: dict[str, float]) -> BoundResult | None:
+        """The tier's bound as a proof for a plan with these objective item values
+        (bound.item_values): the tier's GPUs, the first item a plan may admit any
+        of; None where there is no bound."""
+        if self.bound is None:
+            return None
+        name = f"tier-{self.tier} GPUs"
+        return BoundResult(items=[(name, float(values.get(name, 0.0)), float(self.bound),
+                                   "PACKED")], seconds=self.seconds).judge(values)
 
     def said(self) -> str:
         """For solver.detail, where the model left gangs out."""
@@ -92,8 +112,12 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
         return out
     classes: dict[tuple, list[PendingInfo]] = defaultdict(list)
     caps: dict[tuple, dict[tuple, int]] = {}  # shape -> group -> nodes that host a shard
+    hosts: dict[tuple, set[int]] = defaultdict(set)  # group -> nodes that host any shard
     rooms: dict[frozenset[int], dict[int, int]] = {}  # rights -> node -> usable GPUs
     fits: dict[tuple, bool] = {}
+    # only where no node holds two shards (each more than half its GPUs)
+    whole = True
+    nodes = problem.nodes
     for i in gangs:
         j = i.job
         shape = (j.gpus_per_node, i.need_nvlink, j.same_block, j.same_nvlink_domain,
@@ -106,26 +130,42 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
             room = rooms[i.rights] = _rooms(problem, i.rights)
         count: dict[tuple, int] = defaultdict(int)
         k, nvlink = j.gpus_per_node, i.need_nvlink
-        nodes = problem.nodes
         for ni in i.candidates:
+            nd = nodes[ni]
+            if 2 * k <= nd.node.gpus:
+                whole = False
             r = room.get(ni, 0)
             if r.bit_count() < k:
                 continue
-            nd = nodes[ni]
             key = (id(nd.layout), r, k, nvlink)
             ok = fits.get(key)
             if ok is None:
                 ok = fits[key] = nd.fits(r, k, nvlink)
             if ok:
-                count[gang_group(nd.node, j)] += 1
+                g = gang_group(nd.node, j)
+                count[g] += 1
+                hosts[g].add(ni)
         caps[shape] = count
-    if _all_fit(classes, caps):  # (the order stays: no model needed)
+    if not whole:  # (the model counts nodes, not GPUs: it would leave out gangs that fit)
+        out.status = "SHARED"
+        out.seconds = time.perf_counter() - t0
+        return out
+    most = {g: len(ns) for g, ns in hosts.items()}
+    # the tier's jobs that may start but these gangs: at most all their GPUs
+    others = sum(i.job.total_gpus for i in problem.pending.values()
+                 if i.job.tier == tier and i.held_until is None and i.candidates) - sum(
+        i.job.total_gpus for i in gangs)
+    if _all_fit(classes, caps, most):  # (the order stays: no model needed)
         out.placed = out.gangs
         out.gpus = sum(i.job.total_gpus for i in gangs)
         out.status = "ALL"
         out.seconds = time.perf_counter() - t0
+        out.bound = others + out.gpus
         return out
-    placed, out.gpus, out.status = _solve(classes, caps, budget, deterministic, seed)
+    placed, out.gpus, gpus_bound, out.status = _solve(classes, caps, most, budget,
+                                                      deterministic, seed)
+    if out.status:
+        out.bound = others + gpus_bound
     if out.status:
         first: list[str] = []
         for key, jobs in classes.items():
@@ -154,17 +194,13 @@ def _rooms(problem: Problem, rights: frozenset[int]) -> dict[int, int]:
     return out
 
 
-def _all_fit(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple, int]]
-             ) -> bool:
+def _all_fit(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple, int]],
+             most: dict[tuple, int]) -> bool:
     """Do the gangs fit the groups together as the model counts room, dealt largest
     first, each to the group whose room for its shape it leaves smallest (then no
     packing can place more, and the model is not needed)?"""
     used: dict[tuple, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
     total: dict[tuple, int] = defaultdict(int)  # group -> nodes taken, any shape
-    most: dict[tuple, int] = defaultdict(int)  # group -> the most room of any shape
-    for rooms in caps.values():
-        for g, n in rooms.items():
-            most[g] = max(most[g], n)
     for (shape, nodes), jobs in sorted(classes.items(), key=lambda kv: -kv[0][1]):
         for _ in jobs:
             best = None
@@ -180,21 +216,21 @@ def _all_fit(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tup
 
 
 def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple, int]],
-           budget: Budget, deterministic: bool, seed: int
-           ) -> tuple[dict[tuple, int], int, str]:
-    """How many gangs of each class the packing places, their GPUs, and CP-SAT's
-    status ("" where it found no solution in time, or the model would be too big).
-
-    Groups with the same room for every shape are alike: per kind of group, how many
-    of its groups take each maximal pattern (gangs per class that fit one group
-    together: each shape's within the group's nodes that host one of its shards, all
-    within the most nodes any shape has there). A class places at most its gangs and
-    at most as many as the patterns chosen hold."""
+           most: dict[tuple, int], budget: Budget, deterministic: bool, seed: int
+           ) -> tuple[dict[tuple, int], int, int, str]:
+    """How many gangs of each class the packing places, their GPUs, the most GPUs a
+    packing places (CP-SAT's bound), and CP-SAT's status ("" where it found no
+    solution in time, or the model would be too big)."""
+    # Groups with the same room for every shape (and for all of them together) are
+    # alike: per kind of group, how many of its groups take each maximal pattern
+    # (gangs per class that fit one group together: each shape's within the group's
+    # nodes that host one of its shards, all within the nodes that host any). A class
+    # places at most its gangs and at most as many as the patterns chosen hold.
     shapes = sorted({key[0] for key in classes}, key=repr)
     order = sorted(classes, key=lambda c: (shapes.index(c[0]), c[1], classes[c][0].job.id))
-    kinds: dict[tuple[int, ...], int] = defaultdict(int)  # room per shape -> groups
+    kinds: dict[tuple[int, ...], int] = defaultdict(int)  # room per shape, all -> groups
     for g in set().union(*(caps[s] for s in shapes)):
-        kinds[tuple(caps[s].get(g, 0) for s in shapes)] += 1
+        kinds[(*(caps[s].get(g, 0) for s in shapes), most[g])] += 1
     m = CpModel()
     holds: dict[tuple, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     patterns = 0
@@ -203,7 +239,7 @@ def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple
                           [len(classes[c]) for c in order])
         patterns += len(found)
         if patterns > MAX_PATTERNS:
-            return {}, 0, ""
+            return {}, 0, 0, ""
         ys = []
         for pi, pat in enumerate(found):
             y = m.new_int_var(0, count, f"y{ki}_{pi}")
@@ -216,7 +252,7 @@ def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple
     placed = {c: m.new_int_var(0, len(classes[c]), f"p{ci}") for ci, c in enumerate(order)
               if holds[c]}
     if not placed:
-        return {}, 0, "NONE"
+        return {}, 0, 0, "NONE"
     for c, x in placed.items():
         m.add(x <= sum(n * y for n, y in holds[c]))
     m.maximize(sum(c[1] * c[0][0] * x for c, x in placed.items()))
@@ -224,28 +260,32 @@ def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple
     solver = make_solver(limit, deterministic, 1, seed, patterns + len(placed))
     st = solver.solve(m)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return {}, 0, ""
-    return ({c: int(solver.value(x)) for c, x in placed.items()},
-            int(solver.objective_value), solver.status_name(st))
+        return {}, 0, 0, ""
+    best = int(solver.objective_value)
+    return ({c: int(solver.value(x)) for c, x in placed.items()}, best,
+            best if st == cp_model.OPTIMAL else math.floor(solver.best_objective_bound + 1e-6),
+            solver.status_name(st))
 
 
 def _patterns(order: list[tuple], shape_of: list[int], room: tuple[int, ...],
               supply: list[int]) -> list[tuple[int, ...]]:
     """The maximal patterns of one kind of group: gangs per class (``order``: (shape,
-    nodes) each, of shape ``shape_of``) that fit its ``room`` (nodes per shape) together,
-    at most ``supply`` of each, none of which holds one more gang."""
-    most = max(room, default=0)
+    nodes) each, of shape ``shape_of``) that fit its ``room`` (nodes per shape, then the
+    nodes that host any shape) together, at most ``supply`` of each, none of which
+    holds one more gang."""
+    *per_shape, most = room
     out: list[tuple[int, ...]] = []
     cnt = [0] * len(order)
-    used = [0] * len(room)
+    used = [0] * len(per_shape)
     # (only the classes one gang of which fits: the others stay at 0)
-    live = [ci for ci in range(len(order)) if supply[ci] and order[ci][1] <= room[shape_of[ci]]]
+    live = [ci for ci in range(len(order))
+            if supply[ci] and order[ci][1] <= min(per_shape[shape_of[ci]], most)]
     if not live:
         return []
 
     def fits(ci: int) -> bool:
         nodes = order[ci][1]
-        return (cnt[ci] < supply[ci] and used[shape_of[ci]] + nodes <= room[shape_of[ci]]
+        return (cnt[ci] < supply[ci] and used[shape_of[ci]] + nodes <= per_shape[shape_of[ci]]
                 and sum(used) + nodes <= most)
 
     def walk(li: int) -> None:
