@@ -564,19 +564,13 @@ class _Run:
         quick = 0.0 if self.det else free_quick_s(self.usable)
         jobs = sum(1 for i in self.problem.pending.values()
                    if i.candidates and i.held_until is None)
-        whole_run_s = SEARCH_TIMES * quick * jobs
-        free_first = False  # (GreedyPlanner.solve's, for the first run: below)
-        if not self.det:
-            keep = cut_keep(self.budget, self.usable)
-            room = max(first_least_s(), self.budget.left() - keep.keep_s(0, 0))
-            free_first = whole_run_s > (1 if tight else FREE_FIRST_TIMES) * room
-        if not free_first:
+        if not tight:
             # the first tier's gangs that keep a group, packed into the groups with room
             # by CP-SAT: the greedy variants place those it chose first
-            # (planner/solver/packing.py). Not where the first run will be cut short
-            # (free_first): there the gangs' searches, taken first, leave the tier's
-            # other jobs less time (12,500 nodes at 1 s: 4,623-4,951 tier-1 GPUs
-            # against 6,583)
+            # (planner/solver/packing.py). Not where the time left holds less than the
+            # first greedy run's least (tight): there the gangs' searches, taken first,
+            # leave the tier's other jobs less time (12,500 nodes at 1 s: 4,623-4,951
+            # tier-1 GPUs against 6,583)
             self.packing = pack_gangs(self.problem, work, deterministic=self.det,
                                       seed=self.seed)
             self.problem.packed = self.packing.first
@@ -624,11 +618,14 @@ class _Run:
         if self.det:  # (nothing looks at the clock, nor measures the machine)
             first = Greedy({"spare_lower": True})
         else:
+            keep = cut_keep(self.budget, self.usable)
+            whole_run_s = SEARCH_TIMES * quick * jobs
+            room = max(first_least_s(), self.budget.left() - keep.keep_s(0, 0))
             first = Greedy(
                 {"spare_lower": True}, quick=quick, least=first_least_s(),
                 search_s=first_search_s(self.usable),
                 later=keep if tight or whole_run_s > work.left() else None,
-                free_first=free_first)
+                free_first=whole_run_s > (1 if tight else FREE_FIRST_TIMES) * room)
         soft = work if self.det else self.budget.until(
             work.end + min(self.reserve / 2, 2 * first_least_s()))
         yield first, soft
