@@ -443,6 +443,51 @@ def test_the_tier_bound_leaves_the_exempt_tiers_jobs_out_of_the_case_without_the
     assert empty.gap == 1.0
 
 
+def test_a_tier_whose_case_without_the_window_gets_no_bound_in_time_has_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the empty plan of _budget_tick: the window's case holds at most 20 tier-1 GPUs,
+    # the case without it 24. Where the solve of the second stops before any bound
+    # (UNKNOWN), the window's 20 alone is no bound (the other case may be above it):
+    # none; where that case has no plan (INFEASIBLE), the window's 20 is the bound
+    from planner.solver import bound as bound_mod
+    problem = build_problem(load_snapshot(_budget_tick()))
+    monkeypatch.setattr(bound_mod, "_most", lambda *a, **k: (None, "UNKNOWN"))
+    assert prove_tiers(problem, Decision(), Budget(5.0, wall=False),
+                       deterministic=True).items == []
+    monkeypatch.setattr(bound_mod, "_most", lambda *a, **k: (None, "INFEASIBLE"))
+    assert prove_tiers(problem, Decision(), Budget(5.0, wall=False),
+                       deterministic=True).items == [("tier-1 GPUs", 0.0, 20.0, "CEILING")]
+
+
+def test_the_tier_bound_takes_a_bound_from_the_packing(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    # a bound of every plan on tier 1 from elsewhere (the packing of its gangs,
+    # planner/solver/packing.py). Say it proves that no plan admits A (0 GPUs): the
+    # empty plan reaches it, no case is solved for tier 1 (the exempt tier's own model
+    # is never built), and tier 2 is bounded as with A out: B and C take at most 12
+    # GPUs, B's 8 alone a gap of 1/3. Where the bound from elsewhere is lower than the
+    # cases' (16 against 24), it is the bound
+    from planner.solver import bound as bound_mod
+    problem = build_problem(load_snapshot(_budget_tick()))
+    problem.packed_bound = {"tier-1 GPUs": 0.0}
+    real = bound_mod.Relaxation
+
+    def no_exempt_model(p: Any, **kw: Any) -> Any:
+        assert kw.get("cheap") != frozenset({1}), "the exempt tier's model was built"
+        return real(p, **kw)
+
+    monkeypatch.setattr(bound_mod, "Relaxation", no_exempt_model)
+    res = prove_tiers(problem, Decision(placements={"B": [_whole(0)]}),
+                      Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-1 GPUs", 0.0, 0.0, "PACKED"),
+                         ("tier-2 GPUs", 8.0, 12.0, "CEILING/OPTIMAL")]
+    assert res.gap == pytest.approx(1 / 3)
+    monkeypatch.setattr(bound_mod, "Relaxation", real)
+    problem.packed_bound = {"tier-1 GPUs": 16.0}
+    res = prove_tiers(problem, Decision(), Budget(5.0, wall=False), deterministic=True)
+    assert res.items == [("tier-1 GPUs", 0.0, 16.0, "PACKED")] and res.gap == 1.0
+
+
 def test_the_tier_bound_takes_the_windows_ceiling_where_it_is_higher() -> None:
     # _budget_tick without A and with D (tier 2, 8 GPUs): tier-2 jobs B, C, D, 20 GPUs.
     # The window's case: n0's and n3's 12 free GPUs and one victim's 8, 20, above the

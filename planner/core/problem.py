@@ -276,6 +276,10 @@ class Problem:
     # their tier (planner/solver/packing.py; set by the planner, empty otherwise)
     packed: frozenset[str] = field(default=frozenset(), init=False, repr=False,
                                    compare=False)
+    # ... and the bound that packing proves on objective items (name -> the most any
+    # plan takes: the first tier's GPUs), for the bounds proved on the other core
+    packed_bound: dict[str, float] = field(default_factory=dict, init=False, repr=False,
+                                           compare=False)
     # the GPUs of the running jobs evictable now (""), and of those protected only by
     # R11 or R17, per tier and node: tallied in build_problem's pass (let_go)
     _let_go: dict[str, dict[int, dict[int, int]]] | None = field(

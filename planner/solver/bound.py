@@ -787,19 +787,28 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
         name = f"tier-{t} GPUs"
         v = int(values.get(name, 0))
         free_b: int | None = None  # the free case's bound (None: not solved)
+        # a bound of every plan on the item from elsewhere (the packing of the first
+        # tier's gangs, planner/solver/packing.py), or None
+        packed = p.packed_bound.get(name)
+        known = None if packed is None else math.floor(packed + 1e-6)
         if v == demand[t]:
             bound, status = v, "ALL"
+        elif known is not None and v >= known:  # (reached: no case to solve)
+            bound, status = known, "PACKED"
         else:
             found: list[tuple[int, str]] = []
             if within and most - before >= v:  # (else short of d: left out)
                 found.append((min(demand[t], most - before), "CEILING"))
+            # the free case, where it is alive: solved, or (no time, no bound in time)
+            # unknown, when only a bound from elsewhere (known) holds
+            unknown = False
             if free:
                 share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
                 exempt = t in tb.exempt_tiers
-                if not deterministic and (share < LEAST_PHASE_S or not budget.fits(
-                        EXEMPT_BUILD_TIMES * build_s if exempt else build_s if rel is None
-                        else 0.0)):
-                    break
+                unknown = not deterministic and (share < LEAST_PHASE_S or not budget.fits(
+                    EXEMPT_BUILD_TIMES * build_s if exempt else build_s if rel is None
+                    else 0.0))
+            if free and not unknown:
                 tb0 = time.perf_counter()
                 if exempt:  # (its own model: its jobs alone, on free GPUs and victims')
                     model = Relaxation(p, cheap=frozenset({t}), victims=True)
@@ -816,10 +825,10 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                 # (what the build left of the share: a build slower than expected
                 # leaves the solve less, never the run past its budget)
                 share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
-                if not deterministic and share < LEAST_PHASE_S:
-                    break
                 expr = _tier_expr(model, name)
-                if expr is None:
+                if not deterministic and share < LEAST_PHASE_S:
+                    unknown = True
+                elif expr is None:
                     free_b = 0
                     found.append((0, "NONE"))
                 else:
@@ -828,6 +837,14 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                     if got is not None:
                         free_b = min(expr[1], math.floor(got + 1e-6))
                         found.append((free_b, st_name))
+                    elif st_name != "INFEASIBLE":  # (stopped before any bound: unknown,
+                        unknown = True  # not a case without plans)
+            if unknown:  # (the ceiling alone bounds nothing: the free case may be above)
+                if known is None:
+                    break
+                found = [(known, "PACKED")]
+            elif known is not None and (not found or known < max(b for b, _st in found)):
+                found = [(known, "PACKED")]
             if not found:
                 break
             bound = max(b for b, _st in found)
