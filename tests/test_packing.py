@@ -82,6 +82,7 @@ def test_no_packing_where_every_gang_fits_or_the_first_tier_has_one() -> None:
     fits = build_problem(load_snapshot(_snap({"T": 3, "P": 2, "R": 3, "S": 2})))
     pk = pack_gangs(fits, Budget(10.0, wall=False), deterministic=True)
     assert (pk.placed, pk.gangs, pk.gpus, pk.status, pk.first) == (4, 4, 80, "ALL", frozenset())
+    assert pk.bound is None  # (all the tier's GPUs: no bound worth the name)
     assert pk.said() == ""
     # only the first tier is packed: T alone in tier 1 (the others in tier 2)
     one = build_problem(load_snapshot(_snap(tier_of={"P": 2, "Q": 2, "R": 2, "S": 2})))

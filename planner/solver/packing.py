@@ -158,9 +158,8 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
     if _all_fit(classes, caps, most):  # (the order stays: no model needed)
         out.placed = out.gangs
         out.gpus = sum(i.job.total_gpus for i in gangs)
-        out.status = "ALL"
+        out.status = "ALL"  # (no bound: every job of the tier at all its GPUs says nothing)
         out.seconds = time.perf_counter() - t0
-        out.bound = others + out.gpus
         return out
     placed, out.gpus, gpus_bound, out.status = _solve(classes, caps, most, budget,
                                                       deterministic, seed)
