@@ -131,8 +131,8 @@ class SolverInfo(_Out):
         "proven relative gap at the first objective item not proven optimal (the whole "
         "CP-SAT model unpruned; where it was skipped, a relaxation solved on the other "
         "core, solver status RELAXATION, or on the tier items alone where a second "
-        "lane ran there or the relaxation would not fit; or the relaxation of plan "
-        "--bound)"))
+        "lane ran there or the relaxation would not fit, or on the first tier's GPUs "
+        "from the packing of its gangs; or the relaxation of plan --bound)"))
     bound: float | None = Field(None, description=(
         "proven lower bound on the planned eviction cost (with "
         "thrash.past_budget_gpu_s) among plans that admit at least what this plan "
