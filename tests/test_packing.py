@@ -147,3 +147,28 @@ def test_a_plan_without_the_whole_model_reports_the_packings_bound(
     assert ("bound from a relaxation solved with CP-SAT: the plan reaches the bound on "
             "tier-1 GPUs; nothing proven on the items after in ") in detail
     assert "s packing its gangs, before the greedy plans" in detail
+
+
+def test_the_squeaky_wheel_pass_places_the_packed_gangs_first_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # from the largest-first plan (T, P, R; Q and S deferred) a second pass with the
+    # deferred jobs first and the packed gangs first too places P, Q, R and S: 80 GPUs
+    problem = build_problem(load_snapshot(_snap()))
+    default = clean(problem, GreedyPlanner(problem, spare_lower=True).solve())
+    problem.packed = frozenset("PQRS")
+    again = portfolio.Squeaky({"spare_lower": True}, default).run(
+        problem, Budget(10.0, wall=False))
+    assert sorted(again.placements) == ["P", "Q", "R", "S"]
+    # a variant in the priority order keeps its second pass to the deferred jobs
+    seen: list[frozenset[str]] = []
+
+    def spy(problem: Any, d: Any, budget: Any = None, also: frozenset[str] = frozenset(),
+            **kw: Any) -> Any:
+        seen.append(also)
+        return d
+
+    monkeypatch.setattr(portfolio, "squeaky_wheel", spy)
+    portfolio.Squeaky({"spare_lower": True, "order": "priority"}, default).run(
+        problem, Budget(10.0, wall=False))
+    portfolio.Squeaky({"spare_lower": True}, default).run(problem, Budget(10.0, wall=False))
+    assert seen == [frozenset(), frozenset("PQRS")]

@@ -132,15 +132,17 @@ def job_order(problem: Problem, order: str = "size") -> list[PendingInfo]:
 
 
 def squeaky_wheel(problem: Problem, d: Decision, budget: Budget | None = None,
-                  **settings: Any) -> Decision:
+                  also: frozenset[str] = frozenset(), **settings: Any) -> Decision:
     """The greedy plan once more (with ``settings``, those of the variant that gave
-    ``d``), placing the jobs ``d`` defers first within their tier: a second pass of
+    ``d``), placing the jobs ``d`` defers first within their tier (and ``also``: the
+    gangs a packing of blocks chose, planner/solver/packing.py): a second pass of
     "squeaky wheel" optimisation. Largest-first can give a big job the only nodes a
     smaller, pickier job could use; the second pass places the picky job first. The
     caller keeps whichever plan is lexicographically better. It stops at the end of
     ``budget`` (GreedyPlanner.solve)."""
     deferred = frozenset(j for j in problem.pending if j not in d.placements)
-    return clean(problem, GreedyPlanner(problem, first=deferred, **settings).solve(budget))
+    return clean(problem, GreedyPlanner(problem, first=deferred | also,
+                                        **settings).solve(budget))
 
 
 def cover_bounds(ws: list[tuple[float, int]]) -> tuple[float, ...]:

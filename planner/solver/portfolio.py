@@ -381,7 +381,11 @@ class Squeaky(Strategy):
         return pace.greedy_s
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
-        return squeaky_wheel(problem, self.start, budget=budget, **self.settings)
+        # a variant that takes its tiers' jobs largest first places the gangs the
+        # packing chose first too (in the priority order they do worse there)
+        also = (problem.packed if self.settings
+                and self.settings.get("order", "size") == "size" else frozenset())
+        return squeaky_wheel(problem, self.start, budget=budget, also=also, **self.settings)
 
 
 class Polish(Strategy):
