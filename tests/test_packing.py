@@ -172,3 +172,21 @@ def test_the_squeaky_wheel_pass_places_the_packed_gangs_first_too(
         problem, Budget(10.0, wall=False))
     portfolio.Squeaky({"spare_lower": True}, default).run(problem, Budget(10.0, wall=False))
     assert seen == [frozenset(), frozenset("PQRS")]
+
+
+def test_the_packing_is_the_same_whatever_the_order_of_the_records() -> None:
+    # two shapes of gang (U and V ask for H100 nodes: another candidate list), the
+    # jobs and nodes listed in another order: the same gangs first, the same bound
+    snap = _snap()
+    for n in snap["nodes"]:
+        n["gpu_type"] = "H100" if n["block"] == "A" else "H200"
+    snap["jobs"] += [{"id": u, "tier": 1, "state": "pending", "gpus_per_node": 8, "nodes": 2,
+                      "priority": 10, "same_block": True, "gpu_type": "H100"} for u in "UV"]
+    one = pack_gangs(build_problem(load_snapshot(snap)), Budget(10.0, wall=False),
+                     deterministic=True)
+    snap["jobs"].reverse()
+    snap["nodes"].reverse()
+    other = pack_gangs(build_problem(load_snapshot(snap)), Budget(10.0, wall=False),
+                       deterministic=True)
+    assert one.first and (one.first, one.bound, one.gpus) == (other.first, other.bound,
+                                                                other.gpus)

@@ -13,10 +13,10 @@ group's nodes that could host a shard of the class (on GPUs free or held by jobs
 the class may evict, as at the start of the tick), most GPUs first, and the
 highest-priority gangs of a class first. Where it leaves some out, the greedy
 variants place the gangs it chose before the other jobs of the tier
-(``GreedyPlanner(packed=True)``); the greedy planner still decides where every job
-goes under every rule (the model leaves out the storage limit, the budgets, the
-R15 window and the tier's other jobs), and a plan is kept only where it ranks
-higher. Only the first tier: the later tiers' room depends on where the tiers
+(``Problem.packed``, ``GreedyPlanner(first=...)``); the greedy planner still
+decides where every job goes under every rule (the model leaves out the storage
+limit, the budgets, the R15 window and the tier's other jobs), and a plan is kept
+only where it ranks higher. Only the first tier: the later tiers' room depends on where the tiers
 before them went; and only where no node can hold two of the gangs' shards (the
 model counts nodes).
 
@@ -165,7 +165,6 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
                                                       deterministic, seed)
     if out.status:
         out.bound = others + gpus_bound
-    if out.status:
         first: list[str] = []
         for key, jobs in classes.items():
             jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
@@ -225,7 +224,11 @@ def _solve(classes: dict[tuple, list[PendingInfo]], caps: dict[tuple, dict[tuple
     # (gangs per class that fit one group together: each shape's within the group's
     # nodes that host one of its shards, all within the nodes that host any). A class
     # places at most its gangs and at most as many as the patterns chosen hold.
-    shapes = sorted({key[0] for key in classes}, key=repr)
+    # (shapes in a canonical order, whatever the order of the snapshot's records: by
+    # their fields, rights and candidate nodes; R14)
+    canon = {key[0]: (*key[0][:4], tuple(sorted(key[0][4])), tuple(jobs[0].candidates))
+             for key, jobs in classes.items()}
+    shapes = sorted(canon, key=canon.__getitem__)
     order = sorted(classes, key=lambda c: (shapes.index(c[0]), c[1], classes[c][0].job.id))
     kinds: dict[tuple[int, ...], int] = defaultdict(int)  # room per shape, all -> groups
     for g in set().union(*(caps[s] for s in shapes)):
