@@ -574,9 +574,7 @@ class _Run:
             self.packing = pack_gangs(self.problem, work, deterministic=self.det,
                                       seed=self.seed)
             self.problem.packed = self.packing.first
-            if self.packing.bound is not None:
-                self.problem.packed_bound = {f"tier-{self.packing.tier} GPUs":
-                                             float(self.packing.bound)}
+            self.problem.packed_bound = self.packing.bounds()
         # where the time left holds less than the first greedy run's least, and the
         # jobs on free GPUs alone would take longer than the whole limit (a whole run
         # takes about twice that: the biggest clusters at short limits), no lane: its

@@ -16,9 +16,9 @@ variants place the gangs it chose before the other jobs of the tier
 (``Problem.packed``, ``GreedyPlanner(first=...)``); the greedy planner still
 decides where every job goes under every rule (the model leaves out the storage
 limit, the budgets, the R15 window and the tier's other jobs), and a plan is kept
-only where it ranks higher. Only the first tier: the later tiers' room depends on where the tiers
-before them went; and only where no node can hold two of the gangs' shards (the
-model counts nodes).
+only where it ranks higher. Only the first tier: the later tiers' room depends on
+where the tiers before them went; and only where no node can hold two of the
+gangs' shards (the model counts nodes).
 
 The model is a relaxation of the tier's placements, so it bounds the tier's GPUs:
 its other jobs that may start at all their GPUs, and the gangs at the most a
@@ -60,7 +60,6 @@ class Packing:
 
     tier: int = 0
     first: frozenset[str] = frozenset()
-    chosen: frozenset[str] = frozenset()
     gangs: int = 0
     placed: int = 0
     gpus: int = 0
@@ -69,15 +68,18 @@ class Packing:
     # the most GPUs of the tier any plan admits, where the model bounds it (None: not)
     bound: int | None = None
 
+    def bounds(self) -> dict[str, float]:
+        """The bound by objective item (the tier's GPUs; none where there is no
+        bound), as Problem.packed_bound holds it."""
+        return {} if self.bound is None else {f"tier-{self.tier} GPUs": float(self.bound)}
+
     def proof(self, values: dict[str, float]) -> BoundResult | None:
         """The tier's bound as a proof for a plan with these objective item values
         (bound.item_values): the tier's GPUs, the first item a plan may admit any
         of; None where there is no bound."""
-        if self.bound is None:
-            return None
-        name = f"tier-{self.tier} GPUs"
-        return BoundResult(items=[(name, float(values.get(name, 0.0)), float(self.bound),
-                                   "PACKED")], seconds=self.seconds).judge(values)
+        items = [(name, float(values.get(name, 0.0)), bnd, "PACKED")
+                 for name, bnd in self.bounds().items()]
+        return BoundResult(items=items, seconds=self.seconds).judge(values) if items else None
 
     def said(self) -> str:
         """For solver.detail, where the model left gangs out."""
@@ -89,16 +91,17 @@ class Packing:
                 "place them first")
 
 
-def top_gangs(problem: Problem) -> tuple[int, list[PendingInfo]]:
-    """The first tier with a pending job that may start, and its gangs that keep a
-    group (by id)."""
+def top_gangs(problem: Problem) -> tuple[int, list[PendingInfo], int]:
+    """The first tier with a pending job that may start, its gangs that keep a group
+    (by id), and the GPUs of all its jobs that may start."""
     ready = [i for i in problem.pending.values() if i.held_until is None and i.candidates]
     if not ready:
-        return 0, []
+        return 0, [], 0
     tier = min(i.job.tier for i in ready)
-    return tier, sorted((i for i in ready if i.job.tier == tier and i.job.nodes > 1
+    mine = [i for i in ready if i.job.tier == tier]
+    return tier, sorted((i for i in mine if i.job.nodes > 1
                          and (i.job.same_block or i.job.same_nvlink_domain)),
-                        key=lambda i: i.job.id)
+                        key=lambda i: i.job.id), sum(i.job.total_gpus for i in mine)
 
 
 def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
@@ -106,7 +109,7 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
     """The packing of the first tier's gangs that keep a group (module docstring);
     nothing to do where it has fewer than two."""
     t0 = time.perf_counter()
-    tier, gangs = top_gangs(problem)
+    tier, gangs, demand = top_gangs(problem)
     out = Packing(tier=tier, gangs=len(gangs))
     if len(gangs) < 2:
         return out
@@ -152,9 +155,7 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
         return out
     most = {g: len(ns) for g, ns in hosts.items()}
     # the tier's jobs that may start but these gangs: at most all their GPUs
-    others = sum(i.job.total_gpus for i in problem.pending.values()
-                 if i.job.tier == tier and i.held_until is None and i.candidates) - sum(
-        i.job.total_gpus for i in gangs)
+    others = demand - sum(i.job.total_gpus for i in gangs)
     if _all_fit(classes, caps, most):  # (the order stays: no model needed)
         out.placed = out.gangs
         out.gpus = sum(i.job.total_gpus for i in gangs)
@@ -170,7 +171,6 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
             jobs.sort(key=lambda i: (-i.job.priority, i.job.id))
             first += [i.job.id for i in jobs[:placed.get(key, 0)]]
         out.placed = len(first)
-        out.chosen = frozenset(first)
         if out.placed < len(gangs):
             out.first = frozenset(first)
     out.seconds = time.perf_counter() - t0
