@@ -850,3 +850,49 @@ def test_ejection_on_a_cut_runs_plan_keeps_what_that_run_did_not_reach() -> None
     e = portfolio.Eject(Decision(), origin=origin)
     assert (e.keeps, e.unreached, e.free_only) == ("as good", {"a"}, {"b"})
     assert portfolio.Eject(Decision()).unreached == frozenset()
+
+
+def test_no_chains_where_the_trade_undoes_some_of_a_tier_that_still_gains(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # _trade_snap's n1 and a second such node n2 (GPUs 0-3 free, 4-7 held by tier-3
+    # r2); t2 is joined by t2b, both 4 GPUs of tier 2; the window is spent (B = 4).
+    # From t1 on n1's free GPUs with both tier-2 jobs deferred, the quick sweeps place
+    # t2b on n2's free GPUs at once, and t2 by moving t1 onto r1's GPUs (an exempt
+    # eviction): 4/8 GPUs. Exempt jobs take free GPUs first: t1 trades places with a
+    # tier-2 job, which may not evict r1 in the spent window: 4/4 once traded, 4 tier-2
+    # GPUs more than the round's plan. The round is kept and the next one starts from
+    # the plan after the trade, so the tier's chains (slow, and their moves undone
+    # the same way) are not tried in this round; where the trade leaves the tier
+    # nothing more (_trade_snap alone: t2 dropped again, 4/0), they are.
+    from planner.heuristics import eject as ej_mod
+    from planner.heuristics.greedy import job_order
+
+    chained: list[str] = []
+    real = _Ejector.chain
+
+    def spy(self: Any, info: Any, budget: Any) -> bool:
+        chained.append(info.job.id)
+        return real(self, info, budget)
+
+    monkeypatch.setattr(_Ejector, "chain", spy)
+    snap = _trade_snap()
+    snap["nodes"].append(_node("n2"))
+    snap["jobs"] += [{**snap["jobs"][0], "id": "r2", "placement": [{"node": "n2",
+                                                                    "gpus": [4, 5, 6, 7]}]},
+                     {**_job("t2b", 9, tier=2), "gpus_per_node": 4}]
+    pr = build_problem(load_snapshot(snap))
+    d = Decision(set(), {"t1": [(0, 0b1111)]})
+    out, n = ej_mod._round(pr, d, job_order(pr), None, [100.0], True)
+    assert chained == []
+    assert objective_of(pr, out).admitted_gpus == {"1": 4, "2": 4, "3": 0}
+    assert out.victims == set() and out.placements["t1"] == [(0, 0b1111)] and n == 1
+    _valid(snap, pr, out)
+    # the whole ejection: the next round (its chains tried for t2b) finds nothing more
+    whole, _n = eject(pr, d, tries=100, traded=True)
+    assert (whole.placements, whole.victims) == (out.placements, out.victims)
+    assert chained == ["t2b"]
+    # _trade_snap alone: the trade undoes t2 and the tier gains nothing: chains tried
+    chained.clear()
+    pr1 = build_problem(load_snapshot(_trade_snap()))
+    ej_mod._round(pr1, d, job_order(pr1), None, [100.0], True)
+    assert chained == ["t2"]

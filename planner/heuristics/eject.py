@@ -51,7 +51,10 @@ A fourth sweep makes chains of two moves, single-node jobs first: ``K`` leaves a
 is kept when ``K2`` finds a place, else undone (and ``K2`` is not tried again for
 ``J``). Most tries find nothing and each places jobs twice, so the first chain
 found ends the sweep, and with a wall clock a sweep gets at most CHAIN_SHARE of the
-time left (the less important tiers' quicker moves come after it).
+time left (the less important tiers' quicker moves come after it). Where plans are
+compared after ``thrash.exempt_free_first`` and that trade would undo some of the
+tier's new jobs while the tier still admits more than before the round, the chains
+wait for the next round, which starts from the plan after the trade.
 
 Then the less important tiers' jobs come back: where they were, when their GPUs
 are still available to them within the limits, else where the greedy search puts
@@ -152,9 +155,12 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
         # last, chains of two moves, single-node jobs first. They are slow, and most
         # tries find nothing: the first chain found ends the sweep, and with a wall
         # clock the sweep keeps to CHAIN_SHARE of the time left, so that the less
-        # important tiers get their moves in this round too (the next round goes on)
+        # important tiers get their moves in this round too (the next round goes on).
+        # None where the trade would undo some of the tier's new jobs while the tier
+        # still gains: the next round, from the plan after the trade, comes sooner
         within = None if budget is None else budget.share(CHAIN_SHARE)  # (as is without a clock)
-        n += any(ej.chain(i, within) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
+        if not (trade and n and _undone(problem, ej, tier, d)):
+            n += any(ej.chain(i, within) for i in sorted(todo, key=lambda i: i.job.nodes > 1))
         if not n:
             continue
         # the less important tiers back where they were when that still fits (a quick
@@ -180,6 +186,24 @@ def _round(problem: Problem, d: Decision, order: list[PendingInfo], budget: Budg
         if k > key:
             d, key, admitted = out, k, admitted + n
     return d, admitted
+
+
+def _undone(problem: Problem, ej: _Ejector, tier: int, d: Decision) -> bool:
+    """Would ``thrash.exempt_free_first`` undo some of the tier's jobs in ``ej``'s plan
+    (exempt jobs of a more important tier take the free GPUs they hold), the tier
+    still admitting more GPUs than in ``d``, the round's plan? (The round's plan then
+    ranks higher, and the next round starts from it after the trade.)"""
+    base = ej.decision()
+    traded, moved = after_trade(problem, base)
+    if not moved:
+        return False
+    pending = problem.pending
+    if not any(pending[j].job.tier == tier and j not in traded.placements
+               for j in base.placements):
+        return False
+    def gpus(x: Decision) -> int:
+        return sum(pending[j].job.total_gpus for j in x.placements if pending[j].job.tier == tier)
+    return gpus(traded) > gpus(d)
 
 
 def upgrade(problem: Problem, d: Decision, budget: Budget | None = None, *,
