@@ -857,10 +857,10 @@ def test_no_chains_where_the_trade_undoes_some_of_a_tier_that_still_gains(
     # _trade_snap's n1 and a second such node n2 (GPUs 0-3 free, 4-7 held by tier-3
     # r2); t2 is joined by t2b, both 4 GPUs of tier 2; the window is spent (B = 4).
     # From t1 on n1's free GPUs with both tier-2 jobs deferred, the quick sweeps place
-    # t2b on n2's free GPUs at once, and t2 by moving t1 onto r1's GPUs (an exempt
-    # eviction): 4/8 GPUs. Exempt jobs take free GPUs first: t1 trades places with a
-    # tier-2 job, which may not evict r1 in the spent window: 4/4 once traded, 4 tier-2
-    # GPUs more than the round's plan. The round is kept and the next one starts from
+    # t2 (priority 10) on n2's free GPUs at once, and t2b by moving t1 onto r1's GPUs
+    # (an exempt eviction): 4/8 GPUs. Exempt jobs take free GPUs first: t1 trades
+    # places with t2b, which may not evict r1 in the spent window: 4/4 once traded
+    # (t1 on n1's GPUs 0-3, t2 on n2's), 4 tier-2 GPUs more than the round's plan. The round is kept and the next one starts from
     # the plan after the trade, so the tier's chains (slow, and their moves undone
     # the same way) are not tried in this round; where the trade leaves the tier
     # nothing more (_trade_snap alone: t2 dropped again, 4/0), they are.
@@ -885,9 +885,11 @@ def test_no_chains_where_the_trade_undoes_some_of_a_tier_that_still_gains(
     out, n = ej_mod._round(pr, d, job_order(pr), None, [100.0], True)
     assert chained == []
     assert objective_of(pr, out).admitted_gpus == {"1": 4, "2": 4, "3": 0}
-    assert out.victims == set() and out.placements["t1"] == [(0, 0b1111)] and n == 1
+    assert out.victims == set() and n == 1
+    assert out.placements == {"t1": [(0, 0b1111)], "t2": [(1, 0b1111)]}
     _valid(snap, pr, out)
-    # the whole ejection: the next round (its chains tried for t2b) finds nothing more
+    # the whole ejection: the next round (its chains tried for t2b, deferred) finds
+    # nothing more
     whole, _n = eject(pr, d, tries=100, traded=True)
     assert (whole.placements, whole.victims) == (out.placements, out.victims)
     assert chained == ["t2b"]
