@@ -839,12 +839,12 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                         found.append((free_b, st_name))
                     elif st_name != "INFEASIBLE":  # (stopped before any bound: unknown,
                         unknown = True  # not a case without plans)
-            if unknown:  # (the ceiling alone bounds nothing: the free case may be above)
-                if known is None:
-                    break
+            # (unknown: the ceiling alone bounds nothing, the free case may be above)
+            if known is not None and (unknown or not found
+                                      or known < max(b for b, _st in found)):
                 found = [(known, "PACKED")]
-            elif known is not None and (not found or known < max(b for b, _st in found)):
-                found = [(known, "PACKED")]
+            elif unknown:
+                break
             if not found:
                 break
             bound = max(b for b, _st in found)
