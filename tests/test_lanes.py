@@ -352,7 +352,15 @@ def test_a_run_too_short_for_a_whole_greedy_plan_forks_no_lane_before_it(
     monkeypatch.setattr(cpsat, "FREE_JOB_S", 10.0)
     plan(_budget_snap(policy), time_limit_s=0.5)
     assert events[0] == ("greedy",) and ("floor",) not in events
+    # nor where the jobs on free GPUs alone fit the limit (0.3 s for the one job) but
+    # a whole greedy run (FLOOR_RUN_TIMES = 2 times that, 0.6 s) does not
+    events.clear()
+    quick = cpsat.free_quick_s
+    monkeypatch.setattr(cpsat, "free_quick_s", lambda _usable: 0.3)
+    plan(_budget_snap(policy), time_limit_s=0.5)
+    assert events[0] == ("greedy",) and ("floor",) not in events
     # and with the jobs on free GPUs alone within the limit, the lanes start first
+    monkeypatch.setattr(cpsat, "free_quick_s", quick)
     events.clear()
     monkeypatch.setattr(cpsat, "FREE_JOB_S", 1e-9)
     plan(_budget_snap(policy), time_limit_s=0.5)

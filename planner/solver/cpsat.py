@@ -171,6 +171,14 @@ SEARCH_TIMES = 7
 # reached a fifth of the jobs in 2.5 s, 776-1,688 tier-2 GPUs against 2,414 free
 # first in 2 s)
 FREE_FIRST_TIMES = 4
+# the plain greedy plan (the floor lane's) takes about this many times the jobs on
+# free GPUs alone (free_quick_s() each): at 12,500 nodes 0.9-1.1 s against 0.49-0.7 s
+# for 4,578 jobs. At 1 s there the jobs on free GPUs alone fit the limit left after
+# the problem (0.66-0.71 s), the whole run does not: a floor lane forked there gave no
+# plan in time and the first greedy run admitted 4,951-6,583 tier-1 GPUs (6,583 in 4
+# runs of 6), 1,316-1,582 tier-2, the plans in 1.00-1.03 s; without it 6,583 in 5 of
+# 6 (4,470 in the sixth, whose problem took 0.5 s), 1,506-2,041 tier-2, 0.93-0.97 s
+FLOOR_RUN_TIMES = 2
 # the first search for victims of a job shape takes up to this long per usable node,
 # on the benchmark machine (first_search_s(): on this one): it builds the shape's
 # heap over every candidate node (measured: 177 ms for an 8-node tier-1 gang, the
@@ -575,13 +583,13 @@ class _Run:
                                       seed=self.seed)
             self.problem.packed = self.packing.first
             self.problem.packed_bound = self.packing.bounds()
-        # where the time left holds less than the first greedy run's least, and the
-        # jobs on free GPUs alone would take longer than the whole limit (a whole run
-        # takes about twice that: the biggest clusters at short limits), no lane: its
-        # run would not end in time, and its fork slows this process's run (pages
+        # where the time left holds less than the first greedy run's least, and a
+        # whole greedy run (FLOOR_RUN_TIMES x the jobs on free GPUs alone) would take
+        # longer than the whole limit (the biggest clusters at short limits), no lane:
+        # its run would not end in time, and its fork slows this process's run (pages
         # copied on write; at 12,500 nodes and 1.2 s, 3,400-4,600 tier-1 GPUs and no
         # tier-2 GPU with the floor lane, 4,600-5,000 and 240-2,500 without)
-        alone = tight and quick * jobs > self.budget.seconds
+        alone = tight and FLOOR_RUN_TIMES * quick * jobs > self.budget.seconds
         if not alone and self.early_lane():
             lane = SecondLane(list(EARLY_LANE), None, traded=self.swapping)
             if lane.start(self.problem, work):
