@@ -15,6 +15,7 @@ from test_planner_properties import random_snapshot
 from models import SolverInfo, load_snapshot
 from planner.checks.assemble import assemble
 from planner.checks.verify import verify
+from planner.core.budget import Budget
 from planner.core.decision import Decision, best_fit, clean, objective_of, used_gpus
 from planner.core.problem import Problem, build_problem
 from planner.core.topology import layout_best_fit
@@ -50,6 +51,10 @@ def test_a_job_on_free_gpus_moves_to_the_tightest_node_and_a_node_stays_whole() 
     assert sum(k * k for k in _idle(problem, out)) == 81
     assert objective_of(problem, out).key() == objective_of(problem, d).key()
     assert best_fit(problem, out) == (out, 0)  # nothing left to gain
+    # with its budget ended before it starts, the plan stays as it is (not even the
+    # set-up runs); a budget in deterministic mode never ends
+    assert best_fit(problem, d, Budget(0.0)) == (d, 0)
+    assert best_fit(problem, d, Budget(0.0, wall=False))[1] == 1
 
 
 def test_jobs_on_victims_gpus_and_nodes_outside_the_pool_stay() -> None:

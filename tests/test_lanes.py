@@ -19,6 +19,8 @@ from models import load_snapshot
 from planner import plan
 from planner.checks.verify import verify
 from planner.core.budget import Budget
+from planner.core.decision import Decision
+from planner.core.problem import build_problem
 from planner.solver import cpsat, lanes, portfolio
 from planner.solver.lanes import Lane
 
@@ -484,6 +486,20 @@ def test_the_other_core_proves_the_tier_items_bound_where_the_relaxation_would_n
     assert p.status == "fallback"
     assert "the plan reaches the bound on tier-1 GPUs, tier-2 GPUs; nothing proven on " \
         "the items after" in (p.solver.detail or "")
+
+
+def test_no_bound_lane_where_its_time_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a budget already past (a plan whose problem took the whole limit): no child,
+    # and not even the estimates of the relaxation's and the tier items' build
+    def estimate(_p: Any) -> float:
+        raise AssertionError("estimated")
+
+    monkeypatch.setattr(portfolio, "relaxation_s", estimate)
+    monkeypatch.setattr(portfolio, "tiers_s", estimate)
+    monkeypatch.setattr(portfolio, "Lane", estimate)
+    problem = build_problem(load_snapshot(_evicting_snap()))
+    lane = portfolio.BoundLane(Decision())
+    assert not lane.start(problem, Budget(0.0)) and lane.lane is None
 
 
 @pytest.mark.usefixtures("forced_lane")

@@ -147,7 +147,12 @@ def test_every_running_job_reads_as_the_contract_formulas_give_it() -> None:
             v = p.running[j.id]
             assert (v.evictable, v.rule, v.cost, v.storm_cap_gb) == _reference(snap, j), j.id
             seen.add(v.rule)
-    assert {"", "R6", "R8", "R11", "R17"} <= seen
+        # the evictable ones on more than one node, cheapest first, then by id
+        multi = sorted((_reference(snap, j)[2], j.id) for j in snap.running()
+                       if _reference(snap, j)[0] and len(j.placement) > 1)
+        assert p.multi_node_victims() == [jid for _cost, jid in multi]
+        seen.add("multi" if multi else "")
+    assert {"", "R6", "R8", "R11", "R17", "multi"} <= seen
 
 
 def test_the_owner_map_answers_per_gpu_from_the_jobs_of_each_node() -> None:

@@ -29,6 +29,7 @@ NO_RIGHTS: frozenset[int] = frozenset()
 _BY_ID = attrgetter("id")  # (sort key of records by id)
 _SECOND = itemgetter(1)
 _COST_ID = itemgetter(0, 1)
+_VI_COST_ID = attrgetter("cost", "job.id")  # (a VictimInfo's cost, then its job's id)
 
 
 def _mask(gpus: list[int]) -> int:
@@ -389,10 +390,8 @@ class Problem:
         """The evictable running jobs with GPUs on more than one node, cheapest first
         (cost, then id); made once per problem (read only)."""
         if self._multi is None:
-            running = self.running
-            self._multi = sorted((v for v, vi in running.items()
-                                  if vi.evictable and len(vi.parts) > 1),
-                                 key=lambda v: (running[v].cost, v))
+            multi = [vi for vi in self.running_any_order() if len(vi.parts) > 1 and vi.evictable]
+            self._multi = [vi.job.id for vi in sorted(multi, key=_VI_COST_ID)]
         return self._multi
 
     def victim_arrays(self) -> dict[str, np.ndarray]:

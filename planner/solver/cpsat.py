@@ -913,7 +913,8 @@ class _Run:
             # the bound proved on the other core, or that of the packing of the first
             # tier's gangs (planner/solver/packing.py) where it is lower on that tier
             found, where = self.proof, " on the other core"
-            packed = self.packing.proof(item_values(self.problem, best))
+            packed = (None if self.packing.bound is None
+                      else self.packing.proof(item_values(self.problem, best)))
             if packed is not None and packed.items and (
                     found is None or not found.items
                     or (found.items[0][0] == packed.items[0][0]

@@ -644,6 +644,8 @@ class BoundLane:
         items' bound (bound.prove_tiers) applies and is expected to fit; False if
         neither or no process is to be had."""
         within = budget.less(lane_grace_s())
+        if within.expired():  # (no time for either: the estimates below pass over the
+            return False  # problem, 0.01 s at 12,500 nodes)
         self.whole = within.fits(relaxation_s(problem) + min_solve_s())
         if self.whole:
             fn: Any = _prove_through
