@@ -16,17 +16,21 @@ out. Placed first, ``P``, ``Q``, ``R`` and ``S`` take every node.
 
 from __future__ import annotations
 
+import random
+from collections import defaultdict
 from typing import Any
 
 import pytest
 
 from models import load_snapshot
+from models.rules import gang_group
 from planner import plan
 from planner.core.budget import Budget
 from planner.core.decision import clean, objective_of
 from planner.core.problem import build_problem
 from planner.heuristics.greedy import GreedyPlanner
-from planner.solver import cpsat, portfolio
+from planner.sim.generate import generate
+from planner.solver import cpsat, packing, portfolio
 from planner.solver.packing import _patterns, pack_gangs
 
 NOW = "2026-11-30T08:00:00Z"
@@ -190,3 +194,53 @@ def test_the_packing_is_the_same_whatever_the_order_of_the_records() -> None:
                        deterministic=True)
     assert one.first and (one.first, one.bound, one.gpus) == (other.first, other.bound,
                                                                 other.gpus)
+
+
+def test_the_room_per_group_is_counted_node_by_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Generated clusters (pools and GPU types: candidate lists that are not every
+    # node; down and drained nodes; running jobs of every tier) with most pending
+    # gangs keeping a block or an NVLink domain: the nodes per group that could host
+    # a shard of each shape (on GPUs free or held by jobs its tier may evict now, in
+    # one connected set where it needs NVLink), and per group those that could host
+    # any, are what a pass over every candidate node counts
+    seen: dict[str, Any] = {}
+    real = packing._all_fit
+    monkeypatch.setattr(packing, "_all_fit", lambda c, caps, most: (
+        seen.update(caps=caps, most=most), real(c, caps, most))[1])
+    counted = 0
+    for seed in range(40):
+        r = random.Random(seed)
+        data = generate(nodes=r.choice([16, 48, 96]), pending=r.choice([20, 60]), seed=seed)
+        for j in data["jobs"]:
+            if j["state"] == "pending" and j["tier"] == 1 and r.random() < 0.5:
+                j.update(gpus_per_node=r.choice([5, 8]), nodes=r.choice([2, 3, 4]))
+            if j["state"] == "pending" and j.get("nodes", 1) > 1:
+                j[r.choice(["same_block", "same_nvlink_domain"])] = r.random() < 0.8
+        problem = build_problem(load_snapshot(data))
+        seen.clear()
+        pack_gangs(problem, Budget(10.0, wall=False), deterministic=True)
+        if not seen:
+            continue
+        caps: dict[tuple, dict[tuple, int]] = {}
+        hosts: dict[tuple, set[int]] = defaultdict(set)
+        for i in packing.top_gangs(problem)[1]:
+            j = i.job
+            shape = (j.gpus_per_node, i.need_nvlink, j.same_block, j.same_nvlink_domain,
+                     i.rights, id(i.candidates))
+            count: dict[tuple, int] = defaultdict(int)
+            for ni in i.candidates:
+                nd = problem.nodes[ni]
+                if nd.node.state != "up":
+                    continue
+                room = nd.free
+                for v in problem.running.values():
+                    if v.evictable and v.job.tier in i.rights:
+                        room |= dict(v.parts).get(ni, 0)
+                if nd.fits(room, j.gpus_per_node, i.need_nvlink):
+                    count[gang_group(nd.node, j)] += 1
+                    hosts[gang_group(nd.node, j)].add(ni)
+            caps[shape] = dict(count)
+        assert {s: dict(c) for s, c in seen["caps"].items()} == caps
+        assert seen["most"] == {g: len(ns) for g, ns in hosts.items()}
+        counted += 1
+    assert counted >= 12

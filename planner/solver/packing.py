@@ -116,8 +116,11 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
     classes: dict[tuple, list[PendingInfo]] = defaultdict(list)
     caps: dict[tuple, dict[tuple, int]] = {}  # shape -> group -> nodes that host a shard
     hosts: dict[tuple, set[int]] = defaultdict(set)  # group -> nodes that host any shard
-    rooms: dict[frozenset[int], dict[int, int]] = {}  # rights -> node -> usable GPUs
-    fits: dict[tuple, bool] = {}
+    # rights -> the usable nodes alike for every shape (the same layout and room), and
+    # those nodes split by group per kind of group (same_block, same_nvlink_domain)
+    alike: dict[frozenset[int], dict[tuple[int, int], list[int]]] = {}
+    split: dict[tuple, dict[tuple, list[int]]] = {}
+    seen: dict[int, tuple[int, set[int] | None]] = {}  # candidate list -> _members
     # only where no node holds two shards (each more than half its GPUs)
     whole = True
     nodes = problem.nodes
@@ -128,26 +131,30 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
         classes[(shape, j.nodes)].append(i)
         if shape in caps:
             continue
-        room = rooms.get(i.rights)
-        if room is None:
-            room = rooms[i.rights] = _rooms(problem, i.rights)
+        by_kind = alike.get(i.rights)
+        if by_kind is None:
+            by_kind = alike[i.rights] = _alike(problem, _rooms(problem, i.rights))
+        k, nvlink, sb, sd = j.gpus_per_node, i.need_nvlink, j.same_block, j.same_nvlink_domain
+        most_gpus, members = seen.get(id(i.candidates)) or seen.setdefault(
+            id(i.candidates), _members(problem, i.candidates))
+        if 2 * k <= most_gpus:
+            whole = False
         count: dict[tuple, int] = defaultdict(int)
-        k, nvlink = j.gpus_per_node, i.need_nvlink
-        for ni in i.candidates:
-            nd = nodes[ni]
-            if 2 * k <= nd.node.gpus:
-                whole = False
-            r = room.get(ni, 0)
-            if r.bit_count() < k:
+        for kind, ns in by_kind.items():
+            if kind[1].bit_count() < k or not nodes[ns[0]].fits(kind[1], k, nvlink):
                 continue
-            key = (id(nd.layout), r, k, nvlink)
-            ok = fits.get(key)
-            if ok is None:
-                ok = fits[key] = nd.fits(r, k, nvlink)
-            if ok:
-                g = gang_group(nd.node, j)
-                count[g] += 1
-                hosts[g].add(ni)
+            groups = split.get((i.rights, kind, sb, sd))
+            if groups is None:
+                groups = split[(i.rights, kind, sb, sd)] = defaultdict(list)
+                for ni in ns:
+                    groups[gang_group(nodes[ni].node, j)].append(ni)
+            for g, gns in groups.items():
+                if members is not None:
+                    gns = [ni for ni in gns if ni in members]
+                    if not gns:
+                        continue
+                count[g] += len(gns)
+                hosts[g].update(gns)
         caps[shape] = count
     if not whole:  # (the model counts nodes, not GPUs: it would leave out gangs that fit)
         out.status = "SHARED"
@@ -179,16 +186,30 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
 
 def _rooms(problem: Problem, rights: frozenset[int]) -> dict[int, int]:
     """Per usable node, the GPUs free or held by evictable jobs of a tier in
-    ``rights``, as a mask."""
+    ``rights``, as a mask (from Problem.let_go, tallied as the problem was built)."""
     out = {nd.idx: nd.free for nd in problem.nodes if nd.node.state == "up"}
-    if rights:
-        for ni, pairs in problem.victim_pairs_by_node().items():
-            m = out.get(ni)
-            if m is not None:
-                for vi, mk in pairs:
-                    if vi.job.tier in rights:
-                        m |= mk
-                out[ni] = m
+    now = problem.let_go()[""]
+    for t in rights:
+        for ni, m in now.get(t, {}).items():
+            if ni in out:
+                out[ni] |= m
+    return out
+
+
+def _members(problem: Problem, cands: list[int]) -> tuple[int, set[int] | None]:
+    """The most GPUs of a node of ``cands``, and ``cands`` as a set (None where it
+    holds every node: no look-up per node then)."""
+    nodes = problem.nodes
+    most = max((nodes[ni].node.gpus for ni in cands), default=0)
+    return most, None if len(cands) == len(nodes) else set(cands)
+
+
+def _alike(problem: Problem, rooms: dict[int, int]) -> dict[tuple[int, int], list[int]]:
+    """The nodes of ``rooms`` by (layout, room): a shard fits all of them or none."""
+    out: dict[tuple[int, int], list[int]] = defaultdict(list)
+    nodes = problem.nodes
+    for ni, r in rooms.items():
+        out[(id(nodes[ni].layout), r)].append(ni)
     return out
 
 
