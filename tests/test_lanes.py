@@ -540,6 +540,27 @@ def test_the_second_lane_proves_the_tier_items_bound_for_its_plan() -> None:
     assert proof.items == [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-2 GPUs", 4.0, 4.0, "ALL")]
 
 
+def test_the_second_lanes_ejection_leaves_the_tier_bound_its_time_and_a_margin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # tier items' bound expected to take 2 s of a 30 s lane: the ejection moves stop
+    # TIERS_KEEP_TIMES (1.5) x 2 = 3 s before the lane's end, and the last polishing
+    # pass's share before that (CHEAPER_TIMES x the first pass's time, a few ms here)
+    problem = build_problem(load_snapshot(_evicting_snap()))
+    monkeypatch.setattr(portfolio, "tiers_s", lambda _p: 2.0)
+    ends: list[float] = []
+    run = portfolio.Eject.run
+
+    def spy(self: Any, p: Any, budget: Budget) -> Any:
+        ends.append(budget.end)
+        return run(self, p, budget)
+
+    monkeypatch.setattr(portfolio.Eject, "run", spy)
+    budget = Budget(30.0)
+    portfolio.second_lane(problem, [cpsat.PRIORITY_FIRST], 0.001, budget, bound=True)
+    assert portfolio.TIERS_KEEP_TIMES == 1.5
+    assert budget.end - 3.5 < ends[0] <= budget.end - 3.0
+
+
 @fork_only
 @pytest.mark.usefixtures("forced_lane")
 def test_the_second_lanes_tier_bound_gives_the_plan_a_gap() -> None:
