@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -83,6 +84,25 @@ def _snap(policy: dict) -> dict:
     data = generate(nodes=48, seed=3, occupancy=0.95, pending=40)
     data["policy"] = {**data.get("policy", {}), **policy}
     return data
+
+
+def test_the_victim_tables_are_made_at_their_first_use() -> None:
+    # A run on free GPUs alone (no job may evict: every rights set emptied) never
+    # looks at the victims, and the problem's tables stay unmade; a run that may
+    # evict makes them, and its planner holds the problem's own
+    p = build_problem(load_snapshot(_snap({"thrash": None})))
+    free_only = p.with_pending({j: replace(i, rights=frozenset())
+                                for j, i in p.pending.items()})
+    d = GreedyPlanner(free_only, spare_lower=True).solve()
+    assert d.placements and not d.victims
+    assert p._victims is None and free_only._victims is None
+    g = GreedyPlanner(p, spare_lower=True)
+    assert p._victims is None  # (not at the planner's making either)
+    assert g.solve().victims
+    by_node, vmask = p.victims_by_node()
+    assert g.by_node is by_node and g.vmask is vmask
+    with pytest.raises(AttributeError):
+        _ = g.no_such_table  # type: ignore[attr-defined]
 
 
 def test_evictions_closed_by_the_tick_budget() -> None:

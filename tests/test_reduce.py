@@ -17,6 +17,7 @@ from models import load_snapshot
 from planner import plan
 from planner.core.problem import build_problem
 from planner.core.reduce import reduce_problem
+from planner.solver import cpsat
 from planner.solver.cpsat import solve_cpsat
 
 NOW = "2026-11-29T08:00:00Z"
@@ -70,6 +71,39 @@ def test_a_job_no_plan_can_start_is_deferred_without_a_search() -> None:
         ("big2", "THRASH_BUDGET", "2026-11-29T08:50:00+00:00")]
     assert p.status == "optimal"
     assert "1 pending job(s) could start on no node" in (p.solver.detail or "")
+
+
+def test_only_flooded_kinds_are_cut_where_the_time_left_holds_only_the_first_runs_least(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tick above with the first greedy run's least at 10 s: the time left (1 s)
+    # holds less than the reserve and that least, so the reduction cuts flooded kinds
+    # alone (none here) and big2 is searched; the plan is the same (big2 still
+    # deferred, explained as the search explains it), without the reduction's note.
+    # With the least at its value the reduction drops big2 again; in deterministic
+    # mode whatever the least
+    calls: list[bool] = []
+    real = cpsat.reduce_problem
+
+    def counted(problem: Any, *, narrow: bool = True) -> Any:
+        calls.append(narrow)
+        return real(problem, narrow=narrow)
+
+    monkeypatch.setattr(cpsat, "reduce_problem", counted)
+    monkeypatch.setattr(cpsat, "FIRST_LEAST_S", 10.0)
+    p = plan(_snap(), time_limit_s=1.0)
+    assert calls == [False]
+    assert {pl.job for pl in p.placements} == {"urgent1", "half2"}
+    assert [(d.job, d.reason) for d in p.deferred] == [("big2", "THRASH_BUDGET")]
+    assert "could start on no node" not in (p.solver.detail or "")
+    assert "1 pending job(s) could start on no node" in (
+        plan(_snap(), deterministic=True).solver.detail or "")
+    monkeypatch.undo()
+    monkeypatch.setattr(cpsat, "reduce_problem", counted)
+    p = plan(_snap(), time_limit_s=1.0)
+    assert calls == [False, True, True]
+    assert "1 pending job(s) could start on no node" in (p.solver.detail or "")
+    problem = build_problem(load_snapshot(_snap()))
+    assert real(problem, narrow=False) == (problem, cpsat.Reduction())
 
 
 def test_the_bound_of_a_reduced_tick_shows_what_the_greedy_plan_misses() -> None:
@@ -180,6 +214,9 @@ def test_a_flooded_kind_is_cut_to_the_most_it_could_ever_place(
     # (the tier-3 jobs kept may only take free GPUs: a is their one node)
     assert not red.dropped and red.free_only == {"t3-04", "t3-09", "t3-03"}
     assert "17 pending job(s) came after the most jobs of their kind" in red.note()
+    # cutting the flooded kinds alone (narrow=False): the same cut, nothing narrowed
+    quick = reduce_problem(problem, narrow=False)[1]
+    assert quick.beyond == red.beyond and not quick.free_only and not quick.dropped
     monkeypatch.setattr(red_mod, "CUT_LEAST", 12)
     assert reduce_problem(problem)[1].beyond == frozenset()
     # the plan: the search places t3-04 and t3-09 on a's free GPUs... and every job cut

@@ -94,16 +94,19 @@ def no_victims_for(problem: Problem, info: PendingInfo) -> bool:
             and (tb.left <= 0 or tb.gpus_left < 1))
 
 
-def reduce_problem(problem: Problem) -> tuple[Problem, Reduction]:
+def reduce_problem(problem: Problem, *, narrow: bool = True) -> tuple[Problem, Reduction]:
     """The tick's problem without the jobs that cannot start, and with free-only jobs'
     candidate nodes cut to those with room (``problem`` itself when nothing
-    changes); see the module doc."""
+    changes); see the module doc. ``narrow=False``: the flooded kinds are cut, and
+    nothing else is looked for (the pass over every pending job and the nodes with
+    room for each shape of job that may take only free GPUs: 0.04 s at 12,500
+    nodes)."""
     lists: dict[tuple, list[int]] = {}  # (candidates list, shape) -> nodes with room
     pending: dict[str, PendingInfo] = {}
     dropped: list[str] = []
     narrowed: list[str] = []
     for jid, info in problem.pending.items():
-        if info.held_until is not None or not no_victims_for(problem, info):
+        if not narrow or info.held_until is not None or not no_victims_for(problem, info):
             pending[jid] = info
             continue
         gpn, need = info.job.gpus_per_node, info.need_nvlink
