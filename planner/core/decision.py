@@ -269,8 +269,9 @@ def best_fit(problem: Problem, d: Decision, budget: Budget | None = None
     planner takes the best fit job by job, which a later job can undo. Per pass the
     unpreemptible shards on the nodes with the least such work gather first, then
     shards on the nodes with the most idle GPUs fit; at most ``BEST_FIT_PASSES``
-    passes, stopping early at the end of ``budget`` (none where it has ended). Returns the decision and the
-    number of shards moved (``d`` itself and 0 when none moved)."""
+    passes, stopping early at the end of ``budget`` (none where it has ended).
+    Returns the decision and the number of shards moved (``d`` itself and 0 when
+    none moved)."""
     if budget is not None and budget.expired():
         return d, 0  # (its set-up alone passes over every running job and node)
     nodes = problem.nodes

@@ -270,8 +270,10 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # (_Run.candidates' tight), the reduction cuts the flooded kinds alone: that run
     # takes each tier's free GPUs first and is cut within the first tiers, and the
     # pass that finds the jobs that may only take free GPUs would be taken from it
-    # (the 12,500-node benchmark tick at 1 s given the file, side by side: the plan
-    # 0.14 s past its floor against 0.20-0.21 s, 4,365-4,567 tier-1 GPUs either way)
+    # (the 12,500-node benchmark tick at 1 s given the file, side by side, 2 x 3 plans:
+    # 0.12-0.13 s past its floor against 0.17-0.23 s, 4,058-4,450 tier-1 GPUs against
+    # 3,384-4,567; a flooded queue keeps its cut: bench_flood's 100,000 tasks at 1 s,
+    # 177 tier-1 GPUs, where a search of every task admits 64)
     tight = not deterministic and (
         time_limit_s - _reserve(problem, time_limit_s, deterministic) < first_least_s())
     work, reduction = (reduce_problem(problem, narrow=not tight) if reduce
