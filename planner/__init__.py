@@ -177,10 +177,12 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
         loop.problem, loop.decision = problem, None
     t_pre = time.perf_counter()  # the preprocessing ends, planning starts
     call_speed = None  # this plan's speed factor from its own (cold) problem build
+    call_build = None  # ... what that build alone says (speed.records_factor)
     if planner == "cpsat" and not deterministic and previous is None:
-        from planner.solver.speed import from_build
+        from planner.solver.speed import build_of, from_build
 
         call_speed = from_build(t_pre - t_build, len(problem.running))
+        call_build = build_of(t_pre - t_build, len(problem.running))
         if call_speed is not None:
             speed = call_speed
 
@@ -250,7 +252,7 @@ def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,
                                                       time_limit_s - (time.perf_counter() - t0))
         from planner.solver.speed import for_call
 
-        with for_call(call_speed):
+        with for_call(call_speed, call_build):
             result = solve_cpsat(problem, time_limit_s=left, deterministic=deterministic,
                                  workers=workers, seed=seed, last=last)
         candidate = result  # (with thrash.exempt_free_first applied: planner/solver/cpsat.py)

@@ -275,15 +275,50 @@ def test_a_plans_own_problem_build_can_lower_its_factor(
     assert fake == ["cpsat", "python"]
 
 
+def test_work_of_the_builds_kind_takes_the_builds_factor_where_it_is_higher(
+        fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The measured factor 2.0; a build of 10,000 running jobs in 0.3 s says 3 -> 2 ** (6/4) = 2.83
+    # (build_of, not capped by the measured factor), from_build keeps 2.0. Within a plan's block with both,
+    # factor() is the plan's (2.0) and records_factor() the build's where higher
+    # (2.83), the plan's where not (a build's 1.0); deterministic mode 1.0 and
+    # PREEMPT_PLANNER_SPEED come first. The cut keep of a first greedy run scales
+    # with it: 2.83 / 2.0 times as much
+    from planner.solver.speed import build_of, for_call, from_build, records_factor
+
+    assert factor() == pytest.approx(2.0)
+    assert build_of(0.3, 10_000) == pytest.approx(2 ** 1.5)
+    assert from_build(0.3, 10_000) == pytest.approx(2.0)
+    assert build_of(0.07, 1_000) is None
+    whole = Budget(10.0)
+    with for_call(2.0, None):
+        assert records_factor() == pytest.approx(2.0)
+        keep = cpsat.cut_keep(whole, 1_000).keep_s(100, 10)
+    with for_call(2.0, build_of(0.3, 10_000)):
+        assert factor() == pytest.approx(2.0)
+        assert records_factor() == pytest.approx(2 ** 1.5)
+        assert records_factor(deterministic=True) == 1.0
+        margin = cpsat.reserve_margin_s()
+        assert cpsat.cut_keep(whole, 1_000).keep_s(100, 10) - margin == pytest.approx(
+            (keep - margin) * 2 ** 1.5 / 2.0)
+        monkeypatch.setenv(speed.ENV, "3")
+        assert records_factor() == 3.0
+        monkeypatch.delenv(speed.ENV)
+    with for_call(2.0, 1.0):
+        assert records_factor() == pytest.approx(2.0)
+    assert records_factor() == pytest.approx(2.0)
+
+
 def test_plan_takes_the_factor_of_its_own_cold_build(
         fake: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # plan() asks from_build for its factor after a cold build (none in deterministic
     # mode, nor after a loop's build from the last tick's problem) and CP-SAT's
-    # whole call runs with it
+    # whole call runs with it, and with what the build alone says (build_of) for
+    # the work of the build's kind (records_factor)
     import planner
 
     asked: list[int] = []
     seen: list[float] = []
+    records: list[float] = []
 
     def from_build(build_s: float, running: int) -> float:
         asked.append(running)
@@ -293,14 +328,17 @@ def test_plan_takes_the_factor_of_its_own_cold_build(
 
     def spy(*a: Any, **kw: Any) -> Any:
         seen.append(factor(kw.get("deterministic", False)))
+        records.append(speed.records_factor(kw.get("deterministic", False)))
         return solve(*a, **kw)
 
     monkeypatch.setattr(speed, "from_build", from_build)
+    monkeypatch.setattr(speed, "build_of", lambda build_s, running: 3.0)
     monkeypatch.setattr(cpsat, "solve_cpsat", spy)
     data = generate(nodes=4, pending=3, seed=1)
     plan(data, time_limit_s=0.5)
     assert asked == [sum(1 for j in data["jobs"] if j["state"] == "running")]
     assert seen == [0.5] and factor() == pytest.approx(2.0)
+    assert records == [3.0] and speed.records_factor() == pytest.approx(2.0)
     plan(data, time_limit_s=0.5, deterministic=True)
     assert len(asked) == 1 and seen[-1] == 1.0
     loop = planner.Loop()

@@ -72,7 +72,7 @@ from planner.solver.portfolio import (
     eject_deadline,
     reserve_margin_s,
 )
-from planner.solver.speed import factor, scaled
+from planner.solver.speed import factor, records_factor, scaled
 
 # least time left for neighbourhood rounds when the whole model is skipped, on the
 # benchmark machine (lns_min_s(): on this one, planner/solver/speed.py)
@@ -200,12 +200,14 @@ def free_quick_s(usable: int) -> float:
 def cut_keep(whole: Budget, usable: int) -> CutKeep:
     """What a first greedy run cut short keeps of ``whole``, on this machine, for a
     cluster of ``usable`` nodes (CUT_NODE_S and the others), with the reserve's
-    margin. Scaled by the speed factor, but by CUT_LEAST_FACTOR at least: on a
+    margin. Scaled by the speed factor, or what the plan's problem build said where
+    that is higher (speed.records_factor: the work after the cut is of the build's
+    kind), but by CUT_LEAST_FACTOR at least: on a
     quicker machine the work after the cut (assembly, the verifier, freeing) sped
     up less than the factor says (12,500 nodes at 1 s, speed factor 0.59: 0.37-0.43 s
     after the cut where the scaled fit kept about 0.27 s, and the plans took
     1.05-1.17 s; with the least factor 0.99-1.02 s)."""
-    f = max(CUT_LEAST_FACTOR, factor())
+    f = max(CUT_LEAST_FACTOR, records_factor())
     return CutKeep(whole, f * CUT_SAFETY * CUT_NODE_S * usable + reserve_margin_s(),
                    f * CUT_SAFETY * CUT_PLACED_S, f * CUT_SAFETY * CUT_DEFERRED_S)
 
