@@ -135,8 +135,9 @@ def pack_gangs(problem: Problem, budget: Budget, *, deterministic: bool = False,
         if by_kind is None:
             by_kind = alike[i.rights] = _alike(problem, _rooms(problem, i.rights))
         k, nvlink, sb, sd = j.gpus_per_node, i.need_nvlink, j.same_block, j.same_nvlink_domain
-        most_gpus, members = seen.get(id(i.candidates)) or seen.setdefault(
-            id(i.candidates), _members(problem, i.candidates))
+        if id(i.candidates) not in seen:
+            seen[id(i.candidates)] = _members(problem, i.candidates)
+        most_gpus, members = seen[id(i.candidates)]
         if 2 * k <= most_gpus:
             whole = False
         count: dict[tuple, int] = defaultdict(int)
