@@ -102,11 +102,12 @@ def reduce_problem(problem: Problem, *, narrow: bool = True) -> tuple[Problem, R
     room for each shape of job that may take only free GPUs: 0.04 s at 12,500
     nodes)."""
     lists: dict[tuple, list[int]] = {}  # (candidates list, shape) -> nodes with room
-    pending: dict[str, PendingInfo] = {}
+    # (without narrowing, every job stays as it is: _beyond takes a copy to cut)
+    pending: dict[str, PendingInfo] = {} if narrow else dict(problem.pending)
     dropped: list[str] = []
     narrowed: list[str] = []
-    for jid, info in problem.pending.items():
-        if not narrow or info.held_until is not None or not no_victims_for(problem, info):
+    for jid, info in problem.pending.items() if narrow else ():
+        if info.held_until is not None or not no_victims_for(problem, info):
             pending[jid] = info
             continue
         gpn, need = info.job.gpus_per_node, info.need_nvlink

@@ -276,12 +276,12 @@ def solve_cpsat(problem: Problem, *, time_limit_s: float = 1.0, deterministic: b
     # 0.12-0.13 s past its floor against 0.17-0.23 s, 4,058-4,450 tier-1 GPUs against
     # 3,384-4,567; a flooded queue keeps its cut: bench_flood's 100,000 tasks at 1 s,
     # 177 tier-1 GPUs, where a search of every task admits 64)
-    tight = not deterministic and (
-        time_limit_s - _reserve(problem, time_limit_s, deterministic) < first_least_s())
+    reserve = _reserve(problem, time_limit_s, deterministic)  # (of the whole tick)
+    tight = not deterministic and time_limit_s - reserve < first_least_s()
     work, reduction = (reduce_problem(problem, narrow=not tight) if reduce
                        else (problem, Reduction()))
     run = _Run(work, budget, workers=workers, seed=seed, log=log, prune=prune,
-               whole=problem, reduction=reduction,
+               whole=problem, reduction=reduction, reserve=reserve,
                carried=carried(last[0], last[1], work) if last is not None else None)
     for strategy, budget in run.schedule():
         run.keep(strategy, strategy.run(work, budget))
@@ -293,7 +293,8 @@ class _Run:
 
     def __init__(self, problem: Problem, budget: Budget, *, workers: int, seed: int,
                  log: bool, prune: bool, whole: Problem | None = None,
-                 reduction: Reduction | None = None, carried: Decision | None = None):
+                 reduction: Reduction | None = None, carried: Decision | None = None,
+                 reserve: float | None = None):
         # problem: what the strategies search (the tick reduced); whole: the tick, for
         # the plan's assembly and explanations
         self.problem, self.budget = problem, budget
@@ -303,7 +304,10 @@ class _Run:
         self.carried_note = ""  # said when it ranked above the greedy plan
         self.det = not budget.wall
         self.workers, self.seed, self.log, self.prune = workers, seed, log, prune
-        self.reserve = _reserve(self.whole, budget.seconds, self.det)  # (assembled whole)
+        # (the plan is assembled on the whole tick; ``reserve``: its _reserve(), worked
+        # out already)
+        self.reserve = (_reserve(self.whole, budget.seconds, self.det) if reserve is None
+                        else reserve)
         self.work = budget.less(self.reserve)  # to improve the plan; then assembly, checks
         self.usable = sum(1 for n in problem.nodes if n.usable)
         self.pace = Pace(sum(len(i.candidates) for i in problem.pending.values()
