@@ -839,6 +839,94 @@ def test_where_a_baseline_ranks_first_ejection_starts_from_the_best_greedy_varia
     assert verify(load_snapshot(snap), p) == []
 
 
+def test_where_the_variants_ejection_ranks_first_the_plan_before_it_gets_a_share(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cluster of the test above and q (priority 1, 8 GPUs) pending too. The greedy
+    # plan: k on n1, m on n2, q on n3 (24 GPUs, priority value 208); a baseline
+    # (stubbed) gives k on n2, j on n1, q on n3 (24 GPUs, 248), ranked first, and
+    # polished (m, priority 5, in q's place on n3: 280). Ejection moves (stubbed) from
+    # the greedy plan as it came give k on n3, j on n1, m on n2 (24 GPUs, 280; q
+    # waits), as good, kept; from any other plan nothing. The baseline's polished
+    # plan, ranked first before, gets its own share of ejection moves next (it may
+    # hold what the variant's does not)
+    from planner.solver import cpsat, portfolio
+
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
+    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
+    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})
+    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5),
+                  _job("q", 1)])
+    problem = build_problem(load_snapshot(snap))
+    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
+    greedy = {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)], "q": [(n3, 0xFF)]}
+    baseline = Decision(set(), {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)], "q": [(n3, 0xFF)]})
+    best = Decision(set(), {"k": [(n3, 0xFF)], "j": [(n1, 0xFF)], "m": [(n2, 0xFF)]})
+    starts: list[dict] = []
+
+    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
+        starts.append(d.placements)
+        return (best, 1) if d.placements == greedy else (d, 0)
+
+    monkeypatch.setattr(portfolio, "eject", stub)
+    monkeypatch.setattr(portfolio.Baseline, "run", lambda self, _p, _b: baseline)
+    p = plan(snap, time_limit_s=1.0, workers=1)
+    polished = {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)], "m": [(n3, 0xFF)]}
+    assert starts[:2] == [greedy, polished]
+    assert p.objective.admitted_gpus == {"1": 0, "2": 24, "3": 0}
+    assert p.objective.priority_value == 280
+    assert "1 job(s) admitted by ejection moves on the best greedy variant's plan" in (
+        p.solver.detail)
+    assert verify(load_snapshot(snap), p) == []
+
+
+@pytest.mark.parametrize("floor_s", [0.0, 1e9])
+def test_the_variants_plan_as_it_came_is_ejected_on_first_where_time_allows(
+        monkeypatch: pytest.MonkeyPatch, floor_s: float) -> None:
+    # The cluster of the tests above, no baseline with room, no squeaky-wheel pass:
+    # the greedy plan (k on n1, m on n2) ranks first, and polishing (stubbed) moves k
+    # to n3, the same admissions. Ejection moves (stubbed: nothing) start from the
+    # greedy plan as it came, in a share of their time, where they have at least
+    # VARIANT_EJECT_LEAST_S (scaled) before them (5 s here); with that floor out of
+    # reach, from the polished plan alone
+    from planner.solver import cpsat, portfolio
+
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
+    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
+    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 1e9, "slurm": 1e9})
+    monkeypatch.setattr(cpsat, "VARIANT_EJECT_LEAST_S", floor_s)
+    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
+    problem = build_problem(load_snapshot(snap))
+    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
+    greedy = {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)]}
+    moved = {"k": [(n3, 0xFF)], "m": [(n2, 0xFF)]}
+    monkeypatch.setattr(portfolio, "polish", lambda _p, d, _b, **_kw: (
+        (Decision(set(), dict(moved)), "1 move(s) to idle GPUs") if d.placements == greedy
+        else (d, "")))
+    starts: list[dict] = []
+
+    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
+        starts.append(d.placements)
+        return d, 0
+
+    monkeypatch.setattr(portfolio, "eject", stub)
+    monkeypatch.setattr(portfolio, "upgrade", lambda _p, d, **_kw: (d, 0))
+    p = plan(snap, time_limit_s=5.0, workers=1)
+    # (the variant's plan, as good as the polished one, is kept, and the polished one
+    # gets its share in turn)
+    if floor_s == 0.0:
+        assert starts[:2] == [greedy, moved]
+    else:
+        assert starts == [moved]
+    assert p.objective.admitted_gpus == {"1": 0, "2": 16, "3": 0}
+    assert verify(load_snapshot(snap), p) == []
+
+
 def test_ejection_on_a_cut_runs_plan_keeps_what_that_run_did_not_reach() -> None:
     # The greedy run whose plan the ejection starts from was cut short: the jobs it
     # did not reach, or let take only free GPUs, stay so for the plan's explanations

@@ -300,15 +300,25 @@ def test_without_a_budget_the_lane_starts_after_the_first_greedy_plan(
     assert events[:2] == [("greedy",), ("lane", [cpsat.PRIORITY_FIRST])]
 
 
-def test_the_first_lane_leaves_the_baseline_the_second_lane_runs_first(
+def test_where_an_eviction_budget_binds_the_baselines_run_in_the_second_lane_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # n1 and n2 each held by an 8-GPU tier-3 job; tier-2 jobs a and b (8 GPUs each)
     # wait. R15: B = max(4, floor(0.05 x 2)) = 4 victims per window, 3 already in it:
     # one left. The first greedy plan evicts t3a for a and the window refuses b's
-    # victim (an eviction budget bound): the Kubernetes-style baseline runs in this
-    # process, then the second lane starts with the Slurm-style baseline first (its
-    # first candidate always runs there), so this process does not run that one too
+    # victim (an eviction budget bound): the second lane starts at once with the
+    # Kubernetes- and Slurm-style baselines first, and the first greedy plan as the
+    # hint of its tier items' bound; this process runs neither baseline (the spy lane
+    # never answers: the plan is this process's)
     events = _spy_lanes(monkeypatch)
+    hints: list[Any] = []
+    spy = portfolio.Lane
+
+    def with_hint(fn: Any, problem: Any, *args: Any) -> Any:
+        if fn is portfolio.second_lane:
+            hints.append(args[-1])
+        return spy(fn, problem, *args)
+
+    monkeypatch.setattr(portfolio, "Lane", with_hint)
     monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})  # room
     ran: list[str] = []
     run = portfolio.Baseline.run
@@ -336,8 +346,11 @@ def test_the_first_lane_leaves_the_baseline_the_second_lane_runs_first(
                                  "gpus": 1} for k in range(3)]
     p = plan(snap, time_limit_s=0.5)
     assert p.objective.admitted_gpus == {"1": 0, "2": 8, "3": 0}
-    assert ("lane", ["slurm", cpsat.PRIORITY_FIRST]) in events
-    assert ran == ["k8s"]
+    assert events[events.index(("greedy",)) + 1] == (
+        "lane", ["k8s", "slurm", cpsat.PRIORITY_FIRST])
+    assert ran == []
+    assert len(hints) == 1 and sorted(hints[0].placements) == ["a"]
+    assert hints[0].victims == {"t3a"}
 
 
 @pytest.mark.parametrize("policy", [{}, {"max_evicted_gpu_fraction": 0.25}])
@@ -537,6 +550,48 @@ def test_the_second_lane_proves_the_tier_items_bound_for_its_plan() -> None:
                                             Budget(30.0), bound=True)
     assert sorted(d.placements) == ["a", "b"]
     assert proof is not None and proof.gap is None
+    assert proof.items == [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-2 GPUs", 4.0, 4.0, "ALL")]
+
+
+@pytest.mark.parametrize("hint_ranks_first", [False, True])
+def test_a_lane_with_a_hint_proves_the_tier_bound_after_its_first_candidate(
+        monkeypatch: pytest.MonkeyPatch, hint_ranks_first: bool) -> None:
+    # In-process (no fork), _evicting_snap. A lane whose baselines come first is given
+    # the first lane's plan as a hint: the tier items' bound is proved after its first
+    # candidate, before the priority-first variant, for the better of the two plans.
+    # The Kubernetes-style baseline (stubbed) places b alone, on n1's free GPUs. The
+    # hint: the plain greedy plan (a through r3, b: the optimum), which ranks first,
+    # or an empty plan, which does not. The bound after the ejection moves is proved
+    # again for the lane's plan (the optimum: ejection admits a) and kept where it
+    # reaches as many items: tiers 1 and 2 reached without a solve
+    problem = build_problem(load_snapshot(_evicting_snap()))
+    events: list[tuple] = []
+    prove = portfolio.prove_tiers
+
+    def spy_prove(p: Any, d: Decision, budget: Budget, **kw: Any) -> Any:
+        events.append(("prove", sorted(d.placements)))
+        return prove(p, d, budget, **kw)
+
+    cand = portfolio.candidate
+
+    def spy_candidate(kw: Any) -> Any:
+        events.append(("candidate", kw))
+        return cand(kw)
+
+    n1 = problem.node_index["n1"]
+    only_b = Decision(set(), {"b": [(n1, 0xF0)]})
+    monkeypatch.setattr(portfolio, "prove_tiers", spy_prove)
+    monkeypatch.setattr(portfolio, "candidate", spy_candidate)
+    monkeypatch.setattr(portfolio.Baseline, "run", lambda self, _p, _b: only_b)
+    hint = portfolio.plain_greedy(problem) if hint_ranks_first else Decision()
+    d, _said, proof = portfolio.second_lane(problem, ["k8s", cpsat.PRIORITY_FIRST], 0.001,
+                                            Budget(30.0), bound=True, hint=hint)
+    assert sorted(d.placements) == ["a", "b"]
+    assert events[:3] == [("candidate", "k8s"),
+                          ("prove", ["a", "b"] if hint_ranks_first else ["b"]),
+                          ("candidate", cpsat.PRIORITY_FIRST)]
+    assert events[3:] == [("prove", ["a", "b"])]  # (again at the end)
+    assert proof is not None
     assert proof.items == [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-2 GPUs", 4.0, 4.0, "ALL")]
 
 

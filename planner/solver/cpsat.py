@@ -103,6 +103,13 @@ EJECT_SHARE = 0.1
 # sparing variants' plans (765 -> 997-1,093 tier-2 GPUs after the trade) and 7-8
 # from the baselines' (801-805 -> 853)
 EJECT_VARIANT_SHARE = 0.5
+# ... and where the variant's plan, polished, ranks first, from that plan as it came
+# where ejection has at least this long on the benchmark machine (scaled): on the
+# clusters of bench_ab.py (2026-12-07, 24 clusters of 1,024-4,096 nodes at 1-3 s and
+# 24 of 512-1,536 nodes with eviction budgets at 0.5-2 s, two runs each) with no
+# such floor the former gained and the latter lost (tier-1 GPUs 482 -> 442 on a
+# 768-node cluster at 0.5 s: the share taken from the moves on the polished plan)
+VARIANT_EJECT_LEAST_S = 0.5
 # the least time the first greedy plan's loop gets, on the benchmark machine, when the
 # time to improve the plan is shorter or over (first_least_s(): on this one): where
 # preprocessing, assembly and the checks take the whole time limit, the plan returns
@@ -319,7 +326,8 @@ class _Run:
         self._strategies: list[Strategy] = []  # the strategies that ran, in order
         self.second = ""  # said when the greedy plan comes from a squeaky-wheel pass
         self.computed: set[str] = set()  # the baselines whose plans were computed
-        self.in_lane: tuple[dict | str, ...] = ()  # the early lane's candidates
+        # the early lane's candidates, or the baselines the second lane runs alone
+        self.in_lane: tuple[dict | str, ...] = ()
         self.lane: SecondLane | None = None
         self.floor: FloorLane | None = None  # the plain greedy plan's lane, when forked
         # a lane proving a bound where no second lane does (without_model), and its bound
@@ -674,41 +682,45 @@ class _Run:
         self.pace.lns_rounds = (self.usable > NEIGHBOURHOOD_NODES
                                 or len(neighbourhoods(self.problem)) > 1)
         variants: list[Greedy] = [Greedy({})] if self.det else []
+        storm = Greedy({"spare_lower": True, "storm_price": STORM_PRICE,
+                        "priced": frozenset(spare.full_storages)})
+        no_free = Greedy({**storm.settings, "spare_free": False})
+        if (self.lane is None and not self.det
+                and self.usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
+                and (self.short() or 0.0) > 0 and lanes_available(self.workers)):
+            # the model will be skipped and the plan is made in Python on one core: a
+            # second lane on the other core runs the other variants too (docs/planner.md,
+            # section 2c), the per-node baselines first, and there alone, when an
+            # eviction budget binds (they take 3 and 2.5 greedy runs, which this lane
+            # spends on the variants and ejection moves); it proves the tier items'
+            # bound after its first candidate, for the better of its plan and this
+            # one's so far
+            todo: list[dict | str] = [
+                *((storm.settings, no_free.settings) if spare.storm_rejected else ()),
+                PRIORITY_FIRST]
+            if spare.budget_rejected:
+                todo = ["k8s", "slurm", *todo]
+            lane = SecondLane(todo, self.pace.greedy_s, traded=self.swapping,
+                              hint=self.best if spare.budget_rejected else None)
+            if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
+                    and lane.start(self.problem, work)):
+                self.lane = lane
+                self.in_lane = tuple(t for t in todo if isinstance(t, str))
         k8s = Baseline("k8s")
         if spare.budget_rejected and "k8s" not in self.in_lane and self.room(k8s):
             # an eviction budget (R13) refused victims: the per-node baselines often
             # admit more under a count budget; the Kubernetes-style one first
             self.computed.add("k8s")
             yield k8s, work
-        storm_settings: list[dict[str, Any]] = []
-        storm = Greedy({"spare_lower": True, "storm_price": STORM_PRICE,
-                        "priced": frozenset(spare.full_storages)})
         if spare.storm_rejected and self.room(storm):
             # the storage limit refused victims: spend the storm budget on victims with
             # small checkpoints, and optionally the same without sparing free GPUs
-            no_free = Greedy({**storm.settings, "spare_free": False})
-            storm_settings = [storm.settings, no_free.settings]
             variants.append(storm)
             if self.affordable(*variants, no_free):
                 variants.append(no_free)
         prio = Greedy(PRIORITY_FIRST)
         if PRIORITY_FIRST not in self.in_lane and self.affordable(*variants, prio):
             variants.append(prio)  # more important jobs first within a tier
-        if (self.lane is None and not self.det
-                and self.usable > SQUEAKY_NEIGHBOURHOODS * NEIGHBOURHOOD_NODES
-                and (self.short() or 0.0) > 0 and lanes_available(self.workers)):
-            # the model will be skipped and the plan is made in Python on one core: a
-            # second lane on the other core runs the other variants too (docs/planner.md,
-            # section 2c), the per-node baselines first when an eviction budget binds
-            todo: list[dict | str] = [*storm_settings, PRIORITY_FIRST]
-            if spare.budget_rejected:
-                todo = [*(["k8s"] if "k8s" not in self.computed else []), "slurm", *todo]
-            lane = SecondLane(todo, self.pace.greedy_s, traded=self.swapping)
-            if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
-                    and lane.start(self.problem, work)):
-                self.lane = lane
-                if isinstance(todo[0], str):  # (its first candidate always runs there)
-                    self.in_lane = (todo[0],)
         ran = [(first.settings, self.plan_of[id(first)])]
         for v in variants:
             yield v, work
@@ -826,15 +838,24 @@ class _Run:
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
         first: Eject | None = None  # (ejection before LNS, on a big cluster)
         alt = None if self.variant_by is None else self.plan_of[id(self.variant_by)]
-        if big and alt is not None and alt is not self.best and alt is not self.greedy:
-            # a baseline's plan ranks first: ejection moves go much further from the
-            # best greedy variant's plan (EJECT_VARIANT_SHARE, docs/planner.md 2b), in a
-            # share of their time; what they make competes, and the moves after go on
-            # from the plan then ranked first
+        if big and alt is not None and alt is not self.best and (
+                alt is not self.greedy
+                or self.eject_budget().left() >= scaled(VARIANT_EJECT_LEAST_S)):
+            # a baseline's plan ranks first, or the variant's polished with time to
+            # spare (VARIANT_EJECT_LEAST_S): ejection moves go much further from the
+            # best greedy variant's plan as it came (EJECT_VARIANT_SHARE, docs/planner.md
+            # 2b), in a share of their time; what they make competes. Where it ranks
+            # first then, the plan ranked first before gets a share too (it may hold
+            # what the variant's does not: on a 4,096-node cluster a tier-1 gang of 64
+            # GPUs), and the moves after go on from the plan then ranked first
+            ranked, made = self.best, self.by
             other = Eject(alt, traded=self.swapping, origin=self.variant_by)
             yield other, self.eject_budget().share(EJECT_VARIANT_SHARE)
             if self.by is other:
                 self.variant_said = other.said
+                if made is not None:
+                    back = Eject(ranked, traded=self.swapping, origin=made)
+                    yield back, self.eject_budget().share(EJECT_VARIANT_SHARE)
             packed = self.best
         if big:
             first = Eject(self.best, traded=self.swapping)

@@ -561,7 +561,8 @@ def candidate(kw: dict | str) -> Greedy | Baseline:
 
 
 def second_lane(problem: Problem, candidates: list[dict | str], first_s: float | None,
-                budget: Budget, traded: bool = False, bound: bool = False
+                budget: Budget, traded: bool = False, bound: bool = False,
+                hint: Decision | None = None
                 ) -> tuple[Decision, str, BoundResult | None] | None:
     """The second lane's plan (planner/solver/lanes.py, in a child process) and what it
     says: the ``candidates`` in order (greedy variants by their settings, baselines
@@ -578,7 +579,14 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     best: Decision | None = None
     key: tuple = ()
     what = ""  # which plan is the best, for solver.detail
+    proof = None
     for kw in candidates:
+        if (bound and hint is not None and best is not None and proof is None
+                and tiers_apply(problem) and budget.fits(tiers_s(problem))):
+            # (after the first candidate, for the better plan: the bound holds the tiers
+            # before the first item that plan does not reach)
+            proof = prove_tiers(problem, hint if objective_of(problem, hint).key() > key
+                                else best, budget)
         if first_s is not None and lane_runs(kw) * first_s > (
                 SQUEAKY_SHARE * budget.left() if best is not None else budget.left()):
             break
@@ -608,9 +616,10 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     ejection = Eject(best, traded=traded)
     best = ejection.run(problem, budget.until(
         eject_deadline(time.perf_counter(), end.end, budget.end)))
-    proof = None
     if proving and budget.fits(need):
-        proof = prove_tiers(problem, best, budget)
+        later = prove_tiers(problem, best, budget)
+        if proof is None or len(later.items) >= len(proof.items):
+            proof = later
     last = Cheaper(best)
     best = last.run(problem, budget)
     after = also(first.said, ejection.said, last.said)
@@ -683,8 +692,9 @@ class SecondLane(Strategy):
     name = "second lane"
 
     def __init__(self, candidates: list[dict | str], first_s: float | None, *,
-                 traded: bool = False):
+                 traded: bool = False, hint: Decision | None = None):
         self.candidates, self.first_s, self.traded = candidates, first_s, traded
+        self.hint = hint  # (second_lane's)
         self.lane: Any = None
         self.error = ""
         self.fallback = Decision()
@@ -699,7 +709,7 @@ class SecondLane(Strategy):
         assert budget.wall  # (a second lane needs a wall clock)
         try:
             self.lane = Lane(second_lane, problem, self.candidates, self.first_s,
-                             budget.less(lane_grace_s()), self.traded, True)
+                             budget.less(lane_grace_s()), self.traded, True, self.hint)
         except OSError:
             return False
         return True
