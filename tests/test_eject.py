@@ -798,6 +798,19 @@ def test_before_the_model_ejection_rounds_get_the_time_the_model_can_spare(
     assert swaps_end is not None and swaps_end < rounds_end
 
 
+def _big_without_model(monkeypatch: pytest.MonkeyPatch, *, baseline_runs: float) -> None:
+    """A cluster takes a big one's path without the whole model, LNS or squeaky-wheel
+    passes; each baseline costs ``baseline_runs`` greedy runs (0: always room)."""
+    from planner.solver import cpsat, portfolio
+
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)  # the model never fits
+    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
+    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": baseline_runs,
+                                                     "slurm": baseline_runs})
+
+
 def test_where_a_baseline_ranks_first_ejection_starts_from_the_best_greedy_variant(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # n1 (NVSwitch), n2 and n3 (NVLink pairs) free; k (priority 20, any GPUs), j
@@ -808,13 +821,9 @@ def test_where_a_baseline_ranks_first_ejection_starts_from_the_best_greedy_varia
     # model (and without LNS and squeaky-wheel passes). Ejection moves (stubbed: from
     # the greedy plan they give all three, k moved to n3: 24 GPUs, 280; from any
     # other plan nothing) run on the greedy plan first, and their plan is returned
-    from planner.solver import cpsat, portfolio
+    from planner.solver import portfolio
 
-    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
-    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)  # the model never fits
-    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
-    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
-    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})
+    _big_without_model(monkeypatch, baseline_runs=0.0)
     snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
                  [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
     problem = build_problem(load_snapshot(snap))
@@ -849,13 +858,9 @@ def test_where_the_variants_ejection_ranks_first_the_plan_before_it_gets_a_share
     # waits), as good, kept; from any other plan nothing. The baseline's polished
     # plan, ranked first before, gets its own share of ejection moves next (it may
     # hold what the variant's does not)
-    from planner.solver import cpsat, portfolio
+    from planner.solver import portfolio
 
-    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
-    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
-    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
-    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
-    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})
+    _big_without_model(monkeypatch, baseline_runs=0.0)
     snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
                  [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5),
                   _job("q", 1)])
@@ -893,11 +898,7 @@ def test_the_variants_plan_as_it_came_is_ejected_on_first_where_time_allows(
     # reach, from the polished plan alone
     from planner.solver import cpsat, portfolio
 
-    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
-    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
-    monkeypatch.setattr(cpsat, "LNS_MIN_S", 1e9)
-    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
-    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 1e9, "slurm": 1e9})
+    _big_without_model(monkeypatch, baseline_runs=1e9)
     monkeypatch.setattr(cpsat, "VARIANT_EJECT_LEAST_S", floor_s)
     snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
                  [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
