@@ -928,6 +928,51 @@ def test_the_variants_plan_as_it_came_is_ejected_on_first_where_time_allows(
     assert verify(load_snapshot(snap), p) == []
 
 
+def test_before_a_pruned_model_ejection_starts_from_the_best_greedy_variant(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cluster and plans of the tests above, where the whole model fits but is
+    # pruned (EXACT_PAIRS 0: a heuristic too): the baseline's plan ranks first, and
+    # ejection moves (stubbed) run first on the greedy plan, before the model, which
+    # the plan they give (all three, 24 GPUs, 280) then hints; solver.detail says so
+    from planner.solver import cpsat, portfolio
+
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(cpsat, "EXACT_PAIRS", 0)
+    monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
+    monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})
+    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
+    problem = build_problem(load_snapshot(snap))
+    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
+    greedy = {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)]}
+    baseline = Decision(set(), {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)]})
+    best = Decision(set(), {"k": [(n3, 0xFF)], "j": [(n1, 0xFF)], "m": [(n2, 0xFF)]})
+    starts: list[dict] = []
+    hints: list[dict] = []
+
+    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
+        starts.append(d.placements)
+        return (best, 1) if d.placements == greedy else (d, 0)
+
+    model_run = portfolio.WholeModel.run
+
+    def spy(self: Any, p: Any, budget: Budget) -> Any:
+        hints.append(self.hint.placements)
+        return model_run(self, p, budget)
+
+    monkeypatch.setattr(portfolio, "eject", stub)
+    monkeypatch.setattr(portfolio.Baseline, "run", lambda self, _p, _b: baseline)
+    monkeypatch.setattr(portfolio.WholeModel, "run", spy)
+    p = plan(snap, time_limit_s=5.0, workers=1)
+    assert starts[0] == greedy
+    assert hints == [best.placements]
+    assert p.objective.admitted_gpus == {"1": 0, "2": 24, "3": 0}
+    assert p.objective.priority_value == 280
+    assert ("1 job(s) admitted by ejection moves on the best greedy variant's plan before "
+            "the model") in p.solver.detail
+    assert verify(load_snapshot(snap), p) == []
+
+
 def test_ejection_on_a_cut_runs_plan_keeps_what_that_run_did_not_reach() -> None:
     # The greedy run whose plan the ejection starts from was cut short: the jobs it
     # did not reach, or let take only free GPUs, stay so for the plan's explanations

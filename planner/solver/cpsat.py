@@ -375,6 +375,7 @@ class _Run:
         self.more = ""  # the passes on the whole model's plan
         self.pre_ejected = ""  # ejection moves on the traded plan before the model
         self.variant_said = ""  # ejection moves on the best greedy variant's plan, kept
+        self.variant_done = False  # ... they ran (before the whole model)
         self.packing = Packing()  # the first tier's gangs packed into groups (candidates)
         self.wall = 0.0
 
@@ -763,6 +764,23 @@ class _Run:
         if self.lane is not None:  # (not expected: the model was to be skipped)
             self.lane.close()
         assert self.best is not None
+        alt = None if self.variant_by is None else self.plan_of[id(self.variant_by)]
+        if (not self.det and self.prune and self.pace.pairs > EXACT_PAIRS
+                and self.usable > 2 * NEIGHBOURHOOD_NODES
+                and alt is not None and alt is not self.best and alt is not self.greedy):
+            # a pruned model (a heuristic too) on a big cluster, a baseline's plan ranked
+            # first: ejection moves from the best greedy variant's plan first, as where
+            # the model is skipped (without_model), while the model keeps its build and
+            # as long a solve, and their plan, if it ranks first, hints the model (a
+            # 1,600-node cluster at 3 s, where the model only just fits: 937/299 GPUs of
+            # tiers 1 and 2 against 937/204-211 from the baseline's plan)
+            build = self.pace.build_s()
+            before_model = work.less(build + max(build, 2 * min_solve_s()))
+            other = Eject(alt, traded=self.swapping, origin=self.variant_by)
+            yield other, before_model
+            self.variant_done = True
+            if self.by is other:
+                self.variant_said = other.said
         if self.swapping and id(self.best) in self.moved:
             # exempt jobs took free GPUs first in the plan so far: the model, which
             # ranks plans by the contract's objective, ranks the plans they trade away
@@ -838,7 +856,7 @@ class _Run:
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
         first: Eject | None = None  # (ejection before LNS, on a big cluster)
         alt = None if self.variant_by is None else self.plan_of[id(self.variant_by)]
-        if big and alt is not None and alt is not self.best and (
+        if big and not self.variant_done and alt is not None and alt is not self.best and (
                 alt is not self.greedy
                 or self.eject_budget().left() >= scaled(VARIANT_EJECT_LEAST_S)):
             # a baseline's plan ranks first, or the variant's polished with time to
@@ -1149,8 +1167,9 @@ class _Run:
         if self.proven:
             cost_bound = objective_of(problem, best).planned_cost()
         built = "" if self.det else f"; model built in {model.built_at:.3f} s"
-        before = (f"ejection moves on the plan so far after exempt jobs took free GPUs "
-                  f"first, before the model: {self.pre_ejected}; " if self.pre_ejected else "")
+        before = (f"{self.variant_said} before the model; " if self.variant_said else "") + (
+            f"ejection moves on the plan so far after exempt jobs took free GPUs "
+            f"first, before the model: {self.pre_ejected}; " if self.pre_ejected else "")
         detail = (f"{before}{len(res.phases)} phase(s): {', '.join(statuses)}{built}"
                   + ("; NVLink sets across cliques not modelled" if model.model.approximate
                      else "")
