@@ -798,6 +798,31 @@ def test_before_the_model_ejection_rounds_get_the_time_the_model_can_spare(
     assert swaps_end is not None and swaps_end < rounds_end
 
 
+def _kjm() -> tuple[dict[str, Any], dict, Decision, Decision]:
+    """n1 (NVSwitch), n2 and n3 (NVLink pairs) free; k (priority 20, any GPUs), j
+    (priority 10, needs 8 NVLink GPUs: n1 only) and m (priority 5) pending, 8 GPUs
+    each. The snapshot, the greedy plan's placements (k on n1, m on n2: 16 GPUs,
+    priority value 200), a baseline's plan (k on n2, j on n1: 16, 240) and the best
+    (all three, k on n3: 24, 280)."""
+    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
+                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
+    problem = build_problem(load_snapshot(snap))
+    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
+    return (snap, {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)]},
+            Decision(set(), {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)]}),
+            Decision(set(), {"k": [(n3, 0xFF)], "j": [(n1, 0xFF)], "m": [(n2, 0xFF)]}))
+
+
+def _eject_stub(starts: list[dict], greedy: dict, best: Decision) -> Any:
+    """An ``eject`` that records each start and gives ``best`` from the greedy plan,
+    nothing from any other."""
+    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
+        starts.append(d.placements)
+        return (best, 1) if d.placements == greedy else (d, 0)
+
+    return stub
+
+
 def _big_without_model(monkeypatch: pytest.MonkeyPatch, *, baseline_runs: float) -> None:
     """A cluster takes a big one's path without the whole model, LNS or squeaky-wheel
     passes; each baseline costs ``baseline_runs`` greedy runs (0: always room)."""
@@ -824,18 +849,9 @@ def test_where_a_baseline_ranks_first_ejection_starts_from_the_best_greedy_varia
     from planner.solver import portfolio
 
     _big_without_model(monkeypatch, baseline_runs=0.0)
-    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
-                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
-    problem = build_problem(load_snapshot(snap))
-    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
-    greedy = {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)]}
-    baseline = Decision(set(), {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)]})
-    best = Decision(set(), {"k": [(n3, 0xFF)], "j": [(n1, 0xFF)], "m": [(n2, 0xFF)]})
+    snap, greedy, baseline, best = _kjm()
     starts: list[dict] = []
-
-    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
-        starts.append(d.placements)
-        return (best, 1) if d.placements == greedy else (d, 0)
+    stub = _eject_stub(starts, greedy, best)
 
     monkeypatch.setattr(portfolio, "eject", stub)
     monkeypatch.setattr(portfolio.Baseline, "run", lambda self, _p, _b: baseline)
@@ -940,19 +956,10 @@ def test_before_a_pruned_model_ejection_starts_from_the_best_greedy_variant(
     monkeypatch.setattr(cpsat, "EXACT_PAIRS", 0)
     monkeypatch.setattr(portfolio, "squeaky_wheel", lambda problem, d, **kw: d)
     monkeypatch.setattr(portfolio, "BASELINE_RUNS", {"k8s": 0.0, "slurm": 0.0})
-    snap = _snap([_node("n1"), _node("n2", PAIRS), _node("n3", PAIRS)],
-                 [_job("k", 20), _job("j", 10, topology="nvlink"), _job("m", 5)])
-    problem = build_problem(load_snapshot(snap))
-    n1, n2, n3 = (problem.node_index[n] for n in ("n1", "n2", "n3"))
-    greedy = {"k": [(n1, 0xFF)], "m": [(n2, 0xFF)]}
-    baseline = Decision(set(), {"k": [(n2, 0xFF)], "j": [(n1, 0xFF)]})
-    best = Decision(set(), {"k": [(n3, 0xFF)], "j": [(n1, 0xFF)], "m": [(n2, 0xFF)]})
+    snap, greedy, baseline, best = _kjm()
     starts: list[dict] = []
     hints: list[dict] = []
-
-    def stub(_problem: Any, d: Decision, **_kw: Any) -> tuple[Decision, int]:
-        starts.append(d.placements)
-        return (best, 1) if d.placements == greedy else (d, 0)
+    stub = _eject_stub(starts, greedy, best)
 
     model_run = portfolio.WholeModel.run
 
