@@ -575,7 +575,11 @@ def second_lane(problem: Problem, candidates: list[dict | str], first_s: float |
     the first candidate always runs, and its time sets the pace of the others. With
     ``bound``, the tier items' bound (bound.prove_tiers) for the lane's plan comes
     before the moves to cheaper victims (which rank after every admission), its time
-    kept from the ejection moves: the plan, what it says, and that bound or None."""
+    kept from the ejection moves: the plan, what it says, and that bound or None.
+    With ``hint`` too (the first lane's plan, where the baselines come first and
+    take most of the lane), the bound is proved after the first candidate as well,
+    for the better of ``hint`` and the lane's plan then, and the later bound is kept
+    where it reaches at least as many items."""
     best: Decision | None = None
     key: tuple = ()
     what = ""  # which plan is the best, for solver.detail
