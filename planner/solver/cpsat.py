@@ -506,6 +506,23 @@ class _Run:
         need = self.pace.model_s(measured=False)
         return need > self.work.seconds - min_solve_s() / 2 and lanes_available(self.workers)
 
+    def variant_plan(self) -> Decision | None:
+        """The plan of the best greedy variant or squeaky-wheel pass, as it came."""
+        return None if self.variant_by is None else self.plan_of[id(self.variant_by)]
+
+    def eject_variant(self, start: Decision, budget: Budget
+                      ) -> Generator[tuple[Strategy, Budget], None, bool]:
+        """Ejection moves on ``start``, the best greedy variant's plan, within
+        ``budget``: their plan competes (Eject's ``origin``); whether it ranks first
+        then (what they did is kept for solver.detail)."""
+        other = Eject(start, traded=self.swapping, origin=self.variant_by)
+        yield other, budget
+        self.variant_done = True
+        if self.by is not other:
+            return False
+        self.variant_said = other.said
+        return True
+
     def eject_budget(self) -> Budget:
         """Ejection moves stop at ``end``, which leaves the last polishing pass its
         time, but not before half the time left (eject_deadline)."""
@@ -764,7 +781,7 @@ class _Run:
         if self.lane is not None:  # (not expected: the model was to be skipped)
             self.lane.close()
         assert self.best is not None
-        alt = None if self.variant_by is None else self.plan_of[id(self.variant_by)]
+        alt = self.variant_plan()
         if (not self.det and self.prune and self.pace.pairs > EXACT_PAIRS
                 and self.usable > 2 * NEIGHBOURHOOD_NODES
                 and alt is not None and alt is not self.best and alt is not self.greedy):
@@ -775,12 +792,7 @@ class _Run:
             # 1,600-node cluster at 3 s, where the model only just fits: 937/299 GPUs of
             # tiers 1 and 2 against 937/204-211 from the baseline's plan)
             build = self.pace.build_s()
-            before_model = work.less(build + max(build, 2 * min_solve_s()))
-            other = Eject(alt, traded=self.swapping, origin=self.variant_by)
-            yield other, before_model
-            self.variant_done = True
-            if self.by is other:
-                self.variant_said = other.said
+            yield from self.eject_variant(alt, work.less(build + max(build, 2 * min_solve_s())))
         if self.swapping and id(self.best) in self.moved:
             # exempt jobs took free GPUs first in the plan so far: the model, which
             # ranks plans by the contract's objective, ranks the plans they trade away
@@ -855,7 +867,7 @@ class _Run:
         rounds = end.less(1.5 * self.polish_s)  # LNS keeps as much to polish its result
         big = self.usable > 2 * NEIGHBOURHOOD_NODES
         first: Eject | None = None  # (ejection before LNS, on a big cluster)
-        alt = None if self.variant_by is None else self.plan_of[id(self.variant_by)]
+        alt = self.variant_plan()
         if big and not self.variant_done and alt is not None and alt is not self.best and (
                 alt is not self.greedy
                 or self.eject_budget().left() >= scaled(VARIANT_EJECT_LEAST_S)):
@@ -867,13 +879,10 @@ class _Run:
             # what the variant's does not: on a 4,096-node cluster a tier-1 gang of 64
             # GPUs), and the moves after go on from the plan then ranked first
             ranked, made = self.best, self.by
-            other = Eject(alt, traded=self.swapping, origin=self.variant_by)
-            yield other, self.eject_budget().share(EJECT_VARIANT_SHARE)
-            if self.by is other:
-                self.variant_said = other.said
-                if made is not None:
-                    back = Eject(ranked, traded=self.swapping, origin=made)
-                    yield back, self.eject_budget().share(EJECT_VARIANT_SHARE)
+            if (yield from self.eject_variant(alt, self.eject_budget().share(
+                    EJECT_VARIANT_SHARE))) and made is not None:
+                back = Eject(ranked, traded=self.swapping, origin=made)
+                yield back, self.eject_budget().share(EJECT_VARIANT_SHARE)
             packed = self.best
         if big:
             first = Eject(self.best, traded=self.swapping)
