@@ -153,6 +153,44 @@ def test_a_plan_without_the_whole_model_reports_the_packings_bound(
     assert "s packing its gangs, before the greedy plans" in detail
 
 
+def test_where_the_time_is_too_short_for_the_packing_first_it_bounds_the_plan_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reserve for assembly and checks of all but 1 ms of the limit leaves the first
+    # greedy run less than its least: no packing before it (its gangs placed first
+    # would take that run's time). The run places T, P and R, largest first (72
+    # GPUs); no time is left to improve the plan (the reserve is not lowered after
+    # it). The packing then runs for its bound alone, within the time the reserve
+    # holds besides the plan's assembly and checks: at most 80 tier-1 GPUs, gap
+    # (80 - 72) / 80, and the plan says so (status RELAXATION, not SKIPPED); its
+    # gangs are not placed first.
+    monkeypatch.setattr(cpsat, "_reserve", lambda problem, t, det: t - 0.001)
+    monkeypatch.setattr(cpsat, "RESERVE_FIT_TIMES", 1e6)
+    monkeypatch.setattr(cpsat, "NEIGHBOURHOOD_NODES", 0)
+    monkeypatch.setattr(portfolio, "SOLVE_TIMES_EXACT", 1e9)
+    ran: list[packing.Packing] = []
+    real = cpsat.pack_gangs
+
+    def spy(*a: Any, **kw: Any) -> packing.Packing:
+        ran.append(real(*a, **kw))
+        return ran[-1]
+
+    monkeypatch.setattr(cpsat, "pack_gangs", spy)
+    p = plan(_snap(), time_limit_s=1.0, workers=1)
+    assert [(pk.after, pk.bound, pk.first) for pk in ran] == [(True, 80, frozenset())]
+    assert sorted(x.job for x in p.placements) == ["P", "R", "T"]
+    assert p.objective.admitted_gpus["1"] == 72
+    assert p.solver.status == "RELAXATION" and p.solver.gap == pytest.approx(0.1)
+    detail = p.solver.detail or ""
+    assert ("bound from a relaxation solved with CP-SAT: the plan tier-1 GPUs 72 "
+            "against at most 80 in ") in detail
+    assert "s packing its gangs, after the first greedy plan" in detail
+    assert "CP-SAT packed tier 1's gangs" not in detail
+    # in deterministic mode (no clock: no reserve of the kind) the packing runs first
+    ran.clear()
+    q = plan(_snap(), time_limit_s=1.0, workers=1, deterministic=True)
+    assert [pk.after for pk in ran] == [False] and q.objective.admitted_gpus["1"] == 80
+
+
 def test_the_squeaky_wheel_pass_places_the_packed_gangs_first_too(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # from the largest-first plan (T, P, R; Q and S deferred) a second pass with the

@@ -326,9 +326,10 @@ def test_a_first_run_that_cannot_be_whole_keeps_only_what_its_plan_needs(
     monkeypatch.setattr(GreedyPlanner, "solve", spy)
     monkeypatch.setattr(cpsat, "FREE_JOB_S", 1.0)
     p = planner.plan(_snap(), time_limit_s=0.5)
-    # (what it keeps per placed job and per victim at speed 1: CUT_PLACED_S 0.16 ms,
-    # whatever the cluster's size)
-    assert isinstance(seen[0], CutKeep) and seen[0].per_placed == pytest.approx(1.6e-4)
+    # (what it keeps per placed job and per victim at speed 1: CUT_PLACED_S 75 us and
+    # CUT_VICTIM_S 0.22 ms, times CUT_SAFETY 1.25, whatever the cluster's size)
+    assert isinstance(seen[0], CutKeep) and seen[0].per_placed == pytest.approx(9.375e-5)
+    assert seen[0].per_victim == pytest.approx(2.75e-4)
     assert sorted(x.job for x in p.placements) == ["a", "b", "c"]
     seen.clear()
     monkeypatch.setattr(cpsat, "FREE_JOB_S", 1e-9)
@@ -369,17 +370,22 @@ def test_a_plan_whose_plain_greedy_floor_was_cut_short_says_so(
 @pytest.mark.parametrize(("speed", "scale"), [("0.5", 0.84), ("1", 1.0), ("2", 2.0)])
 def test_a_cut_run_keeps_its_assembly_time_scaled_by_084_at_least(
         monkeypatch: pytest.MonkeyPatch, speed: str, scale: float) -> None:
-    # What a cut first greedy run keeps for the plan's assembly and checks: 12 us per
-    # usable node, 0.16 ms per placed job or victim, 0.05 ms per deferred job searched,
-    # times the speed factor but 0.84 at least (on a quick machine the work after the
-    # cut sped up less than the factor), plus the reserve's margin (20 ms times the
-    # factor). At 1,000 usable nodes and speed 0.5: 0.84 x 12 ms + 10 ms = 20.08 ms.
+    # What a cut first greedy run keeps for the plan's assembly and checks: 11 us per
+    # usable node, 75 us per placed job, 0.22 ms per victim, 0.05 ms per deferred job
+    # searched, times CUT_SAFETY 1.25 and the speed factor but 0.84 at least (on a
+    # quick machine the work after the cut sped up less than the factor), plus the
+    # reserve's margin (20 ms times the factor). At 1,000 usable nodes and speed 0.5:
+    # 0.84 x 1.25 x 11 ms + 10 ms = 21.55 ms. A plan of 100 jobs, 20 victims and 10
+    # jobs deferred at speed 1 keeps 1.25 x (11 + 7.5 + 4.4 + 0.5) ms + 20 ms.
     monkeypatch.setenv("PREEMPT_PLANNER_SPEED", speed)
     keep = cpsat.cut_keep(Budget(1.0), 1000)
     f = float(speed)
-    assert keep.fixed == pytest.approx(scale * 0.012 + 0.02 * f)
-    assert keep.per_placed == pytest.approx(scale * 1.6e-4)
-    assert keep.per_deferred == pytest.approx(scale * 5e-5)
+    assert keep.fixed == pytest.approx(scale * 1.25 * 0.011 + 0.02 * f)
+    assert keep.per_placed == pytest.approx(scale * 1.25 * 7.5e-5)
+    assert keep.per_victim == pytest.approx(scale * 1.25 * 2.2e-4)
+    assert keep.per_deferred == pytest.approx(scale * 1.25 * 5e-5)
+    if speed == "1":
+        assert keep.keep_s(100, 10, 20) == pytest.approx(1.25 * 0.0234 + 0.02)
 
 
 def test_the_plain_greedy_floor_runs_into_the_reserve_as_the_first_run_may(
@@ -408,7 +414,7 @@ def test_the_plain_greedy_floor_runs_into_the_reserve_as_the_first_run_may(
 def test_the_reserve_is_lowered_to_what_the_first_whole_plan_needs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # At speed 1 a plan of the 5-node tick (g and low placed, r1 and r2 evicted: 4;
-    # no other pending job deferred) needs cut_keep's 5 x 12 us + 20 ms margin + 4 x
+    # no other pending job deferred) needs reserve_keep's 5 x 12 us + 20 ms margin + 4 x
     # 0.16 ms = 20.70 ms for its assembly and checks; 1.25 times that is 25.9 ms,
     # below 5% of the 1 s limit plus the margin (70 ms): the reserve becomes 70 ms
     # and the time to improve the plan ends 70 ms before the limit. A reserve already
@@ -426,7 +432,7 @@ def test_the_reserve_is_lowered_to_what_the_first_whole_plan_needs(
     assert work is run.work and run.end is run.work
     assert run.work.end == pytest.approx(budget.end - 0.07)
     # (the rule's numbers: 1.25 x the keep is below the 5% floor here)
-    keep = cpsat.cut_keep(budget, 5).keep_s(4, 0)
+    keep = cpsat.reserve_keep(budget, 5).keep_s(4, 0)
     assert keep == pytest.approx(5 * 1.2e-5 + 0.02 + 4 * 1.6e-4)
     run.reserve, run.work = 0.05, budget.less(0.05)
     run._fit_reserve(d)

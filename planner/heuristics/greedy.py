@@ -40,17 +40,23 @@ from planner.core.problem import GpuOwners, PendingInfo, Problem
 class CutKeep:
     """What a greedy run cut short keeps of ``whole`` for its plan's assembly and
     checks, from what the plan holds so far: ``fixed`` seconds, plus ``per_placed``
-    per placed job and per victim, plus ``per_deferred`` per job searched and not
-    placed (explained in full; a job not reached, or tried on free GPUs only, is
-    explained in a line)."""
+    per placed job, plus ``per_victim`` per victim (``per_placed`` where not given),
+    plus ``per_deferred`` per job searched and not placed (explained in full; a job
+    not reached, or tried on free GPUs only, is explained in a line)."""
 
     whole: Budget
     fixed: float
     per_placed: float
     per_deferred: float
+    per_victim: float | None = None
 
-    def keep_s(self, placed: int, deferred: int) -> float:
-        return self.fixed + self.per_placed * placed + self.per_deferred * deferred
+    def keep_s(self, placed: int, deferred: int, victims: int = 0) -> float:
+        """For a plan of ``placed`` jobs, ``victims`` victims and ``deferred`` jobs
+        searched and not placed (victims may be counted in ``placed`` instead where
+        ``per_victim`` is not given)."""
+        per_victim = self.per_placed if self.per_victim is None else self.per_victim
+        return (self.fixed + self.per_placed * placed + per_victim * victims
+                + self.per_deferred * deferred)
 
 
 @dataclass
@@ -264,6 +270,7 @@ class GreedyPlanner:
         self.refusals = 0  # options the storm limit or a budget refused
         self.unreached: list[str] = []  # the jobs solve() did not reach within its budgets
         self.free_only: list[str] = []  # ... and those it let take only free GPUs
+        self.deferred = 0  # ... and how many it searched and did not place
         self.banned: set[str] = set()  # victims no option may use (see ban)
         # R15: are the victims of the job being placed exempt (its tier is)? Set by
         # placing() before every search and commit for one job
@@ -1219,7 +1226,7 @@ class GreedyPlanner:
                 left = budget.left()
                 if later is not None:
                     left = max(left, later.whole.left() - later.keep_s(
-                        len(d.placements) + len(st.victims), deferred))
+                        len(d.placements), deferred, len(st.victims)))
                 if left <= 0:
                     rest = work[k:]
                     self.unreached = [i.job.id for i, f in rest if f or not free_first]
@@ -1247,6 +1254,7 @@ class GreedyPlanner:
             elif last:
                 deferred += 1
         d.victims = set(st.victims)
+        self.deferred = deferred
         return d
 
     # -- re-placing jobs of a finished plan -------------------------------------------

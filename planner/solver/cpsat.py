@@ -125,33 +125,46 @@ FREE_JOB_S = 1.2e-4
 FREE_NODE_S = 5e-9
 # what a first greedy run cut short keeps for its plan's assembly and checks
 # (greedy.CutKeep), on the benchmark machine: CUT_NODE_S per usable node, plus
-# CUT_PLACED_S for each placed job and each victim, plus CUT_DEFERRED_S for each job
-# searched and deferred (explained in full; a job not reached is explained in a
-# line), times CUT_SAFETY. Fitted to the time from the end of the cut first greedy
-# run to the plan's return (thrash.exempt_free_first, first_come, best_fit,
-# assembly, the verifier, freeing), divided by the speed factor: 2026-12-05, 30 cut
-# runs in fresh processes at 12,500 nodes and 2 s (12,125 usable nodes), 0.25-0.47
-# s with 791-2,072 placed jobs and victims, about 0.13 s plus 0.16 ms per
-# placement (the explanations worked out once per job shape and the problem built
-# quicker left the per-node part a third of the 28 us of the fit of 2026-12-04,
-# whose per-placement 0.11-0.13 ms holds); the per-node part rounded up to 12 us.
-# Side by side (5 rounds, fresh processes alternating): 28 us and 0.13 ms cut each
-# run with 0.26-0.40 s of the limit unused (plans 1.60-1.74 s, 4,567-4,631 tier-1
-# GPUs), these cut it with 0.01-0.11 s to spare (1.89-1.99 s, all 6,583 tier-1 GPUs
-# in 3 of 5); at 4,096 nodes and 1 s every plan took 0.87-1.01 s with them
-CUT_NODE_S = 1.2e-5
-CUT_PLACED_S = 1.6e-4
+# CUT_PLACED_S for each placed job, CUT_VICTIM_S for each victim (the trade of
+# thrash.exempt_free_first, the storm and grace checks and the explanations go over
+# the victims), and CUT_DEFERRED_S for each job searched and deferred (explained in
+# full; a job not reached is explained in a line), times CUT_SAFETY. Fitted
+# (non-negative least squares) to the time from the start of the plan's assembly
+# (thrash.exempt_free_first, first_come, best_fit, assembly, the verifier, freeing)
+# to its return, over the scaled least factor (CUT_LEAST_FACTOR): 2026-12-07, 28
+# plans in fresh processes of 2,048-12,500 nodes at 0.3-3 s (23 of them cut), 0.08-0.56
+# s with 458-2,571 placed jobs, 0-1,032 victims and 0-2,765 deferred jobs (speed
+# factor 0.59); every plan's time within 1.07 x the keep with CUT_SAFETY, most
+# 0.6-0.85 x. (The fit of 2026-12-05, 12 us per node and 0.16 ms per placed job or
+# victim, was made before the explanations were worked out once per job shape: it
+# kept 1.0-2.0 x what those plans took, 1.6 x at 12,500 nodes and 1 s.)
+CUT_NODE_S = 1.1e-5
+CUT_PLACED_S = 7.5e-5
+CUT_VICTIM_S = 2.2e-4
 CUT_DEFERRED_S = 5e-5
-CUT_SAFETY = 1.0
+CUT_SAFETY = 1.25
 # where no time is left to polish a whole first greedy plan, its repacking and moves
 # to idle GPUs still run within this share of the budget, or LATE_POLISH_S on the
 # benchmark machine if more (_Run.steps; relocation: 27 ms for 208 moves of the
 # 4,096-node benchmark tick's sparing plan, 7 ms for a steady tick's plan there)
 LATE_POLISH_SHARE = 0.03
 LATE_POLISH_S = 0.03
+# where the time left is too short for the packing of the first tier's gangs before
+# the greedy plans, it runs after the first greedy run for its bound alone where the
+# time left holds it, PACK_BOUND_NODE_S per usable node on the benchmark machine
+# (_Run.late_pack; pack_gangs took 0.03 s at 12,500 nodes, speed factor 0.59-0.71)
+PACK_BOUND_NODE_S = 4.5e-6
 # the reserve fitted to the first whole greedy plan's size is this many times what
-# cut_keep() says a plan of that size needs (_Run._fit_reserve)
+# reserve_keep() says a plan of that size needs (_Run._fit_reserve): RESERVE_NODE_S
+# per usable node, RESERVE_PLACED_S per placed job and per victim, RESERVE_DEFERRED_S
+# per deferred job, on the benchmark machine (the cut keep's fit of 2026-12-05; past the
+# reserve a whole plan's tick also collects the lanes' plans, and measured at 11 ticks
+# of 1,024-12,500 nodes this keep was 0.82-2.0 x what the reserve's work took:
+# docs/planner.md, section 2)
 RESERVE_FIT_TIMES = 1.25
+RESERVE_NODE_S = 1.2e-5
+RESERVE_PLACED_S = 1.6e-4
+RESERVE_DEFERRED_S = 5e-5
 # the least speed factor the cut keep is scaled by (cut_keep)
 CUT_LEAST_FACTOR = 0.84
 # best_fit (objective item 6) on the plan takes at most this share of the time limit
@@ -214,9 +227,18 @@ def cut_keep(whole: Budget, usable: int) -> CutKeep:
     up less than the factor says (12,500 nodes at 1 s, speed factor 0.59: 0.37-0.43 s
     after the cut where the scaled fit kept about 0.27 s, and the plans took
     1.05-1.17 s; with the least factor 0.99-1.02 s)."""
+    f = max(CUT_LEAST_FACTOR, records_factor()) * CUT_SAFETY
+    return CutKeep(whole, f * CUT_NODE_S * usable + reserve_margin_s(), f * CUT_PLACED_S,
+                   f * CUT_DEFERRED_S, f * CUT_VICTIM_S)
+
+
+def reserve_keep(whole: Budget, usable: int) -> CutKeep:
+    """What a whole plan of a cluster of ``usable`` nodes needs of ``whole`` for its
+    assembly and checks, before RESERVE_FIT_TIMES (_Run._fit_reserve): RESERVE_NODE_S
+    and the others, scaled as :func:`cut_keep` is."""
     f = max(CUT_LEAST_FACTOR, records_factor())
-    return CutKeep(whole, f * CUT_SAFETY * CUT_NODE_S * usable + reserve_margin_s(),
-                   f * CUT_SAFETY * CUT_PLACED_S, f * CUT_SAFETY * CUT_DEFERRED_S)
+    return CutKeep(whole, f * RESERVE_NODE_S * usable + reserve_margin_s(),
+                   f * RESERVE_PLACED_S, f * RESERVE_DEFERRED_S)
 
 
 def first_search_s(usable: int) -> float:
@@ -589,14 +611,15 @@ class _Run:
     def _fit_reserve(self, d: Decision) -> Budget:
         """The time to improve the plan, once the first greedy run made a whole plan
         ``d``: the reserve (_reserve(), from the tick's size before any plan) lowered to
-        what a plan of ``d``'s size takes to assemble and check (cut_keep(), fitted to
+        what a plan of ``d``'s size takes to assemble and check (reserve_keep(), fitted to
         that work), RESERVE_FIT_TIMES over, and never below 5% of the limit with the
         margin. A steady tick of a loop (a big cluster, a small plan, most jobs
         deferred) kept about 0.17 s at 4,096 nodes for some 0.1 s of assembly and
         checks, and at 0.4 s had no time for a second greedy run of 5 ms."""
         placed = len(d.placements) + len(d.victims)
         deferred = len(self.whole.pending) - len(d.placements)
-        need = RESERVE_FIT_TIMES * cut_keep(self.budget, self.usable).keep_s(placed, deferred)
+        need = RESERVE_FIT_TIMES * reserve_keep(self.budget, self.usable).keep_s(placed,
+                                                                               deferred)
         fitted = max(need, 0.05 * self.budget.seconds + reserve_margin_s())
         if fitted < self.reserve:
             old, self.reserve = self.work, fitted
@@ -604,6 +627,24 @@ class _Run:
             if self.end is old:
                 self.end = self.work
         return self.work
+
+    def late_pack(self, keep: CutKeep, d: Decision, deferred: int) -> None:
+        """Where the packing of the first tier's gangs was left out before the
+        greedy plans (the time left too short: candidates()), it runs after the first
+        greedy run ``d`` for its bound alone: CP-SAT's bound on the tier's GPUs, which
+        the plan reports (solver.gap, status RELAXATION), its gangs not placed first.
+        Only where the time left holds the packing (PACK_BOUND_NODE_S) besides what
+        the plan's assembly and checks are expected to take: ``keep`` for ``d`` (with
+        ``deferred`` jobs searched and not placed) without its CUT_SAFETY, within
+        which the plans of the keep's fit took 0.6-0.85 x the keep. A run cut by the
+        keep leaves that much (0.07 s at 12,500 nodes and 1 s, for 0.03 s of
+        packing); one the least loop took past its cut leaves none."""
+        need = keep.keep_s(len(d.placements), deferred, len(d.victims))
+        if self.budget.left() < need / CUT_SAFETY + scaled(PACK_BOUND_NODE_S * self.usable):
+            return
+        self.packing = pack_gangs(self.problem, self.budget.less(need), seed=self.seed)
+        self.packing.first, self.packing.after = frozenset(), True
+        self.problem.packed_bound = self.packing.bounds()
 
     def candidates(self) -> Iterator[tuple[Strategy, Budget]]:
         """The greedy variants, their squeaky-wheel passes and the baselines, as the
@@ -667,6 +708,9 @@ class _Run:
         # job), each tier's jobs take free GPUs first and are searched for victims
         # after, as time allows (GreedyPlanner.solve, free_first): a run cut within a
         # tier still holds what free GPUs give it
+        # (where the packing was left out, tight, it runs after this run for its bound
+        # alone where the time left allows: late_pack, below)
+        keep = None
         if self.det:  # (nothing looks at the clock, nor measures the machine)
             first = Greedy({"spare_lower": True})
         else:
@@ -684,6 +728,8 @@ class _Run:
         assert first.planner is not None
         self.spare = spare = first.planner
         self.pace.greedy_s = self.budget.elapsed()
+        if tight and keep is not None:
+            self.late_pack(keep, self.plan_of[id(first)], spare.deferred)
         if not self.det and not (spare.unreached or spare.free_only):
             work = self._fit_reserve(self.plan_of[id(first)])
         if spare.unreached or spare.free_only:  # cut short: a whole run's time, estimated
@@ -984,7 +1030,9 @@ class _Run:
                     found is None or not found.items
                     or (found.items[0][0] == packed.items[0][0]
                         and packed.items[0][2] < found.items[0][2])):
-                found, where = packed, " packing its gangs, before the greedy plans"
+                found, where = packed, (" packing its gangs, after the first greedy plan"
+                                        if self.packing.after
+                                        else " packing its gangs, before the greedy plans")
             if found is not None:
                 status, info = self._lane_bound(found, best, status, info,
                                                 traded=bool(moved or note), where=where)

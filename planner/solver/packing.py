@@ -67,6 +67,8 @@ class Packing:
     seconds: float = 0.0
     # the most GPUs of the tier any plan admits, where the model bounds it (None: not)
     bound: int | None = None
+    # made after the first greedy plan, for its bound alone (cpsat._Run.late_pack)
+    after: bool = False
 
     def bounds(self) -> dict[str, float]:
         """The bound by objective item (the tier's GPUs; none where there is no
