@@ -189,6 +189,14 @@ def test_where_the_time_is_too_short_for_the_packing_first_it_bounds_the_plan_af
     ran.clear()
     q = plan(_snap(), time_limit_s=1.0, workers=1, deterministic=True)
     assert [pk.after for pk in ran] == [False] and q.objective.admitted_gpus["1"] == 80
+    # where the time left after the first run does not hold the packing besides what
+    # the plan's assembly and checks are expected to take (here a packing expected to
+    # take 10 s per node), it does not run, and nothing is proven
+    ran.clear()
+    monkeypatch.setattr(cpsat, "PACK_BOUND_NODE_S", 10.0)
+    r = plan(_snap(), time_limit_s=1.0, workers=1)
+    assert ran == [] and r.objective.admitted_gpus["1"] == 72
+    assert r.solver.status == "SKIPPED" and r.solver.gap is None
 
 
 def test_the_squeaky_wheel_pass_places_the_packed_gangs_first_too(
