@@ -219,8 +219,8 @@ def free_quick_s(usable: int) -> float:
 
 def cut_keep(whole: Budget, usable: int) -> CutKeep:
     """What a first greedy run cut short keeps of ``whole``, on this machine, for a
-    cluster of ``usable`` nodes (CUT_NODE_S and the others), with the reserve's
-    margin. Scaled by the speed factor, or what the plan's problem build said where
+    cluster of ``usable`` nodes (CUT_NODE_S and the others, times CUT_SAFETY), with
+    the reserve's margin. Scaled by the speed factor, or what the plan's problem build said where
     that is higher (speed.records_factor: the work after the cut is of the build's
     kind), but by CUT_LEAST_FACTOR at least: on a
     quicker machine the work after the cut (assembly, the verifier, freeing) sped
