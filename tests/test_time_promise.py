@@ -159,6 +159,26 @@ def test_a_cut_run_keeps_time_for_each_job_it_searched_and_deferred() -> None:
     assert sorted(cut.placements) == ["a"] and g.unreached == []
 
 
+def test_a_cut_run_keeps_time_for_each_victim_apart() -> None:
+    # The whole run: a on n0, b evicting r on n1, c on r's other 2 GPUs; d finds
+    # nothing. Kept of a 60 s budget: 58 s plus 2 s per victim, nothing per placed
+    # job: 2 s left at a and at b (no victim yet), none at c once b has evicted r, so
+    # c and d are not reached. Where victims count as placed jobs (no per_victim),
+    # at nothing each the run reaches every job; at 2 s each it stops after a.
+    problem = build_problem(load_snapshot(_snap()))
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(0), later=CutKeep(Budget(60.0), 58.0, 0.0, 0.0, 2.0))
+    assert sorted(cut.placements) == ["a", "b"] and cut.victims == {"r"}
+    assert g.unreached == ["c", "d"] and g.deferred == 0
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(0), later=CutKeep(Budget(60.0), 58.0, 0.0, 0.0))
+    assert sorted(cut.placements) == ["a", "b", "c"] and g.unreached == []
+    assert g.deferred == 1  # (d: searched, nothing left for it)
+    g = GreedyPlanner(problem)
+    cut = g.solve(After(0), later=CutKeep(Budget(60.0), 58.0, 2.0, 0.0))
+    assert sorted(cut.placements) == ["a"] and g.unreached == ["b", "c", "d"]
+
+
 def test_with_no_time_left_solve_cpsat_returns_a_valid_plan_saying_what_it_did_not_consider(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # A limit of 1 ns has ended before the first greedy run starts: the run gets
