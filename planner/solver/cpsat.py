@@ -227,18 +227,27 @@ def cut_keep(whole: Budget, usable: int) -> CutKeep:
     up less than the factor says (12,500 nodes at 1 s, speed factor 0.59: 0.37-0.43 s
     after the cut where the scaled fit kept about 0.27 s, and the plans took
     1.05-1.17 s; with the least factor 0.99-1.02 s)."""
-    f = max(CUT_LEAST_FACTOR, records_factor()) * CUT_SAFETY
-    return CutKeep(whole, f * CUT_NODE_S * usable + reserve_margin_s(), f * CUT_PLACED_S,
-                   f * CUT_DEFERRED_S, f * CUT_VICTIM_S)
+    s = CUT_SAFETY
+    return _keep(whole, usable, s * CUT_NODE_S, s * CUT_PLACED_S, s * CUT_DEFERRED_S,
+                 s * CUT_VICTIM_S)
 
 
 def reserve_keep(whole: Budget, usable: int) -> CutKeep:
     """What a whole plan of a cluster of ``usable`` nodes needs of ``whole`` for its
     assembly and checks, before RESERVE_FIT_TIMES (_Run._fit_reserve): RESERVE_NODE_S
     and the others, scaled as :func:`cut_keep` is."""
+    return _keep(whole, usable, RESERVE_NODE_S, RESERVE_PLACED_S, RESERVE_DEFERRED_S)
+
+
+def _keep(whole: Budget, usable: int, node_s: float, placed_s: float, deferred_s: float,
+          victim_s: float | None = None) -> CutKeep:
+    """A CutKeep of ``whole`` with these parts on the benchmark machine (per usable
+    node, placed job, deferred job and victim; None: victims count as placed jobs),
+    scaled by speed.records_factor but CUT_LEAST_FACTOR at least, plus the reserve's
+    margin."""
     f = max(CUT_LEAST_FACTOR, records_factor())
-    return CutKeep(whole, f * RESERVE_NODE_S * usable + reserve_margin_s(),
-                   f * RESERVE_PLACED_S, f * RESERVE_DEFERRED_S)
+    return CutKeep(whole, f * node_s * usable + reserve_margin_s(), f * placed_s,
+                   f * deferred_s, None if victim_s is None else f * victim_s)
 
 
 def first_search_s(usable: int) -> float:
