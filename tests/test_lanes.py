@@ -110,6 +110,34 @@ def test_a_child_that_dies_gives_none() -> None:
     assert lane.error == "died (EOFError)"
 
 
+def _answers(xs: list[int]) -> Any:
+    yield sum(xs)
+    yield max(xs)
+
+
+def _answers_slowly(xs: list[int]) -> Any:
+    import time
+
+    time.sleep(0.2)  # (the parent asks for no more meanwhile)
+    yield sum(xs)
+    yield max(xs)
+
+
+@fork_only
+def test_a_lane_gives_a_generators_answers_one_at_a_time() -> None:
+    # each value the child's generator yields is an answer of its own: the first
+    # collected with more=True leaves the child to give the next; the last closes it
+    lane = Lane(_answers, [1, 2, 3, 4])
+    assert lane.result(Budget(30), more=True) == 10
+    assert lane.result(Budget(30)) == 4
+    assert lane.result(Budget(30)) is None and lane.error == "died (OSError)"
+    # stop(): the child gives the answer it is on, and no more
+    lane = Lane(_answers_slowly, [1, 2, 3, 4])
+    lane.stop()
+    assert lane.result(Budget(30), more=True) == 10
+    assert lane.result(Budget(30)) is None and lane.error == "died (EOFError)"
+
+
 def test_lanes_need_two_workers_and_no_other_thread() -> None:
     assert not lanes.available(1)
     if lanes.cores() < 2 or "fork" not in __import__("multiprocessing").get_all_start_methods():
@@ -220,10 +248,14 @@ def _spy_lanes(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         error = None
 
         def __init__(self, fn: Any, _problem: Any, *args: Any) -> None:
-            events.append(("floor",) if fn is portfolio.plain_greedy else ("lane", args[0]))
+            events.append(("floor",) if fn is portfolio.floor_and_bound
+                          else ("lane", args[0]))
 
-        def result(self, _budget: Budget) -> None:
+        def result(self, _budget: Budget, **_kw: Any) -> None:
             return None
+
+        def stop(self) -> None:
+            pass
 
         def close(self) -> None:
             pass
@@ -440,6 +472,78 @@ def test_the_floor_lane_gives_the_plain_greedy_plan_from_the_child_or_itself() -
     got = late.run(problem, Budget(1.0))
     assert (got.victims, got.placements) == (want.victims, want.placements)
     assert late.error.startswith(("died", "late"))
+
+
+@fork_only
+def test_the_floor_lane_proves_the_tier_items_bound_for_its_plan() -> None:
+    # _evicting_snap(): the plain greedy plan puts a (tier 1, 8 GPUs) on n1 through
+    # s3 and b (tier 2, 4 GPUs) on n0 through r3: every pending GPU of both tiers, so
+    # the tier items' bound (the default policy exempts tier 1 under exempt_if all)
+    # is reached on both without a solve (ALL). Started with a budget, the child sends
+    # its plan, then that bound for it. Asked for no bound before its plan came, it
+    # sends the plan alone
+    problem = build_problem(load_snapshot(_evicting_snap()))
+    floor = portfolio.FloorLane()
+    assert floor.start(problem, Budget(30.0))
+    floor.wait_s = 30.0
+    d = floor.run(problem, Budget(30.0))
+    assert d.victims == {"r3", "s3"}
+    assert {j: [problem.nodes[ni].node.id for ni, _m in parts]
+            for j, parts in d.placements.items()} == {"a": ["n1"], "b": ["n0"]}
+    proof = floor.proof(Budget(30.0))
+    assert proof is not None
+    assert proof.items == [("tier-1 GPUs", 8.0, 8.0, "ALL"), ("tier-2 GPUs", 4.0, 4.0, "ALL")]
+    quiet = portfolio.FloorLane()
+    assert quiet.start(problem, Budget(30.0))
+    quiet.no_proof()
+    quiet.wait_s = 30.0
+    assert quiet.run(problem, Budget(30.0)).victims == {"r3", "s3"}
+    assert quiet.proof(Budget(30.0)) is None
+    # started without a budget (no bound wanted), it gives its plan alone too
+    plain = portfolio.FloorLane()
+    assert plain.start(problem) and not plain.proving
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_where_the_floor_lane_runs_it_proves_the_tier_items_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A floor lane (FLOOR_LANE_PAIRS 0) and no second lane, the whole relaxation
+    # expected to take too long: the floor lane's child proves the tier items' bound
+    # for its plan after it, and no other child is forked for a bound (BoundLane). The
+    # plan returned reaches it on both tiers: no gap, nothing proven after
+    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    monkeypatch.setattr(portfolio, "relaxation_s", lambda _p: 1e9)
+
+    def refuse(*_a: Any) -> bool:
+        raise AssertionError("a bound lane forked")
+
+    monkeypatch.setattr(portfolio.BoundLane, "start", refuse)
+    p = plan(_evicting_snap(), time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+    assert p.solver.status == "RELAXATION" and p.solver.gap is None
+    assert ("bound from a relaxation solved with CP-SAT: the plan reaches the bound on "
+            "tier-1 GPUs, tier-2 GPUs; nothing proven on the items after in ") \
+        in (p.solver.detail or "")
+    assert "s on the other core" in (p.solver.detail or "")
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_where_the_whole_relaxation_fits_it_takes_the_floor_lanes_place(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # As test_the_other_core_proves_a_bound_where_no_second_lane_runs, with a floor
+    # lane: the whole relaxation's build fits, so the floor lane's child is told to
+    # prove nothing and a bound lane proves the plan optimal on all five items
+    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    p = plan(_evicting_snap(), time_limit_s=1.0)
+    assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+    assert p.status == "optimal" and p.solver.status == "RELAXATION"
+    assert p.solver.gap == 0.0 and p.solver.bound == 480.0
+    assert "a relaxation solved with CP-SAT proves the plan optimal on 5 objective item(s)" \
+        in (p.solver.detail or "")
 
 
 def _evicting_snap() -> dict[str, Any]:

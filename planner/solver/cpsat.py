@@ -574,11 +574,11 @@ class _Run:
                     break
         finally:
             steps.close()
-            if self.settled:
-                for lane in (self.lane, self.floor, self.proving):
-                    child = None if lane is None else lane.lane
-                    if child is not None:
-                        child.close()
+            lanes = (self.lane, self.floor, self.proving) if self.settled else (self.floor,)
+            for lane in lanes:  # (the floor lane's bound, where it was not collected)
+                child = None if lane is None else lane.lane
+                if child is not None:
+                    child.close()
 
     def steps(self) -> Generator[tuple[Strategy, Budget], None, None]:
         """What runs next, in which budget: the greedy candidates, polishing, then
@@ -694,7 +694,9 @@ class _Run:
             # on a big cluster, with much to search, the floor is made on the other
             # core meanwhile
             lane_floor = FloorLane()
-            if lane_floor.start(self.problem):
+            # (which then proves the tier items' bound for its plan, where it applies
+            # and fits the time to improve the plan: without_model)
+            if lane_floor.start(self.problem, work):
                 floor = self.floor = lane_floor
         # hint and fallback: the greedy variant that spares capacity less important
         # pending jobs need (usually admits more); its time sets the pace
@@ -777,6 +779,8 @@ class _Run:
                               hint=self.best if spare.budget_rejected else None)
             if (lane.estimate_s(self.pace) <= work.less(lane_grace_s()).left()
                     and lane.start(self.problem, work)):
+                if isinstance(floor, FloorLane):
+                    floor.no_proof()  # (this lane proves the bound: the other core is its)
                 self.lane = lane
                 self.in_lane = tuple(t for t in todo if isinstance(t, str))
         k8s = Baseline("k8s")
@@ -835,6 +839,8 @@ class _Run:
         work = self.work
         if self.lane is not None:  # (not expected: the model was to be skipped)
             self.lane.close()
+        if self.floor is not None:  # (the model's workers take both cores)
+            self.floor.no_proof()
         assert self.best is not None
         alt = self.variant_plan()
         if (not self.det and self.prune and self.pace.pairs > EXACT_PAIRS
@@ -912,9 +918,15 @@ class _Run:
         moves come first and LNS gets what they leave (a round re-solves one part
         of the cluster, where the moves search all of it; docs/planner.md, 2b)."""
         assert self.best is not None and self.spare is not None and self.greedy is not None
-        if self.lane is None and not self.det and lanes_available(self.workers):
+        floor = self.floor if self.floor is not None and self.floor.proving else None
+        if (self.lane is None and not self.det and lanes_available(self.workers)
+                and (floor is None or BoundLane.whole_fits(self.problem, self.work))):
             # no second lane runs: the other core proves the relaxation's bound for the
-            # plan so far meanwhile, where its build fits in the time left
+            # plan so far meanwhile, where its build fits in the time left; where the
+            # floor lane's child proves the tier items' bound for its plan, started
+            # earlier, only the whole relaxation's bound is worth its place
+            if floor is not None:
+                floor.no_proof()
             proving = BoundLane(self.best)
             if proving.start(self.problem, self.work):
                 self.proving = proving
@@ -1005,6 +1017,10 @@ class _Run:
             self.proof = self.lane.proof
         if self.proving is not None:
             self.proof = self.proving.result(self.work)
+        if self.proof is None and self.floor is not None:
+            # the tier items' bound for the floor lane's plan (FloorLane): judged for
+            # the plan returned as the others are (_lane_bound)
+            self.proof = self.floor.proof(self.work)
 
     # -- the plan ---------------------------------------------------------------
 

@@ -22,6 +22,7 @@ says what each lane does.
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing as mp
 import os
 import signal
@@ -67,20 +68,39 @@ def available(workers: int) -> bool:
             and threading.active_count() == 1 and not mp.current_process().daemon)
 
 
-def _child(send: Connection, fn: Callable[..., Any], args: tuple) -> None:
+def _answer(send: Connection, value: Any) -> bool:
+    """Send ``value`` to the parent; False (and the parent told why) if it does not
+    pickle. (OSError: the parent is gone or stopped listening.)"""
+    try:
+        send.send((True, value))
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. a result that does not pickle
+        send.send((False, f"{type(e).__name__} sending the result: {e}"))
+        return False
+    return True
+
+
+def _child(send: Connection, stop: Any, fn: Callable[..., Any], args: tuple) -> None:
     # Ctrl-C and SIGTERM are the parent's to handle (the Slurm loop, for one, stops
     # after its tick): the child ignores the first and dies of the second
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        out: tuple[bool, Any] = (True, fn(*args))
-    except Exception as e:  # noqa: BLE001 - any failure: the parent plans without it
-        out = (False, f"{type(e).__name__}: {e}")
-    try:
         try:
-            send.send(out)
-        except Exception as e:  # noqa: BLE001 - e.g. a result that does not pickle
-            send.send((False, f"{type(e).__name__} sending the result: {e}"))
+            out = fn(*args)
+            if not inspect.isgenerator(out):
+                _answer(send, out)
+                return
+            # a generator: each value it yields is an answer of its own, in order; the
+            # next is not worked out once the parent asked for no more (Lane.stop)
+            for value in out:
+                if not _answer(send, value) or stop.is_set():
+                    return
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure: the parent plans without it
+            send.send((False, f"{type(e).__name__}: {e}"))
     except OSError:  # the parent is gone or stopped listening: nothing to tell it
         pass
     finally:
@@ -88,23 +108,32 @@ def _child(send: Connection, fn: Callable[..., Any], args: tuple) -> None:
 
 
 class Lane:
-    """``fn(*args)`` in a forked child process; :meth:`result` collects it."""
+    """``fn(*args)`` in a forked child process; :meth:`result` collects it. Where ``fn``
+    is a generator function, each value it yields is an answer of its own:
+    :meth:`result` with ``more=True`` collects one and leaves the child to work out
+    the next (a plan, then a bound on it: portfolio.FloorLane); :meth:`stop` asks it
+    to work out no more after the answer it is on."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any):
         ctx = mp.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
+        self._stop = ctx.Event()
+        self._proc = ctx.Process(target=_child, args=(send, self._stop, fn, args),
+                                 daemon=True)
         self._proc.start()
         send.close()  # (the child's end: EOF here when the child dies)
         self.error: str | None = None  # why there is no result, when there is none
 
-    def result(self, budget: Budget) -> Any | None:
-        """The child's result if it arrives by the end of ``budget`` (a wall-clock
-        one) plus grace_s(), else None (``error`` says why); the child is then gone."""
+    def result(self, budget: Budget, *, more: bool = False) -> Any | None:
+        """The child's (next) answer if it arrives by the end of ``budget`` (a
+        wall-clock one) plus grace_s(), else None (``error`` says why); the child is
+        then gone, unless an answer came and ``more`` answers are wanted."""
+        got = False
         try:
             if self._recv.poll(max(0.0, budget.left() + grace_s())):
                 ok, value = self._recv.recv()
                 if ok:
+                    got = True
                     return value
                 self.error = f"failed ({value})"
             else:
@@ -112,8 +141,13 @@ class Lane:
         except (EOFError, OSError) as e:  # the child died without an answer
             self.error = f"died ({type(e).__name__})"
         finally:
-            self.close()
+            if not (got and more):
+                self.close()
         return None
+
+    def stop(self) -> None:
+        """Ask the child to work out no answer after the one it is on (a generator's)."""
+        self._stop.set()
 
     def __del__(self) -> None:  # a plan() that raised: the child goes with it
         if hasattr(self, "_proc"):

@@ -23,6 +23,7 @@ first measurement of a process, each is the 2-core benchmark machine's
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -307,6 +308,17 @@ def plain_greedy(problem: Problem) -> Decision:
     return clean(problem, GreedyPlanner(problem).solve())
 
 
+def floor_and_bound(problem: Problem, budget: Budget | None
+                    ) -> Iterator[Decision | BoundResult]:
+    """FloorLane's child: the plain greedy plan, then, with a ``budget`` where the
+    tier items' bound (bound.prove_tiers) applies and is expected to fit what is left
+    of it, that bound for the plan, proved within it."""
+    d = plain_greedy(problem)
+    yield d
+    if budget is not None and tiers_apply(problem) and budget.fits(tiers_s(problem)):
+        yield prove_tiers(problem, d, budget)
+
+
 class FloorLane(Strategy):
     """The plain greedy plan, the floor of every plan (cpsat.py, ``candidates``), made
     in a second lane (planner/solver/lanes.py) started before the first greedy plan,
@@ -314,7 +326,10 @@ class FloorLane(Strategy):
     :meth:`run` waits for the child at most ``wait_s`` (set to the first greedy plan's
     time: the plain plan takes less), and not past the end of its budget, and makes
     the plan itself (up to the end of the budget) when the child gave none, so the
-    plan is the same either way when there is time for it."""
+    plan is the same either way when there is time for it. Started with a budget
+    (``start``), the child then proves the tier items' bound for its plan
+    (bound.prove_tiers) within it, while this lane goes on: :meth:`proof` collects it,
+    :meth:`no_proof` stops it where another lane is to have the other core."""
 
     name = "greedy {} (second lane)"
 
@@ -322,19 +337,27 @@ class FloorLane(Strategy):
         self.lane: Lane | None = None
         self.wait_s = 0.0
         self.error = ""
+        self.plan: Decision | None = None  # the child's plan, once collected
+        self.proving = False  # the child may still give a bound (proof())
 
-    def start(self, problem: Problem) -> bool:
-        """Fork the child; False if no process is to be had."""
+    def start(self, problem: Problem, budget: Budget | None = None) -> bool:
+        """Fork the child, to prove the tier items' bound within ``budget`` less
+        lanes.grace_s() after its plan where one is given; False if no process is to be
+        had."""
+        within = None if budget is None else budget.less(lane_grace_s())
         try:
-            self.lane = Lane(plain_greedy, problem)
+            self.lane = Lane(floor_and_bound, problem, within)
         except OSError:
             return False
+        self.proving = within is not None
         return True
 
     def run(self, problem: Problem, budget: Budget) -> Decision:
         assert self.lane is not None
-        d = self.lane.result(Budget(min(self.wait_s, max(0.0, budget.left()))))
+        d = self.lane.result(Budget(min(self.wait_s, max(0.0, budget.left()))),
+                             more=self.proving)
         if d is None:
+            self.proving = False
             self.error = self.lane.error or "no answer"
             if budget.expired():  # (no time to make it: nothing reached)
                 self.unreached = frozenset(j for j, i in problem.pending.items()
@@ -343,7 +366,26 @@ class FloorLane(Strategy):
             planner = GreedyPlanner(problem)
             d = clean(problem, planner.solve(budget))
             self.unreached = frozenset(planner.unreached)
-        return d
+        self.plan = d
+        return cast(Decision, d)
+
+    def no_proof(self) -> None:
+        """No bound from the child: it stops after its plan, or now where that came."""
+        if self.lane is None or not self.proving:
+            return
+        self.proving = False
+        if self.plan is None:
+            self.lane.stop()
+        else:
+            self.lane.close()
+
+    def proof(self, budget: Budget) -> BoundResult | None:
+        """The child's bound for :attr:`plan`, if it comes by the end of ``budget``
+        less lanes.grace_s(); None if none was to come or it did not."""
+        if self.lane is None or not self.proving or self.plan is None:
+            return None
+        self.proving = False
+        return cast(BoundResult | None, self.lane.result(budget.less(lane_grace_s())))
 
 
 class Carried(Strategy):
@@ -665,7 +707,7 @@ class BoundLane:
         within = budget.less(lane_grace_s())
         if within.expired():  # (no time for either: the estimates below pass over the
             return False  # problem, 0.01 s at 12,500 nodes)
-        self.whole = within.fits(relaxation_s(problem) + min_solve_s())
+        self.whole = self.whole_fits(problem, budget)
         if self.whole:
             fn: Any = _prove_through
         elif tiers_apply(problem) and within.fits(tiers_s(problem)):
@@ -677,6 +719,12 @@ class BoundLane:
         except OSError:
             return False
         return True
+
+    @staticmethod
+    def whole_fits(problem: Problem, budget: Budget) -> bool:
+        """Would the child solve the whole relaxation within ``budget`` (start)?"""
+        within = budget.less(lane_grace_s())
+        return not within.expired() and within.fits(relaxation_s(problem) + min_solve_s())
 
     def result(self, budget: Budget) -> BoundResult | None:
         """The bound, if it comes by the end of ``budget`` less lanes.grace_s()."""
