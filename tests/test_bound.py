@@ -443,6 +443,32 @@ def test_the_tier_bound_leaves_the_exempt_tiers_jobs_out_of_the_case_without_the
     assert empty.gap == 1.0
 
 
+def test_the_tier_bound_through_bounds_a_plan_that_reaches_more(
+        ) -> None:
+    # The empty plan of _budget_tick falls short at tier 1 (0 against 24, the
+    # previous test). With through=True the bound goes on to tier 2 with tier 1 held
+    # at its bound, 24: as for the optimum there, the window's case (20 GPUs at
+    # most) cannot hold that and is left out, and B and C take at most 12 GPUs of the
+    # free case. Judged for that optimum (24 tier-1 GPUs, then B's 8), the bound is
+    # the one proved for it: tier 1 reached, tier-2 8 against 12, a gap of 1/3
+    problem = build_problem(load_snapshot(_budget_tick()))
+    res = prove_tiers(problem, Decision(), Budget(5.0, wall=False), deterministic=True,
+                      through=True)
+    assert res.items == [("tier-1 GPUs", 0.0, 24.0, "CEILING/OPTIMAL"),
+                         ("tier-2 GPUs", 0.0, 12.0, "OPTIMAL")]
+    assert res.gap == 1.0
+    best = Decision(placements={"A": [_whole(1), _whole(2), _whole(3)], "B": [_whole(0)]},
+                    victims={"a1", "a2", "a3"})
+    judged = res.judge(item_values(problem, best))
+    assert judged.items == [("tier-1 GPUs", 24.0, 24.0, "CEILING/OPTIMAL"),
+                            ("tier-2 GPUs", 8.0, 12.0, "OPTIMAL")]
+    assert judged.gap == pytest.approx(1 / 3)
+    # without through the empty plan's bound stops at tier 1: the optimum reaches it,
+    # and nothing is said of tier 2
+    alone = prove_tiers(problem, Decision(), Budget(5.0, wall=False), deterministic=True)
+    assert alone.judge(item_values(problem, best)).gap is None
+
+
 def test_a_tier_whose_case_without_the_window_gets_no_bound_in_time_has_none(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # the empty plan of _budget_tick: the window's case holds at most 20 tier-1 GPUs,

@@ -9,6 +9,7 @@ and never with ``workers=1`` or in deterministic mode.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -527,6 +528,34 @@ def test_where_the_floor_lane_runs_it_proves_the_tier_items_bound(
             "tier-1 GPUs, tier-2 GPUs; nothing proven on the items after in ") \
         in (p.solver.detail or "")
     assert "s on the other core" in (p.solver.detail or "")
+
+
+@fork_only
+@pytest.mark.usefixtures("forced_lane")
+def test_the_floor_lanes_bound_is_waited_for_after_the_assembly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # As the test above, the floor lane's bound taken at the end of the strategies,
+    # then as if it had not come by then (FloorLane.ready False): it is waited for
+    # after the plan's assembly (_late_floor_proof), and the plan says the same (the
+    # bound's sentence in its place, before nothing else) with the same status
+    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    monkeypatch.setattr(portfolio, "relaxation_s", lambda _p: 1e9)
+    monkeypatch.setattr(portfolio.BoundLane, "start", lambda *_a: False)
+    early = plan(_evicting_snap(), time_limit_s=1.0)
+    monkeypatch.setattr(portfolio.FloorLane, "ready", lambda _self: False)
+    late = plan(_evicting_snap(), time_limit_s=1.0)
+    for p in (early, late):
+        assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
+        assert p.solver.status == "RELAXATION" and p.status == "fallback"
+        assert not verify(load_snapshot(_evicting_snap()), p)
+
+    def said(p: Any) -> str:  # (the bound's time apart)
+        return re.sub(r"in [0-9.]+ s on", "in _ s on", p.solver.detail or "")
+
+    assert said(late) == said(early)
+    assert said(late).endswith("the plan reaches the bound on tier-1 GPUs, tier-2 GPUs; "
+                               "nothing proven on the items after in _ s on the other core")
 
 
 @fork_only

@@ -746,7 +746,8 @@ def tiers_apply(problem: Problem) -> bool:
 
 
 def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
-                deterministic: bool = False, workers: int = 1, seed: int = 0) -> BoundResult:
+                deterministic: bool = False, workers: int = 1, seed: int = 0,
+                through: bool = False) -> BoundResult:
     """A bound on the tier items alone (admitted GPUs per tier), in a small part of
     :func:`prove`'s time, where R15 has exempt tiers under ``exempt_if: all``
     (:func:`tiers_apply`; else no items). Its two cases are :meth:`Relaxation.cases`'
@@ -761,7 +762,10 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
     took (TIERS_LEAST_SOLVE_S at least: the bound settles with the first LP, long
     before the proof; :func:`_most`). As :func:`prove`, it stops at the first item
     ``d`` does not reach; the result is never ``complete``: nothing is proven on the
-    priority value and the cost."""
+    priority value and the cost. With ``through``, it goes on past that item, which
+    (and each after it) is then held at its bound, as :func:`prove`'s ``through``:
+    the later bounds hold for any plan that reaches the bounds before them, whatever
+    ``d``'s values there (BoundResult.judge measures another plan against them)."""
     t0 = time.perf_counter()
     res = BoundResult()
     if not tiers_apply(problem):
@@ -783,6 +787,7 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
     before = 0  # the GPUs of the tiers so far, held
     held: dict[str, int] = {}
     tiers = sorted(demand)
+    past = False  # (through: past the first item d does not reach; d's values left)
     for ti, t in enumerate(tiers):
         name = f"tier-{t} GPUs"
         v = int(values.get(name, 0))
@@ -791,13 +796,13 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
         # tier's gangs, planner/solver/packing.py), or None
         packed = p.packed_bound.get(name)
         known = None if packed is None else math.floor(packed + 1e-6)
-        if v == demand[t]:
+        if v == demand[t] and not past:
             bound, status = v, "ALL"
-        elif known is not None and v >= known:  # (reached: no case to solve)
+        elif known is not None and v >= known and not past:  # (reached: no case to solve)
             bound, status = known, "PACKED"
         else:
             found: list[tuple[int, str]] = []
-            if within and most - before >= v:  # (else short of d: left out)
+            if within and (past or most - before >= v):  # (else short of d: left out)
                 found.append((min(demand[t], most - before), "CEILING"))
             # the free case, where it is alive: solved, or (no time, no bound in time)
             # unknown, when only a bound from elsewhere (known) holds
@@ -849,13 +854,16 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                 break
             bound = max(b for b, _st in found)
             status = "/".join(sorted({st for _b, st in found}))
-        if v > bound:  # (not expected: no bound at all)
+        if v > bound and not past:  # (not expected: no bound at all)
             return BoundResult(seconds=time.perf_counter() - t0)
         res.items.append((name, float(v), float(bound), status))
-        hold = held[name] = v
-        if v < bound:
+        hold = held[name] = bound if past else v
+        if v < bound and not past:
             res.gap = relative_gap(v, bound, name)
-            break
+            if not through:
+                break
+            past, hold = True, bound
+            held[name] = hold
         within = within and most - before >= hold
         free = free and (free_b is None or free_b >= hold)
         before += hold

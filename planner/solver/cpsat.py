@@ -172,6 +172,10 @@ CUT_LEAST_FACTOR = 0.84
 # 0.3 s at 12,500 (a greedy plan, every pass), 14 ms at 1,024; the cut keep was
 # fitted when it took 11-19 ms at 12,500
 BEST_FIT_SHARE = 0.02
+# after the plan's assembly, the floor lane's bound is waited for while the time left
+# holds this many times the assembly's time for the verifier and freeing what the
+# tick built (bench_floor.py: 1.0-1.2 times the assembly at 4,096-12,500 nodes)
+VERIFY_TIMES = 1.5
 # each plan is kept after thrash.exempt_free_first (_Run.swapped) where one trade
 # takes at most this share of the time limit, at TRADE_NODE_S per usable node on
 # the benchmark machine (the trade of the benchmark ticks' sparing greedy plan took
@@ -574,11 +578,11 @@ class _Run:
                     break
         finally:
             steps.close()
-            lanes = (self.lane, self.floor, self.proving) if self.settled else (self.floor,)
-            for lane in lanes:  # (the floor lane's bound, where it was not collected)
-                child = None if lane is None else lane.lane
-                if child is not None:
-                    child.close()
+            if self.settled:
+                for lane in (self.lane, self.floor, self.proving):
+                    child = None if lane is None else lane.lane
+                    if child is not None:
+                        child.close()
 
     def steps(self) -> Generator[tuple[Strategy, Budget], None, None]:
         """What runs next, in which budget: the greedy candidates, polishing, then
@@ -695,8 +699,9 @@ class _Run:
             # core meanwhile
             lane_floor = FloorLane()
             # (which then proves the tier items' bound for its plan, where it applies
-            # and fits the time to improve the plan: without_model)
-            if lane_floor.start(self.problem, work):
+            # and is expected to end before the time for the verifier and freeing
+            # what the tick built, about half the reserve: without_model, plan())
+            if lane_floor.start(self.problem, self.budget.less(self.reserve / 2)):
                 floor = self.floor = lane_floor
         # hint and fallback: the greedy variant that spares capacity less important
         # pending jobs need (usually admits more); its time sets the pace
@@ -823,8 +828,13 @@ class _Run:
             yield floor, (soft if isinstance(floor, Greedy) and soft.end > work.end else work)
             if isinstance(floor, Greedy):
                 self.floor_run = floor
-        elif isinstance(floor, FloorLane) and floor.lane is not None:
+        elif isinstance(floor, FloorLane) and floor.lane is not None and not (
+                floor.proving and floor.lane.ready()):
             floor.lane.close()  # (its plan is not wanted: the other core freed now)
+        # (where its plan has come, and it proves the tier items' bound after it, that
+        # bound is still wanted: the plan is read and left, plan(); a child still on
+        # its plan is stopped, as its bound would rarely come in time: on an 8,192-node
+        # cluster at 1 s its plan came at 0.74 s, and the plan took 0.04 s more)
         for name in ("slurm",) if spare.budget_rejected else ("k8s", "slurm"):
             b = Baseline(name)
             if name not in self.in_lane and (self.room(b) if spare.budget_rejected
@@ -1017,9 +1027,10 @@ class _Run:
             self.proof = self.lane.proof
         if self.proving is not None:
             self.proof = self.proving.result(self.work)
-        if self.proof is None and self.floor is not None:
-            # the tier items' bound for the floor lane's plan (FloorLane): judged for
-            # the plan returned as the others are (_lane_bound)
+        if self.proof is None and self.floor is not None and self.floor.ready():
+            # the tier items' bound for the floor lane's plan (FloorLane), where it came
+            # (else it is waited for after the plan's assembly: _late_floor_proof):
+            # judged for the plan returned as the others are (_lane_bound)
             self.proof = self.floor.proof(self.work)
 
     # -- the plan ---------------------------------------------------------------
@@ -1045,25 +1056,68 @@ class _Run:
                 if x)})
             info.name_gap_item(item)
             status = "optimal" if gap == 0.0 else "feasible" if status == "optimal" else status
-        if self.model is None and not self.settled:
-            # the bound proved on the other core, or that of the packing of the first
-            # tier's gangs (planner/solver/packing.py) where it is lower on that tier
-            found, where = self.proof, " on the other core"
-            packed = (None if self.packing.bound is None
-                      else self.packing.proof(item_values(self.problem, best)))
-            if packed is not None and packed.items and (
-                    found is None or not found.items
-                    or (found.items[0][0] == packed.items[0][0]
-                        and packed.items[0][2] < found.items[0][2])):
-                found, where = packed, (" packing its gangs, after the first greedy plan"
-                                        if self.packing.after
-                                        else " packing its gangs, before the greedy plans")
-            if found is not None:
-                status, info = self._lane_bound(found, best, status, info,
-                                                traded=bool(moved or note), where=where)
+        traded = bool(moved or note)
+        plain = status, info  # (before any bound from the other core or the packing)
+        status, info = self._bounded(best, status, info, self.proof, traded)
         by = self.by if self.by is not None else Strategy()  # (the returned plan's run)
         unreached = by.unreached - best.placements.keys()
         free_only = by.free_only - best.placements.keys()
+        try:
+            t0 = time.perf_counter()
+            out = assemble(self.whole, best, *self._told(status, info, by, unreached, free_only),
+                           unreached=unreached, free_only=free_only)
+            late = self._late_floor_proof(time.perf_counter() - t0)
+            if late is not None:
+                status, info = self._bounded(best, *plain, late, traded)
+                status, info = self._told(status, info, by, unreached, free_only)
+                out = out.model_copy(update={"status": status, "solver": info})
+        finally:
+            if self.floor is not None and self.floor.lane is not None:
+                self.floor.lane.close()
+        return out
+
+    def _bounded(self, best: Decision, status: str, info: SolverInfo,
+                 proof: BoundResult | None, traded: bool) -> tuple[str, SolverInfo]:
+        """Where the whole model was skipped: ``status`` and ``info`` with the bound
+        ``proof`` proved on the other core (or None), or that of the packing of the
+        first tier's gangs (planner/solver/packing.py) where it is lower on that tier,
+        judged for ``best`` (_lane_bound)."""
+        if self.model is not None or self.settled:
+            return status, info
+        found, where = proof, " on the other core"
+        packed = (None if self.packing.bound is None
+                  else self.packing.proof(item_values(self.problem, best)))
+        if packed is not None and packed.items and (
+                found is None or not found.items
+                or (found.items[0][0] == packed.items[0][0]
+                    and packed.items[0][2] < found.items[0][2])):
+            found, where = packed, (" packing its gangs, after the first greedy plan"
+                                    if self.packing.after
+                                    else " packing its gangs, before the greedy plans")
+        if found is None:
+            return status, info
+        return self._lane_bound(found, best, status, info, traded=traded, where=where)
+
+    def _late_floor_proof(self, assembly_s: float) -> BoundResult | None:
+        """The floor lane's bound (FloorLane) where it had not come when the strategies
+        ended and no other bound from the other core was had: waited for after the
+        plan's assembly (which took ``assembly_s``), while the time left still holds
+        VERIFY_TIMES x that for the verifier and freeing what the tick built (on the
+        benchmark ticks they took 1.0-1.2 times the assembly)."""
+        floor = self.floor
+        if (floor is None or not floor.pending or self.proof is not None
+                or self.model is not None or self.settled):
+            return None
+        within = self.budget.less(VERIFY_TIMES * assembly_s)
+        if within.expired() and not floor.ready():
+            return None
+        return floor.proof(within.less(-lane_grace_s()))
+
+    def _told(self, status: str, info: SolverInfo, by: Strategy, unreached: frozenset[str],
+              free_only: frozenset[str]) -> tuple[str, SolverInfo]:
+        """``status`` and ``info`` with what comes before and after the detail so far:
+        the reduction's, the carried plan's and the packing's notes, and a plan cut
+        short."""
         said = []  # sentences after the detail so far
         if unreached or by.free_only:
             said.append(f"{CUT_NOTE}: "
@@ -1084,8 +1138,7 @@ class _Run:
         if before or said:
             info = info.model_copy(update={"detail": "; ".join(
                 x for x in (*before, info.detail, *said) if x)})
-        return assemble(self.whole, best, status, info, unreached=unreached,
-                        free_only=free_only)
+        return status, info
 
     def _lane_bound(self, proof: BoundResult, best: Decision, status: str, info: SolverInfo,
                     *, traded: bool, where: str = " on the other core"

@@ -145,6 +145,14 @@ class Lane:
                 self.close()
         return None
 
+    def ready(self) -> bool:
+        """Is an answer waiting (or the child gone), so that :meth:`result` would not
+        wait?"""
+        try:
+            return self._recv.poll(0)
+        except (EOFError, OSError):
+            return True
+
     def stop(self) -> None:
         """Ask the child to work out no answer after the one it is on (a generator's)."""
         self._stop.set()

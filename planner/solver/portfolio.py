@@ -312,11 +312,13 @@ def floor_and_bound(problem: Problem, budget: Budget | None
                     ) -> Iterator[Decision | BoundResult]:
     """FloorLane's child: the plain greedy plan, then, with a ``budget`` where the
     tier items' bound (bound.prove_tiers) applies and is expected to fit what is left
-    of it, that bound for the plan, proved within it."""
+    of it, that bound for the plan, proved within it past the first item the plan
+    does not reach (``through``: it bounds the plan returned, which often reaches
+    more than the plain plan, as one proved for that plan would)."""
     d = plain_greedy(problem)
     yield d
     if budget is not None and tiers_apply(problem) and budget.fits(tiers_s(problem)):
-        yield prove_tiers(problem, d, budget)
+        yield prove_tiers(problem, d, budget, through=True)
 
 
 class FloorLane(Strategy):
@@ -369,6 +371,33 @@ class FloorLane(Strategy):
         self.plan = d
         return cast(Decision, d)
 
+    @property
+    def pending(self) -> bool:
+        """Is the child's bound still to be collected (:meth:`proof`)?"""
+        return self.lane is not None and self.proving
+
+    def _past_plan(self, budget: Budget) -> bool:
+        """The child's plan read where :meth:`run` did not (a run cut short wants
+        none; the bound comes after it), if it comes by the end of ``budget``."""
+        if self.plan is None:
+            assert self.lane is not None
+            d = self.lane.result(budget, more=True)
+            if d is None:
+                self.proving = False
+                return False
+            self.plan = d
+        return True
+
+    def ready(self) -> bool:
+        """Has the child's bound come (or the child ended), so that :meth:`proof`
+        would not wait? False where none is to be collected."""
+        if not self.pending:
+            return False
+        assert self.lane is not None
+        if self.plan is None and not (self.lane.ready() and self._past_plan(Budget(0.0))):
+            return False
+        return self.lane.ready()
+
     def no_proof(self) -> None:
         """No bound from the child: it stops after its plan, or now where that came."""
         if self.lane is None or not self.proving:
@@ -380,12 +409,14 @@ class FloorLane(Strategy):
             self.lane.close()
 
     def proof(self, budget: Budget) -> BoundResult | None:
-        """The child's bound for :attr:`plan`, if it comes by the end of ``budget``
-        less lanes.grace_s(); None if none was to come or it did not."""
-        if self.lane is None or not self.proving or self.plan is None:
+        """The child's bound for its plan, if it comes by the end of ``budget`` less
+        lanes.grace_s(); None if none was to come or it did not."""
+        within = budget.less(lane_grace_s())
+        if not self.pending or not self._past_plan(within):
             return None
+        assert self.lane is not None
         self.proving = False
-        return cast(BoundResult | None, self.lane.result(budget.less(lane_grace_s())))
+        return cast(BoundResult | None, self.lane.result(within))
 
 
 class Carried(Strategy):
