@@ -75,7 +75,8 @@ wall = time.perf_counter() - t
 o = p.objective
 print(json.dumps({"key": [o.admitted_gpus.get(str(t), 0) for t in (1, 2, 3)]
                   + [o.priority_value, round(o.eviction_cost_gpu_s, 1), o.evictions],
-                  "wall_s": round(wall, 3), "status": p.status}))
+                  "wall_s": round(wall, 3), "status": p.status,
+                  "solver_status": p.solver.status, "gap": p.solver.gap}))
 """
 
 
@@ -136,7 +137,14 @@ def summarise(specs: list[dict[str, Any]], runs: dict[int, dict[str, list]]) -> 
             gpus["gained" if diff > 0 else "lost"] += abs(diff)
             if c == "worse" and n["key"][:3] == o["key"][:3] and o["key"][4]:
                 worse_same_gpus.append(round(n["key"][4] / o["key"][4] - 1, 4))
-    return {**counts, "admitted_gpus": gpus, "worse_same_gpus_cost_rel": worse_same_gpus}
+    # plans with a proven bound (solver.gap reported), and with no bound at all (the
+    # whole model and every bound skipped), per side (runs of older code say neither)
+    bounded = {side: sum(1 for spec in specs for x in runs[spec["id"]][side]
+                         if x.get("gap") is not None) for side in ("old", "new")}
+    skipped = {side: sum(1 for spec in specs for x in runs[spec["id"]][side]
+                         if x.get("solver_status") == "SKIPPED") for side in ("old", "new")}
+    return {**counts, "admitted_gpus": gpus, "worse_same_gpus_cost_rel": worse_same_gpus,
+            "with_gap": bounded, "skipped": skipped}
 
 
 def git_commit(path: Path) -> str:
@@ -207,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     err.print(f"better {summary['better']}, worse {summary['worse']}, same {summary['same']}; "
               f"admitted GPUs gained {summary['admitted_gpus']['gained']}, "
               f"lost {summary['admitted_gpus']['lost']}; worse at the same admissions, "
-              f"eviction cost +{summary['worse_same_gpus_cost_rel']}")
+              f"eviction cost +{summary['worse_same_gpus_cost_rel']}; plans with a gap "
+              f"{summary['with_gap']['old']} old, {summary['with_gap']['new']} new; "
+              f"SKIPPED {summary['skipped']['old']} old, {summary['skipped']['new']} new")
     result = {"machine": machine(), "command": " ".join(sys.argv),
               "old": {"path": str(args.old), "commit": git_commit(args.old)},
               "new": {"path": str(args.new), "commit": git_commit(args.new)},
