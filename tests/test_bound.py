@@ -469,6 +469,25 @@ def test_the_tier_bound_through_bounds_a_plan_that_reaches_more(
     assert alone.judge(item_values(problem, best)).gap is None
 
 
+def test_the_cheap_relaxation_groups_the_nodes_alike_in_every_row() -> None:
+    # _budget_tick. In the exempt tier's own model (A's shards take free GPUs and
+    # those of the tier-3 jobs it may evict), n1 and n2, each held whole by an 8-GPU
+    # tier-3 job, are alike: one group, n1 standing for both with at most 2 of A's
+    # 8-GPU shards; n0 (free) and n3 (4 GPUs free, 4 of a3's) are alone, 1 shard each.
+    # In the free case of tier 2 (no victims) n1 and n2 are alike again (no room),
+    # and hold no shard. The bounds are those worked out per node (the tests above:
+    # 24 tier-1 GPUs for the empty plan, 12 tier-2 GPUs for the optimum)
+    problem = build_problem(load_snapshot(_budget_tick()))
+    own = Relaxation(problem, cheap=frozenset({1}), victims=True)
+    assert own.group_of == {0: 0, 1: 1, 2: 1, 3: 3} and own.count == {0: 1, 1: 2, 3: 1}
+    a = next(iter(own.classes))[0]
+    assert {ni: hi for (ni, kind), hi in own.hi.items() if kind == a} == {0: 1, 1: 2, 3: 1}
+    free = Relaxation(problem, cheap=frozenset({2}))
+    assert free.group_of == {0: 0, 1: 1, 2: 1, 3: 3}
+    assert {ni for ni, _kind in free.hi} == {0, 3}
+    assert all(firsts == [0, 1, 3] for firsts in free.firsts.values())
+
+
 def test_a_tier_whose_case_without_the_window_gets_no_bound_in_time_has_none(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # the empty plan of _budget_tick: the window's case holds at most 20 tier-1 GPUs,
@@ -567,9 +586,16 @@ def test_the_tier_bound_is_no_tighter_than_the_relaxations_and_holds_every_plan(
             assert (n1, v1) == (n2, v2)
             if set(s2.split("/")) <= _SOUND:
                 assert b1 >= b2, (n1, b1, b2)
+        # through=True: the same items up to the first gap, and every plan within
+        # the bounds as judged
+        thru = prove_tiers(problem, d, Budget(5.0, wall=False), deterministic=True,
+                           through=True)
+        assert thru.items[:len(cheap.items)] == cheap.items
         for other in plans:
             judged = cheap.judge(item_values(problem, other))
             assert bool(judged.items) == bool(cheap.items) and _within(judged.items)
+            judged = thru.judge(item_values(problem, other))
+            assert bool(judged.items) == bool(thru.items) and _within(judged.items)
 
 
 def test_the_tighter_of_the_relaxations_bound_and_the_tier_items() -> None:

@@ -38,19 +38,22 @@ structure beyond whole shards per node, R11/R12 (storm and grace), and R15 under
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from planner.core.budget import Budget
 from planner.core.decision import Decision, preemptors_of
-from planner.core.problem import PendingInfo, Problem
+from planner.core.problem import NodeInfo, PendingInfo, Problem
 from planner.solver.cpmodel import CpModel
 from planner.solver.model import COST_SCALE, make_solver
 from planner.solver.speed import scaled
@@ -232,6 +235,15 @@ def _room(p: Problem, ni: int, tiers: frozenset[int],
     return room
 
 
+def _shards(nd: NodeInfo, room: int, k: int, nvlink: bool) -> int:
+    """The whole ``k``-GPU shards node ``nd`` holds in the GPUs ``room`` (a mask),
+    each inside one NVLink island where ``nvlink`` asks it (R3)."""
+    hi = room.bit_count() // k
+    if nvlink and k > 1 and not nd.composites:
+        hi = min(hi, sum((room & isl).bit_count() // k for isl in nd.islands))
+    return hi
+
+
 def _classes(p: Problem) -> tuple[dict[tuple, list[PendingInfo]], dict[int, list[int]]]:
     """The pending jobs a plan may place, by class: (kind: (tier, rights, GPUs per
     node, NVLink need), nodes, the candidate list's id), each class's jobs most
@@ -300,6 +312,9 @@ class Relaxation:
         # (in a canonical order: by kind, nodes and candidate nodes, not the lists' ids)
         for key, jobs in sorted(self.classes.items(), key=lambda kv: (
                 repr(kv[0][0]), kv[0][1], self.lists[kv[0][2]])):
+            if cheap is not None:  # (the tier items alone: how many, not which)
+                self.admit[key] = [m.new_int_var(0, len(jobs), f"a{len(self.admit)}")]
+                continue
             xs = [m.new_bool_var(f"a{len(self.admit)}_{i}") for i in range(len(jobs))]
             for a, b in itertools.pairwise(xs):
                 m.add_implication(b, a)
@@ -329,22 +344,27 @@ class Relaxation:
         self.s: dict[tuple[int, tuple], cp_model.IntVar] = {}
         self.hi: dict[tuple[int, tuple], int] = {}  # each s's upper bound
         masks: dict[int, list[tuple[str, int]]] = defaultdict(list)  # node -> (vid, mask)
-        for vid in (self.y if cheap is None else
-                    [v for v, r in sorted(p.running.items()) if r.evictable] if victims else []):
+        for vid in (self.y if cheap is None else  # (p.running is in the order of ids)
+                    [v for v, r in p.running.items() if r.evictable] if victims else []):
             for ni, mk in p.running[vid].parts:
                 masks[ni].append((vid, mk))
+        # cheap: nodes alike for every row below share their variables (_group)
+        self.count: dict[int, int] = {}  # a group's first node -> its nodes
+        self.group_of: dict[int, int] = {}  # node -> its group's first node
+        self.firsts: dict[int, list[int]] = {}  # candidate list id -> its groups
+        if cheap is not None:
+            self._group(kinds, nodes_of, masks)
         rooms: dict[tuple[int, frozenset[int]], int] = {}  # (kinds share their rights)
         for ki, kind in enumerate(kinds):
             _t, rights, k, nvlink = kind
-            for ni in sorted(nodes_of[kind]):
+            # (grouped: each group's first node stands for it)
+            for ni in (sorted(nodes_of[kind]) if not self.count else
+                       [n for n in sorted(self.count) if n in nodes_of[kind]]):
                 nd = p.nodes[ni]
                 room = rooms.get((ni, rights))
                 if room is None:
                     room = rooms[(ni, rights)] = _room(p, ni, rights, masks)
-                hi = room.bit_count() // k
-                if nvlink and k > 1 and not nd.composites:
-                    # NVLink: a shard inside one island (R3)
-                    hi = min(hi, sum((room & isl).bit_count() // k for isl in nd.islands))
+                hi = _shards(nd, room, k, nvlink) * self.count.get(ni, 1)
                 if hi > 0:
                     self.s[(ni, kind)] = m.new_int_var(0, hi, f"s{ni}_{ki}")
                     self.hi[(ni, kind)] = hi
@@ -359,14 +379,18 @@ class Relaxation:
         self.items: list[tuple[str, list, list[int], int]] = []
         self.past: cp_model.IntVar | None = None  # victims past R15's window (priced)
         self.past_left = 0
+        self.most: dict[str, int] = {}  # each tier item's most (every job admitted)
         for t in sorted({k[0][0] for k in self.classes}):
             vs, cs = [], []
+            most = 0
             for key, xs in self.admit.items():
                 if key[0][0] == t:
                     gpus = key[0][2] * key[1]
                     vs += xs
                     cs += [gpus] * len(xs)
+                    most += gpus * len(self.classes[key])
             self.items.append((f"tier-{t} GPUs", vs, cs, 1))
+            self.most[f"tier-{t} GPUs"] = most
         if cheap is not None:
             return
         vs, cs = [], []
@@ -448,6 +472,73 @@ class Relaxation:
                 sc = [g for vid, g in vs_here if vid in self.z]
                 m.add(_sum([v for _k, v in ne], [k[2] for k, _v in ne]) - _sum(sup, sc) <= free)
 
+    def _group(self, kinds: list[tuple], nodes_of: dict[tuple, set[int]],
+               masks: dict[int, list[tuple[str, int]]]) -> None:
+        """Where no victim has a variable (``cheap``): the nodes alike in every row of
+        the model, grouped (``group_of``, each group by its first node, ``count``
+        nodes): in the same candidate lists, with as many whole shards of each kind
+        (``_shards``) and as many GPUs for each union of rights (``_room``). A group's
+        first node stands for all of them, with its shard bounds and rows times its
+        count (``firsts``: the groups of each candidate list, which holds a group
+        whole): every plan still maps to a solution (each group's shards summed), so
+        the bound holds, and its LP is the per-node LP's (the nodes of a group are
+        alike in every row). On the 8,192- and 12,500-node benchmark ticks some 50-70
+        groups for some 8,000-12,000 nodes."""
+        p = self.p
+        # the lists (alike ones once) each node is in, as a row of bits; the kinds
+        # whose classes use each list
+        uniq: dict[tuple[int, ...], int] = {}
+        li_of: dict[int, int] = {}  # list id -> its column
+        uses: dict[int, set[tuple]] = defaultdict(set)  # column -> kinds
+        for kind, _n, lid in self.classes:
+            li = li_of.get(lid)
+            if li is None:
+                li = li_of[lid] = uniq.setdefault(tuple(self.lists[lid]), len(uniq))
+            uses[li].add(kind)
+        inside = np.zeros((len(p.nodes), max(1, len(uniq))), dtype=bool)
+        for nodes, li in uniq.items():
+            inside[np.fromiter(nodes, dtype=np.intp, count=len(nodes)), li] = True
+        rows, member = np.unique(np.packbits(inside, axis=1), axis=0, return_inverse=True)
+        member = member.reshape(-1)
+        kinds_in = [frozenset().union(*(uses[int(li)] for li in np.flatnonzero(
+            np.unpackbits(row)[:len(uniq)]))) for row in rows]  # kinds a row may host
+        rights = sorted({kind[1] for kind in kinds}, key=sorted)
+        unions: set[frozenset[int]] = {frozenset()}
+        for r in rights:
+            unions |= {u | r for u in unions}
+        everyone = sorted(unions, key=sorted)
+        at = {kind: everyone.index(kind[1]) for kind in kinds}
+        shapes: dict[tuple, tuple] = {}  # (list row, rooms, layout) -> its signature
+        by_sig: dict[tuple, int] = {}
+        group = np.full(len(p.nodes), -1, dtype=np.intp)
+        for ni in np.flatnonzero(inside.any(axis=1)).tolist():
+            nd = p.nodes[ni]
+            here = masks.get(ni)
+            if here:  # (the GPUs of its jobs by tier, then each union's)
+                of_tier: dict[int, int] = defaultdict(int)
+                for vid, mk in here:
+                    of_tier[p.running[vid].job.tier] |= mk
+                rooms = tuple(functools.reduce(operator.or_, (mk for t, mk in of_tier.items()
+                                                              if t in u), nd.free)
+                              for u in everyone)
+            else:
+                rooms = (nd.free,) * len(everyone)
+            row = int(member[ni])
+            shape = (row, rooms, nd.islands, bool(nd.composites))
+            sig = shapes.get(shape)
+            if sig is None:
+                hosts = kinds_in[row]
+                sig = shapes[shape] = (row, tuple(
+                    _shards(nd, rooms[at[kind]], kind[2], kind[3]) if kind in hosts else 0
+                    for kind in kinds), tuple(r.bit_count() for r in rooms))
+            first = by_sig.setdefault(sig, ni)
+            self.group_of[ni] = group[ni] = first
+            self.count[first] = self.count.get(first, 0) + 1
+        for lid in li_of:
+            members = self.lists[lid]
+            self.firsts[lid] = np.unique(
+                group[np.fromiter(members, dtype=np.intp, count=len(members))]).tolist()
+
     def _by_node(self) -> list[tuple[int, list[tuple[tuple, cp_model.IntVar]]]]:
         """The shard variables by node, (kind, variable) each, nodes in order."""
         by_node: dict[int, list[tuple[tuple, cp_model.IntVar]]] = defaultdict(list)
@@ -463,8 +554,10 @@ class Relaxation:
         for ni, shards in self._by_node():
             if len(shards) < 2:
                 continue
-            here = masks.get(ni, [])
-            # (without victims every union has the same room: the widest is enough)
+            # (without victims every union has the same room: the widest is enough;
+            # nodes grouped with others, where any has victims: every union, each row
+            # holding for all of them)
+            here = masks.get(ni) or (masks and self.count.get(ni, 1) > 1)
             rows = {frozenset().union(*(k[1] for k, _v in shards))}
             for r in {kind[1] for kind, _v in shards} if here else ():
                 rows |= {u | r for u in rows} | {r}
@@ -473,7 +566,7 @@ class Relaxation:
                 if len(member) < 2:
                     continue  # (one kind alone: its bound holds it)
                 self.m.add(_sum([v for _k, v in member], [k[2] for k, _v in member])
-                           <= _room(self.p, ni, u, masks).bit_count())
+                           <= _room(self.p, ni, u, masks).bit_count() * self.count.get(ni, 1))
 
     def _shard_cuts(self, on_node: dict[int, list[tuple[str, int]]]) -> None:
         """On each node, a kind's k-GPU shards at most floor(free / k) plus, per victim
@@ -512,7 +605,10 @@ class Relaxation:
             total = _sum(of_kind[kind], [1] * len(of_kind[kind]))
             m.add(_sum([x for _key, xs in mine for x in xs],
                        [key[1] for key, xs in mine for _x in xs]) <= total)
-            sets = {lid: frozenset(self.lists[lid]) for (_kd, _n, lid), _xs in mine}
+            # (grouped: each list by its groups' first nodes, a group lying in a list
+            # whole, so that one list lies in another as their groups do)
+            sets = {lid: frozenset(self.firsts[lid] if self.firsts else self.lists[lid])
+                    for (_kd, _n, lid), _xs in mine}
             for nodes in sets.values():
                 inside = [(key, xs) for key, xs in mine if sets[key[2]] <= nodes]
                 have = [self.s[(ni, kind)] for ni in sorted(nodes) if (ni, kind) in self.s]
@@ -710,26 +806,25 @@ def prove(problem: Problem, d: Decision, budget: Budget, *, deterministic: bool 
     return res
 
 
-# prove_tiers()'s build of a cheap relaxation, per usable node, on the benchmark machine
-# (speed factor 1.0): TIERS_NODE_S, and TIERS_NODE_GROWTH_S more for each usable node of
-# the cluster (0.02 s at 1,024 nodes, 0.04 s at 1,536 and 2,048, 0.07-0.11 s at 4,096,
-# 0.8 s at 12,500; an exempt tier's own model: EXEMPT_BUILD_TIMES); each tier's solve
-# is stopped after as long as the build took, TIERS_LEAST_SOLVE_S at least: CP-SAT's
-# bound settles with its first LP (at 0.01-0.06 s on those clusters), its proof takes
-# up to ten times as long (docs/planner.md, 2c)
-TIERS_NODE_S = 1.8e-5
-TIERS_NODE_GROWTH_S = 3.7e-9
+# prove_tiers()'s build of a cheap relaxation (nodes grouped: Relaxation._group) on the
+# benchmark machine (speed factor 1.0): TIERS_BUILD_S, and TIERS_NODE_S per usable
+# node (measured 7.4-12e-6 s per usable node at 1,024-12,500 nodes, 0.007-0.06 s at a
+# factor of 0.6-0.7; an exempt tier's own model: EXEMPT_BUILD_TIMES); each tier's
+# solve is stopped after as long as the build took, TIERS_LEAST_SOLVE_S at least:
+# CP-SAT's bound settles with its first LP (its grouped model some 100-130 rows on
+# the benchmark ticks), its proof takes longer (docs/planner.md, 2c)
+TIERS_BUILD_S = 0.003
+TIERS_NODE_S = 1.0e-5
 TIERS_LEAST_SOLVE_S = 0.03
 # an exempt tier's own model, which counts every victim's GPUs, takes up to this many
-# times as long to build (measured 2-3.5 times at 1,024-1,536 nodes, 5 at 4,096)
-EXEMPT_BUILD_TIMES = 5.0
+# times as long to build (measured 2.1-2.4 times at 1,024-12,500 nodes)
+EXEMPT_BUILD_TIMES = 2.5
 
 
 def tiers_build_s(problem: Problem) -> float:
     """What building one of :func:`prove_tiers`' relaxations is expected to take on
     this machine."""
-    usable = _usable(problem)
-    return scaled(usable * (TIERS_NODE_S + TIERS_NODE_GROWTH_S * usable))
+    return scaled(TIERS_BUILD_S + TIERS_NODE_S * _usable(problem))
 
 
 def tiers_s(problem: Problem) -> float:
@@ -898,7 +993,7 @@ def _tier_expr(rel: Relaxation, name: str) -> tuple[cp_model.LinearExpr, int] | 
     admitted); None where it has no such item."""
     for n, vs, cs, _sense in rel.items:
         if n == name:
-            return _sum(vs, cs), sum(cs)
+            return _sum(vs, cs), rel.most[n]
     return None
 
 
