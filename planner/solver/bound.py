@@ -661,7 +661,8 @@ class Relaxation:
         return [Case(self, True, total), Case(self, False, None)]
 
     def hint(self, d: Decision) -> list[tuple[cp_model.IntVar, int]]:
-        """The plan ``d`` as a solution of the relaxation."""
+        """The plan ``d`` as a solution of the relaxation (not a grouped one's)."""
+        assert not self.count, "a relaxation with its nodes grouped has no per-node hint"
         p = self.p
         out: list[tuple[cp_model.IntVar, int]] = []
         for key, xs in self.admit.items():
