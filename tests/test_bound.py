@@ -479,11 +479,11 @@ def test_the_cheap_relaxation_groups_the_nodes_alike_in_every_row() -> None:
     # 24 tier-1 GPUs for the empty plan, 12 tier-2 GPUs for the optimum)
     problem = build_problem(load_snapshot(_budget_tick()))
     own = Relaxation(problem, cheap=frozenset({1}), victims=True)
-    assert own.group_of == {0: 0, 1: 1, 2: 1, 3: 3} and own.count == {0: 1, 1: 2, 3: 1}
+    assert own.group.tolist() == [0, 1, 1, 3] and own.count == {0: 1, 1: 2, 3: 1}
     a = next(iter(own.classes))[0]
     assert {ni: hi for (ni, kind), hi in own.hi.items() if kind == a} == {0: 1, 1: 2, 3: 1}
     free = Relaxation(problem, cheap=frozenset({2}))
-    assert free.group_of == {0: 0, 1: 1, 2: 1, 3: 3}
+    assert free.group.tolist() == [0, 1, 1, 3]
     assert {ni for ni, _kind in free.hi} == {0, 3}
     assert all(firsts == [0, 1, 3] for firsts in free.firsts.values())
 

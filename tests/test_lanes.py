@@ -505,6 +505,15 @@ def test_the_floor_lane_proves_the_tier_items_bound_for_its_plan() -> None:
     assert plain.start(problem) and not plain.proving
 
 
+def _floor_lane_alone(monkeypatch: pytest.MonkeyPatch, *, relaxation: bool = False) -> None:
+    """With forced_lane: a floor lane (FLOOR_LANE_PAIRS 0) and no second lane; the
+    whole relaxation expected to take too long unless ``relaxation``."""
+    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
+    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    if not relaxation:
+        monkeypatch.setattr(portfolio, "relaxation_s", lambda _p: 1e9)
+
+
 @fork_only
 @pytest.mark.usefixtures("forced_lane")
 def test_where_the_floor_lane_runs_it_proves_the_tier_items_bound(
@@ -513,9 +522,7 @@ def test_where_the_floor_lane_runs_it_proves_the_tier_items_bound(
     # expected to take too long: the floor lane's child proves the tier items' bound
     # for its plan after it, and no other child is forked for a bound (BoundLane). The
     # plan returned reaches it on both tiers: no gap, nothing proven after
-    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
-    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
-    monkeypatch.setattr(portfolio, "relaxation_s", lambda _p: 1e9)
+    _floor_lane_alone(monkeypatch)
 
     def refuse(*_a: Any) -> bool:
         raise AssertionError("a bound lane forked")
@@ -538,9 +545,7 @@ def test_the_floor_lanes_bound_is_waited_for_after_the_assembly(
     # then as if it had not come by then (FloorLane.ready False): it is waited for
     # after the plan's assembly (_late_floor_proof), and the plan says the same (the
     # bound's sentence in its place, before nothing else) with the same status
-    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
-    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
-    monkeypatch.setattr(portfolio, "relaxation_s", lambda _p: 1e9)
+    _floor_lane_alone(monkeypatch)
     monkeypatch.setattr(portfolio.BoundLane, "start", lambda *_a: False)
     early = plan(_evicting_snap(), time_limit_s=1.0)
     monkeypatch.setattr(portfolio.FloorLane, "ready", lambda _self: False)
@@ -565,8 +570,7 @@ def test_where_the_whole_relaxation_fits_it_takes_the_floor_lanes_place(
     # As test_the_other_core_proves_a_bound_where_no_second_lane_runs, with a floor
     # lane: the whole relaxation's build fits, so the floor lane's child is told to
     # prove nothing and a bound lane proves the plan optimal on all five items
-    monkeypatch.setattr(cpsat, "FLOOR_LANE_PAIRS", 0)
-    monkeypatch.setattr(portfolio.SecondLane, "start", lambda *_a: False)
+    _floor_lane_alone(monkeypatch, relaxation=True)
     p = plan(_evicting_snap(), time_limit_s=1.0)
     assert p.objective.admitted_gpus == {"1": 8, "2": 4, "3": 0}
     assert p.status == "optimal" and p.solver.status == "RELAXATION"

@@ -235,6 +235,14 @@ def _room(p: Problem, ni: int, tiers: frozenset[int],
     return room
 
 
+def _unions(kinds: Iterable[tuple]) -> set[frozenset[int]]:
+    """Every union of the rights of ``kinds`` (the empty one too)."""
+    unions: set[frozenset[int]] = {frozenset()}
+    for r in sorted({kind[1] for kind in kinds}, key=sorted):
+        unions |= {u | r for u in unions}
+    return unions
+
+
 def _shards(nd: NodeInfo, room: int, k: int, nvlink: bool) -> int:
     """The whole ``k``-GPU shards node ``nd`` holds in the GPUs ``room`` (a mask),
     each inside one NVLink island where ``nvlink`` asks it (R3)."""
@@ -350,7 +358,8 @@ class Relaxation:
                 masks[ni].append((vid, mk))
         # cheap: nodes alike for every row below share their variables (_group)
         self.count: dict[int, int] = {}  # a group's first node -> its nodes
-        self.group_of: dict[int, int] = {}  # node -> its group's first node
+        # node -> its group's first node (-1: in no candidate list)
+        self.group = np.full(len(p.nodes), -1, dtype=np.intp)
         self.firsts: dict[int, list[int]] = {}  # candidate list id -> its groups
         if cheap is not None:
             self._group(kinds, nodes_of, masks)
@@ -424,10 +433,7 @@ class Relaxation:
         p, m = self.p, self.m
         tb = p.thrash
         exempt = {kind: bool(tb is not None and kind[0] in tb.exempt_tiers) for kind in kinds}
-        rights = sorted({kind[1] for kind in kinds}, key=sorted)
-        unions: set[frozenset[int]] = {frozenset()}
-        for r in rights:
-            unions |= {u | r for u in unions}
+        unions = _unions(kinds)
         pairs = {(u, u) for u in unions}
         if self.split:  # (exempt kinds' rights U_ex within U_all)
             pairs |= {(ue, ua) for ua in unions for ue in unions if ue <= ua}
@@ -475,7 +481,7 @@ class Relaxation:
     def _group(self, kinds: list[tuple], nodes_of: dict[tuple, set[int]],
                masks: dict[int, list[tuple[str, int]]]) -> None:
         """Where no victim has a variable (``cheap``): the nodes alike in every row of
-        the model, grouped (``group_of``, each group by its first node, ``count``
+        the model, grouped (``group``, each group by its first node, ``count``
         nodes): in the same candidate lists, with as many whole shards of each kind
         (``_shards``) and as many GPUs for each union of rights (``_room``). A group's
         first node stands for all of them, with its shard bounds and rows times its
@@ -502,15 +508,11 @@ class Relaxation:
         member = member.reshape(-1)
         kinds_in = [frozenset().union(*(uses[int(li)] for li in np.flatnonzero(
             np.unpackbits(row)[:len(uniq)]))) for row in rows]  # kinds a row may host
-        rights = sorted({kind[1] for kind in kinds}, key=sorted)
-        unions: set[frozenset[int]] = {frozenset()}
-        for r in rights:
-            unions |= {u | r for u in unions}
-        everyone = sorted(unions, key=sorted)
+        everyone = sorted(_unions(kinds), key=sorted)
         at = {kind: everyone.index(kind[1]) for kind in kinds}
         shapes: dict[tuple, tuple] = {}  # (list row, rooms, layout) -> its signature
         by_sig: dict[tuple, int] = {}
-        group = np.full(len(p.nodes), -1, dtype=np.intp)
+        group = self.group
         for ni in np.flatnonzero(inside.any(axis=1)).tolist():
             nd = p.nodes[ni]
             here = masks.get(ni)
@@ -532,7 +534,7 @@ class Relaxation:
                     _shards(nd, rooms[at[kind]], kind[2], kind[3]) if kind in hosts else 0
                     for kind in kinds), tuple(r.bit_count() for r in rooms))
             first = by_sig.setdefault(sig, ni)
-            self.group_of[ni] = group[ni] = first
+            group[ni] = first
             self.count[first] = self.count.get(first, 0) + 1
         for lid in li_of:
             members = self.lists[lid]
@@ -906,7 +908,8 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
             # whatever the free case's: on the 12,500-node benchmark tick the exempt
             # tier's model, 0.3-0.5 s with its solve, for tier 1's packed 6,639)
             unknown = False
-            solve = free and not (known is not None and found and found[0][0] >= known)
+            by_known = free and known is not None and bool(found) and found[0][0] >= known
+            solve = free and not by_known
             if solve:
                 share = budget.left() * (1.0 - LATER_SHARE) ** (len(tiers) - 1 - ti)
                 exempt = t in tb.exempt_tiers
@@ -945,7 +948,7 @@ def prove_tiers(problem: Problem, d: Decision, budget: Budget, *,
                     elif st_name != "INFEASIBLE":  # (stopped before any bound: unknown,
                         unknown = True  # not a case without plans)
             # (unknown: the ceiling alone bounds nothing, the free case may be above)
-            if known is not None and (unknown or not found or solve != free
+            if known is not None and (unknown or not found or by_known
                                       or known < max(b for b, _st in found)):
                 found = [(known, "PACKED")]
             elif unknown:
