@@ -105,7 +105,7 @@ def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
         if previous is not None:
             before = {j.id: j for j in previous.snap.jobs}
             reused += sum(j is before.get(j.id) for j in snap.jobs)
-            kept += sum(problem._statics[v] is previous._statics.get(v)
+            kept += sum(problem.statics()[v] is previous.statics().get(v)
                         for v in problem.running)
         previous = problem
     assert reused > 0 and kept > 0  # (not vacuous: records and derivations taken over)
