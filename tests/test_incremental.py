@@ -91,7 +91,7 @@ def _sequence(case: int, ticks: int) -> list[dict[str, Any]]:
 def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
     cache = SnapshotCache()
     previous = None
-    reused = kept = 0
+    reused = kept = lent = 0
     for doc in _sequence(case, 8):
         fresh = load_snapshot(doc)
         snap = cache.load(doc)
@@ -107,8 +107,26 @@ def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
             reused += sum(j is before.get(j.id) for j in snap.jobs)
             kept += sum(problem.statics()[v] is previous.statics().get(v)
                         for v in problem.running)
+            # a VictimInfo is lent only where the last problem said it lasts
+            same = {v for v, vi in problem.running.items() if vi is previous.running.get(v)}
+            assert same <= set(previous.lasting())
+            lent += len(same)
         previous = problem
-    assert reused > 0 and kept > 0  # (not vacuous: records and derivations taken over)
+    # (not vacuous: records and derivations taken over)
+    assert reused > 0 and kept > 0 and lent > 0
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_what_lasts_is_made_when_asked_as_the_build_would_make_it(case: int) -> None:
+    # a cold build leaves what lasts to be made when asked; a build lent everything
+    # (the same snapshot) makes it in its pass: the same, each lent VictimInfo lasting
+    snap = load_snapshot(_sequence(case, 1)[0])
+    cold = build_problem(snap)
+    assert cold._lasting is None
+    warm = build_problem(snap, cold)
+    assert warm._lasting is not None
+    assert cold.lasting() == warm.lasting() and cold.lasting()
+    assert {v for v, vi in warm.running.items() if vi is cold.running[v]} == set(cold.lasting())
 
 
 def test_files_read_by_the_cache_equal_load_snapshots(tmp_path: Any) -> None:
