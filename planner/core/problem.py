@@ -345,9 +345,9 @@ class Problem:
     def lasting(self) -> dict[str, tuple[datetime, bool]]:
         """The running jobs whose VictimInfo stays as it is while time goes on, each
         with (from when, whether it may come within spare_ending_within_s of its end,
-        R17), for build_problem(snap, previous=this). A build that lent no VictimInfo
-        leaves it to be made when first asked for (in its pass it took 0.02 s at
-        12,500 nodes): each is then this problem's."""
+        R17), for build_problem(snap, previous=this). A build lent nothing by a
+        previous problem (a cold one) leaves it to be made when first asked for (in its
+        pass it took 0.02 s at 12,500 nodes): each VictimInfo is then this problem's."""
         if self._lasting is None:
             made, statics = self._made
             out: dict[str, tuple[datetime, bool]] = {}
@@ -757,7 +757,8 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
     # VictimInfos that stay as they are while time goes on: job id -> (from when,
     # whether it may come within spare_ending_within_s of its end, R17); made here
-    # only where some are lent (else Problem.lasting makes them when asked)
+    # only where the previous problem lends something (else Problem.lasting makes
+    # them when asked)
     lasting: dict[str, tuple[datetime, bool]] | None = {} if before else None
     spans = {False: (now, False), True: (now, True)}  # (lasting's values: one of each)
     windowless = _windowless(policy)
