@@ -154,7 +154,7 @@ def plan_file(path: Path, limit: float, *, loop: Any = None, whole: bool = False
     warm_up()
     reduce = cpsat.reduce_problem
     if whole:
-        cpsat.reduce_problem = lambda problem: (problem, Reduction())
+        cpsat.reduce_problem = lambda problem, **_kw: (problem, Reduction())
     t0 = time.perf_counter()
     try:
         p = (loop.plan if loop is not None else plan)(path, time_limit_s=limit)

@@ -47,3 +47,20 @@ def test_the_next_tick_is_the_plan_carried_out_a_tick_later() -> None:
     assert len(nxt["jobs"]) == len(doc["jobs"]) - 2 + 3
     load_snapshot(json.loads(json.dumps(nxt)))  # a valid snapshot (raises otherwise)
     assert doc["jobs"] == list(before.values())  # the tick it came from is unchanged
+
+
+def test_a_file_is_planned_with_and_without_the_reduction(tmp_path: Path) -> None:
+    # --versus-whole plans the tick with CP-SAT's strategies searching every job
+    # (the reduction replaced for the call, then put back): the same 8 pending jobs
+    # placed or deferred either way, and the planner's own reduction afterwards
+    from benchmarks.bench_ticks import plan_file
+    from planner.core import reduce
+    from planner.solver import cpsat
+
+    path = tmp_path / "tick.json"
+    path.write_text(json.dumps(generate(nodes=16, pending=8, seed=2)))
+    whole, _doc = plan_file(path, 0.5, whole=True)
+    fresh, _doc = plan_file(path, 0.5)
+    assert whole["tick"] == "tick.json (whole tick) (fresh)"
+    assert whole["pending"] == fresh["pending"] == 8
+    assert cpsat.reduce_problem is reduce.reduce_problem
