@@ -290,3 +290,26 @@ def test_the_greedy_planner_searches_the_reduced_tick_as_cpsats_floor_does(
                           for ni, m in parts] for j, parts in d.placements.items()}
     assert sorted(e.job for e in p.evictions) == sorted(d.victims)
     assert "17 pending job(s) came after the most jobs of their kind" in (p.solver.detail or "")
+
+
+@pytest.mark.parametrize("case", range(20))
+def test_the_jobs_past_the_first_of_a_kind_are_those_sorting_them_gives(case: int) -> None:
+    # reduce.after_first puts in order only the jobs of the priority where the first
+    # ``keep`` end: the same ids as sorting every job by _rank (priority, then the
+    # queue's order: submitted_at, none first, then id), over random kinds with ties
+    from datetime import datetime, timedelta
+    from types import SimpleNamespace
+
+    from planner.core.reduce import _rank, after_first
+
+    r = random.Random(case)
+    t0 = datetime(2026, 12, 1)
+    jobs = []
+    for k in range(r.randint(1, 60)):
+        job = SimpleNamespace(
+            id=f"j{r.randint(0, 10**6):07d}-{k}", priority=r.choice([1, 2, 2.5, 3, 7]),
+            submitted_at=None if r.random() < 0.2 else t0 + timedelta(seconds=r.randint(0, 5)))
+        jobs.append((job.id, SimpleNamespace(job=job)))
+    keep = r.randint(0, 70)
+    reference = [jid for jid, _info in sorted(jobs, key=lambda pair: _rank(pair[1]))[keep:]]
+    assert sorted(after_first(jobs, keep)) == sorted(reference)
