@@ -560,7 +560,7 @@ class _Run:
 
     def eject_budget(self) -> Budget:
         """Ejection moves stop at ``end``, which leaves the last polishing pass its
-        time, but not before half the time left (eject_deadline)."""
+        time, but not before EJECT_LEAST_SHARE of the time left (eject_deadline)."""
         return self.work.until(eject_deadline(time.perf_counter(), self.end.end,
                                               self.work.end))
 
