@@ -10,15 +10,24 @@ run plans through ``verify``, so a planner bug shows up as a cited rule.
 Rule codes: ``R1``..``R13`` and ``R15``..``R17`` as in the contract, each checked by one
 method named after it (``_check_r07_rights``), plus those of ``CODES`` for the plan's
 own bookkeeping (section 6).
+
+The rules about placements (R1-R4, R7's rights, start_after_s) are first evaluated on
+numpy arrays of every placement at once (``_Layout``); each rule's loop then looks
+only at the jobs those arrays flag and words their violations, the same as a loop
+over every job would (tests/test_verify_sift.py compares the two).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import chain
+
+import numpy as np
 
 from models import rules
 from models.plan import REASONS, Deferred, Eviction, Objective, Placement, Plan
@@ -227,6 +236,194 @@ def _mentioned(texts: list[str], job_ids: list[str]) -> set[str]:
             if (j in words if _WORD.fullmatch(j) else any(_mentions(t, j) for t in texts))}
 
 
+# ---------------------------------------------------------------- the plan as arrays
+
+
+class _Layout:
+    """The plan's placements as numpy arrays, and who holds the GPUs they use.
+
+    One row per part of a placement and one per GPU it names; a GPU of the nodes the
+    placements use has one number (the node's offset plus its index), so the GPUs a
+    job uses, those shared by two jobs and those held by a running job (``owner``:
+    filled in one pass over the running jobs, on those nodes only) are array
+    operations. ``sift`` names, per rule, the placed jobs whose rows may break it: the
+    rule's own loop (``_Checker``) then looks at those jobs only and words the
+    violations, so the messages and their order are those of a loop over every job."""
+
+    def __init__(self, snap: Snapshot, placed: dict[str, Placement],
+                 victims: dict[str, Eviction], running: list[Job], down: set[str]):
+        nodes = snap.node_map()
+        self.ids = ids = list(placed)
+        parts = [(i, part) for i, p in enumerate(placed.values()) for part in p.placement]
+        names = list(dict.fromkeys(part.node for _i, part in parts))
+        self.index = index = {n: k for k, n in enumerate(names)}
+        self.nodes = known = [nodes.get(n) for n in names]
+        sizes = [nd.gpus if nd is not None else 0 for nd in known]
+        starts = [0] * len(sizes)
+        total = 0
+        for k, size in enumerate(sizes):
+            starts[k] = total
+            total += size
+        self.sizes, self.starts, self.total = sizes, starts, total
+        # the running jobs: who holds each GPU of those nodes (``holders[owner[gpu]]``),
+        # and those with a GPU on a down node (R15's count, the DOWN and WARNINGS checks)
+        owner = [-1] * total
+        self.holders: list[str] = []
+        holders = self.holders
+        on_down = []
+        for j in running:
+            off = False
+            k = -1
+            for part in j.placement or ():
+                node = part.node
+                if node in down:
+                    off = True
+                u = index.get(node)
+                if u is not None:
+                    if k < 0:
+                        k = len(holders)
+                        holders.append(j.id)
+                    base, size = starts[u], sizes[u]
+                    for g in part.gpus:
+                        if 0 <= g < size:
+                            owner[base + g] = k
+            if off:
+                on_down.append(j.id)
+        self.on_down = on_down
+        self.owner = np.array(owner, dtype=np.int64)
+        evicted = np.fromiter((h in victims for h in holders), bool, len(holders))
+        # the rows: a part's job and node, a GPU's part and number
+        n_parts = len(parts)
+        self.part_job = np.fromiter((i for i, _p in parts), np.int64, n_parts)
+        self.part_node = np.fromiter((index[part.node] for _i, part in parts), np.int64, n_parts)
+        self.lens = np.fromiter((len(part.gpus) for _i, part in parts), np.int64, n_parts)
+        count = int(self.lens.sum())
+        try:
+            self.gpu = np.fromiter(chain.from_iterable(part.gpus for _i, part in parts),
+                                   np.int64, count)
+        except OverflowError:  # (a GPU index past int64: out of every node's range)
+            self.gpu = np.array([min(g, total) for _i, part in parts for g in part.gpus],
+                                dtype=np.int64)
+        self.gpu_part = np.repeat(np.arange(n_parts, dtype=np.int64), self.lens)
+        sizes_a = np.array(sizes, dtype=np.int64)
+        gpu_node = self.part_node[self.gpu_part]
+        self.in_range = (self.gpu >= 0) & (self.gpu < sizes_a[gpu_node])
+        gid = np.array(starts, dtype=np.int64)[gpu_node] + self.gpu
+        # each (job, GPU) once, by job then GPU: a GPU's users come in placement order
+        pair = np.unique(self.part_job[self.gpu_part][self.in_range] * max(total, 1)
+                         + gid[self.in_range])
+        self.pair_job, self.pair_gpu = pair // max(total, 1), pair % max(total, 1)
+        self.pair_holder = self.owner[self.pair_gpu] if total else self.pair_gpu
+        held = self.pair_holder >= 0
+        self.pair_evicted = held.copy()
+        self.pair_evicted[held] = evicted[self.pair_holder[held]]
+        self.pair_kept = held & ~self.pair_evicted  # GPUs of running jobs the plan keeps
+        # placed jobs that use GPUs held by victims (not only free ones): R10, R16
+        self.take_freed = {ids[i] for i in np.unique(self.pair_job[self.pair_evicted])}
+        self._users: dict[int, list[str]] | None = None
+
+    def holder(self, node: str, g: int) -> str | None:
+        """The running job holding GPU ``g`` of ``node`` (a node some placement uses)."""
+        u = self.index.get(node)
+        if u is None or not 0 <= g < self.sizes[u]:
+            return None
+        k = int(self.owner[self.starts[u] + g])
+        return self.holders[k] if k >= 0 else None
+
+    def gpu_of(self, gid: int) -> GPU:
+        u = bisect_right(self.starts, gid) - 1  # (a node of no GPU starts where the next does)
+        return self.nodes[u].id, gid - self.starts[u]  # type: ignore[union-attr]
+
+    def shared(self) -> list[tuple[GPU, list[str]]]:
+        """The GPUs given to more than one placed job, with their users in plan order."""
+        gids, counts = np.unique(self.pair_gpu, return_counts=True)
+        out = []
+        for gid in gids[counts > 1]:
+            users = [self.ids[i] for i in self.pair_job[self.pair_gpu == gid]]
+            out.append((self.gpu_of(int(gid)), users))
+        return sorted(out)
+
+    def users_of(self, gpus: set[GPU]) -> set[str]:
+        """The placed jobs using any of ``gpus`` (GPUs of running jobs)."""
+        if self._users is None:  # GPU -> its users, for the GPUs running jobs hold
+            self._users = {}
+            held = self.pair_holder >= 0
+            for i, gid in zip(self.pair_job[held].tolist(), self.pair_gpu[held].tolist(),
+                              strict=True):
+                self._users.setdefault(gid, []).append(self.ids[i])
+        users = self._users
+        return {u for n, g in gpus if (k := self.index.get(n)) is not None
+                and 0 <= g < self.sizes[k] for u in users.get(self.starts[k] + g, ())}
+
+    def sift(self, snap: Snapshot, placed: dict[str, Placement],
+             victims: dict[str, Eviction]) -> dict[str, set[str]]:
+        """Per rule (R1, R2, R3, R4, R7 and START), the placed jobs some row of which
+        may break it: every job that does, and maybe a few more (START's numbers are
+        compared at half the tolerance)."""
+        jobs, pol, ids = snap.job_map(), snap.policy, self.ids
+        placed_jobs = [jobs[jid] for jid in ids]
+        part_job, part_node, nodes = self.part_job, self.part_node, self.nodes
+
+        def named(rows: np.ndarray) -> set[str]:
+            return {ids[i] for i in np.unique(rows)}
+
+        # R1: unknown or not up nodes, another gpu_type, GPUs out of range or kept
+        up = np.array([nd is not None and nd.state == "up" for nd in nodes], dtype=bool)
+        codes: dict[str, int] = {}
+        node_type = np.array([-2 if nd is None or nd.gpu_type is None
+                              else codes.setdefault(nd.gpu_type, len(codes)) for nd in nodes],
+                             dtype=np.int64)
+        job_type = np.array([-1 if j.gpu_type is None else codes.setdefault(j.gpu_type, len(codes))
+                             for j in placed_jobs], dtype=np.int64)[part_job]
+        bad = ~up[part_node] | ((job_type >= 0) & (job_type != node_type[part_node]))
+        out = {"R1": named(np.concatenate((part_job[bad],
+                                           part_job[self.gpu_part[~self.in_range]],
+                                           self.pair_job[self.pair_kept])))}
+        # R2: parts against the job's nodes and gpus_per_node, a node or GPU twice
+        size = np.fromiter((j.nodes for j in placed_jobs), np.int64, len(ids))
+        per_node = np.fromiter((j.gpus_per_node for j in placed_jobs), np.int64, len(ids))
+        wrong = np.flatnonzero(np.bincount(part_job, minlength=len(ids)) != size)
+        twice_node = np.unique(part_job * max(len(nodes), 1) + part_node, return_counts=True)
+        order = np.lexsort((self.gpu, self.gpu_part))
+        g, gp = self.gpu[order], self.gpu_part[order]
+        twice_gpu = gp[1:][(gp[1:] == gp[:-1]) & (g[1:] == g[:-1])]
+        out["R2"] = named(np.concatenate((
+            wrong, twice_node[0][twice_node[1] > 1] // max(len(nodes), 1),
+            part_job[self.lens != per_node[part_job]], part_job[twice_gpu])))
+        # R3: NVLink jobs with two GPUs or more on a node that is not one NVSwitch; jobs
+        # bound to one block or NVLink domain
+        switch = np.array([nd is not None and nd.nvlink == "nvswitch" for nd in nodes],
+                          dtype=bool)
+        nvlink = np.fromiter((j.topology == "nvlink" for j in placed_jobs), bool, len(ids))
+        many = np.bincount(self.gpu_part[self.in_range], minlength=len(part_job)) > 1
+        bound = [jid for jid, j in zip(ids, placed_jobs, strict=True)
+                 if j.same_block or j.same_nvlink_domain]
+        out["R3"] = named(part_job[nvlink[part_job] & many & ~switch[part_node]]) | set(bound)
+        # R4: pools that do not admit the job's tier
+        out["R4"] = set()
+        if pol.pools:
+            admits: dict[tuple[str, int], bool] = {}
+            for i, u in zip(part_job.tolist(), part_node.tolist(), strict=True):
+                nd, tier = nodes[u], placed_jobs[i].tier
+                if nd is not None and not admits.setdefault(
+                        (nd.pool, tier), pol.pool_admits(nd.pool, tier)):
+                    out["R4"].add(ids[i])
+        # R7: jobs on GPUs of victims (their tiers are compared by the rule's loop)
+        out["R7"] = self.take_freed
+        # START: start_after_s against the largest grace of the victims whose GPUs it uses
+        grace = np.array([victims[h].grace_s if h in victims else 0.0 for h in self.holders],
+                         dtype=float)
+        want = np.full(len(ids), -np.inf)
+        np.maximum.at(want, self.pair_job[self.pair_evicted],
+                      grace[self.pair_holder[self.pair_evicted]])
+        want[np.isneginf(want)] = 0.0
+        got = np.fromiter((p.start_after_s for p in placed.values()), float, len(ids))
+        scale = np.maximum(1.0, np.maximum(np.abs(got), np.abs(want)))
+        off = ~(np.abs(got - want) <= REL_TOL / 2 * scale)  # (NaN included)
+        out["START"] = named(np.flatnonzero(off))
+        return out
+
+
 # ---------------------------------------------------------------- the checker
 
 
@@ -235,7 +432,7 @@ class _Checker:
     rule of the contract (R1-R13, R15-R17, in that order), then the plan's own
     bookkeeping (section 6). Violations come rule by rule, each in plan order."""
 
-    def __init__(self, snap: Snapshot, plan: Plan):
+    def __init__(self, snap: Snapshot, plan: Plan, *, sift: bool = True):
         self.snap = snap
         self.plan = plan
         self.now = snap.now
@@ -245,37 +442,17 @@ class _Checker:
         self.storages = snap.storage_map()
         self.out: list[Violation] = []
         self.placed, self.victims = _entries(snap, plan)
-        self.uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
-        self.users: dict[GPU, list[str]] = defaultdict(list)
+        self._uses: dict[str, set[GPU]] = {}  # placed job -> GPUs it uses (in range)
         self._users_by_victim: dict[str, list[str]] = {}  # running job -> _users_of
-        for jid, p in self.placed.items():
-            self._use(jid, p)
-        # one pass over the running jobs (a loop, in the snapshot's order: a generator
-        # per job, or a second pass, takes 0.01-0.1 s more at 35,000 running jobs):
-        # those on down nodes, and the GPU -> running job holding it in the snapshot,
-        # on the nodes placed jobs use (only those GPUs are looked up)
         running = snap.running()
-        down = {n.id for n in snap.nodes if n.state == "down"}
-        used_nodes = {n for n, _g in self.users}
-        on_down = []
-        self.owner: dict[GPU, str] = {}
-        for j in running:
-            off = False
-            for part in j.placement or ():
-                node = part.node
-                if node in down:
-                    off = True
-                if node in used_nodes:
-                    for g in part.gpus:
-                        self.owner[(node, g)] = j.id
-            if off:
-                on_down.append(j.id)
-        self.on_down = sorted(on_down)
+        self.lay = _Layout(snap, self.placed, self.victims, running,
+                           {n.id for n in snap.nodes if n.state == "down"})
+        # per rule, the placed jobs its loop looks at (all of them without sifting)
+        self.suspects = self.lay.sift(snap, self.placed, self.victims) if sift else None
+        self.on_down = sorted(self.lay.on_down)
         self.down_set = set(self.on_down)
         self.r15_running = len(running) - len(self.on_down)  # R15: not on down nodes
-        # placed jobs that use GPUs held by victims (not only free ones)
-        self.take_freed = {jid for jid, used in self.uses.items()
-                           if any(self.owner.get(gpu) in self.victims for gpu in used)}
+        self.take_freed = self.lay.take_freed
         self.loads, self.flushes = self._flushes()
 
     def add(self, rule: str, job: str | None, message: str) -> None:
@@ -309,16 +486,24 @@ class _Checker:
 
     # ---- what the plan uses
 
-    def _use(self, jid: str, p: Placement) -> None:
-        """Record the GPUs placed job ``jid`` uses (on known nodes, in range)."""
-        used: set[GPU] = set()
-        for part in p.placement:
-            node = self.nodes.get(part.node)
-            if node is not None:
-                used.update((part.node, g) for g in part.gpus if 0 <= g < node.gpus)
-        self.uses[jid] = used
-        for gpu in used:
-            self.users[gpu].append(jid)
+    def _placed(self, rule: str) -> Iterator[tuple[str, Placement]]:
+        """The placed jobs the loop of ``rule`` looks at, in plan order: those the
+        layout's sift kept (every one that may break it), or all."""
+        keep = None if self.suspects is None else self.suspects[rule]
+        for jid, p in self.placed.items():
+            if keep is None or jid in keep:
+                yield jid, p
+
+    def _used(self, jid: str) -> list[GPU]:
+        """The GPUs placed job ``jid`` uses (on known nodes, in range), in order."""
+        used = self._uses.get(jid)
+        if used is None:
+            used = self._uses[jid] = set()
+            for part in self.placed[jid].placement:
+                node = self.nodes.get(part.node)
+                if node is not None:
+                    used.update((part.node, g) for g in part.gpus if 0 <= g < node.gpus)
+        return sorted(used)
 
     def _flushes(self) -> tuple[dict[str, float], dict[str, tuple[Storage | None, float, float]]]:
         """R11/R12's numbers: the load F_s per storage target, and each victim's storage
@@ -347,6 +532,8 @@ class _Checker:
                                    f"{_iso(self.now)}")
         if plan.status not in STATUSES:
             self.add("PLAN", None, f"status {plan.status!r} is not one of {', '.join(STATUSES)}")
+        if self._well_formed():
+            return
         seen: set[str] = set()
         for i, e in enumerate(plan.evictions):
             job = self.jobs.get(e.job)
@@ -384,13 +571,28 @@ class _Checker:
             if j.id not in listed:
                 self.add("PLAN", j.id, f"pending job {j.id!r} is neither placed nor deferred")
 
+    def _well_formed(self) -> bool:
+        """Whether the entries are as section 6 asks (the loops of _check_structure then
+        find nothing): every eviction of a distinct running job, every placement of a
+        distinct pending job, deferrals of distinct pending jobs not placed, with valid
+        reasons, and every pending job listed."""
+        plan, jobs = self.plan, self.jobs
+        deferred = {d.job for d in plan.deferred}
+        return (len(self.victims) == len(plan.evictions)
+                and len(self.placed) == len(plan.placements)
+                and len(deferred) == len(plan.deferred) and deferred.isdisjoint(self.placed)
+                and len(self.placed) + len(deferred) == len(self.snap.pending())
+                and all((j := jobs.get(jid)) is not None and j.state == "pending"
+                        for jid in deferred)
+                and all(d.reason in REASONS for d in plan.deferred))
+
     # ---- R1-R17
 
     def _check_r01_capacity(self) -> None:
         """R1: new placements only on known, up nodes of the job's gpu_type, on GPUs the
         node has, not held by a running job the plan does not evict, and no GPU
         given to two jobs."""
-        for jid, p in self.placed.items():
+        for jid, p in self._placed("R1"):
             job = self.jobs[jid]
             for part in p.placement:
                 n = part.node
@@ -409,22 +611,21 @@ class _Checker:
                         self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, which has only "
                                             f"{node.gpus} GPUs (0..{node.gpus - 1})")
             reported: set[str] = set()
-            for n, g in sorted(self.uses[jid]):
-                holder = self.owner.get((n, g))
+            for n, g in self._used(jid):
+                holder = self.lay.holder(n, g)
                 if holder is None or holder in reported or holder in self.victims:
                     continue
                 reported.add(holder)
                 self.add("R1", jid, f"job {jid!r} uses GPU {g} of {n}, still held by running job "
                                     f"{holder!r}, which the plan does not evict")
-        shared = sorted((gpu, users) for gpu, users in self.users.items() if len(users) > 1)
-        for (n, g), users in shared:
+        for (n, g), users in self.lay.shared():
             names = " and ".join(repr(u) for u in users)
             self.add("R1", users[1], f"GPU {g} of {n} is given to both {names}")
 
     def _check_r02_gang(self) -> None:
         """R2: a job is placed whole: ``nodes`` distinct nodes, ``gpus_per_node``
         distinct GPUs on each."""
-        for jid, p in self.placed.items():
+        for jid, p in self._placed("R2"):
             job = self.jobs[jid]
             parts = p.placement
             if len(parts) != job.nodes:
@@ -442,7 +643,7 @@ class _Checker:
     def _check_r03_topology(self) -> None:
         """R3: an NVLink job's GPUs on each node are connected; ``same_block`` and
         ``same_nvlink_domain`` jobs share one non-null block or domain."""
-        for jid, p in self.placed.items():
+        for jid, p in self._placed("R3"):
             job = self.jobs[jid]
             known_nodes: list[Node] = []
             for part in p.placement:
@@ -467,7 +668,7 @@ class _Checker:
 
     def _check_r04_pools(self) -> None:
         """R4: a job goes only to nodes whose pool admits its tier."""
-        for jid, p in self.placed.items():
+        for jid, p in self._placed("R4"):
             job = self.jobs[jid]
             for part in p.placement:
                 node = self.nodes.get(part.node)
@@ -498,11 +699,11 @@ class _Checker:
         """R7: a placed job uses only GPUs of victims whose tier its own tier may
         preempt, and every victim gives a GPU to such a job (no eviction without a
         beneficiary)."""
-        for jid in self.placed:
+        for jid, _p in self._placed("R7"):
             job = self.jobs[jid]
             reported: set[str] = set()
-            for n, g in sorted(self.uses[jid]):
-                holder = self.owner.get((n, g))
+            for n, g in self._used(jid):
+                holder = self.lay.holder(n, g)
                 if holder is None or holder in reported or holder not in self.victims:
                     continue
                 victim = self.jobs[holder]
@@ -732,9 +933,9 @@ class _Checker:
                                     "flushes but has no entry")
 
     def _check_start_after(self) -> None:
-        for jid, p in self.placed.items():
+        for jid, p in self._placed("START"):
             graces = [self.victims[h].grace_s for h in
-                      {self.owner.get(gpu) for gpu in self.uses.get(jid, ())} if h in self.victims]
+                      {self.lay.holder(n, g) for n, g in self._used(jid)} if h in self.victims]
             expected = max(graces, default=0.0)
             if not _close(p.start_after_s, expected):
                 self.add("START", jid, f"job {jid!r} has start_after_s {_num(p.start_after_s)}, "
@@ -747,13 +948,14 @@ class _Checker:
         hit = self._users_by_victim.get(v.id)
         if hit is None:
             gpus = {(part.node, g) for part in v.placement or [] for g in part.gpus}
-            hit = self._users_by_victim[v.id] = sorted(
-                {u for gpu in gpus for u in self.users.get(gpu, [])})
+            hit = self._users_by_victim[v.id] = sorted(self.lay.users_of(gpus))
         return hit
 
     # ---- section 6: warnings and objective
 
     def _check_warnings(self) -> None:
+        if not self.on_down:
+            return
         named = _mentioned(self.plan.warnings, self.on_down)
         for jid in self.on_down:
             if jid not in named:
