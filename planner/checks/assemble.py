@@ -91,9 +91,7 @@ def assemble(problem: Problem, d: Decision, status: str, solver: SolverInfo, *,
              for s, f in sorted(loads.items()) if f > 0]
     explain.forget(problem)  # its answers depend on this decision
     late = {**dict.fromkeys(free_only, "free"), **dict.fromkeys(unreached, "none")}
-    deferred = [explain.deferred_entry(problem, problem.pending[j], d, loads,
-                                       late=late.get(j))
-                for j in sorted(problem.pending) if j not in d.placements]
+    deferred = explain.deferred_entries(problem, d, loads, late)
     return Plan(now=now, status=status, objective=objective_of(problem, d), evictions=evictions,
                 placements=placements, deferred=deferred, storm=storm,
                 warnings=list(problem.warnings), solver=solver)

@@ -428,22 +428,36 @@ def _tier_jobs(tier: int, ids: list[str]) -> str:
     return f"tier-{tier} job{'s' if len(ids) > 1 else ''} {_names(listed)}"
 
 
-def deferred_entry(problem: Problem, info: PendingInfo, d: Decision,
-                   loads: dict[str, float], *, late: str | None = None) -> Deferred:
-    """The deferral of a job ``d`` does not place: its reason and detail. ``late``:
-    the planner's time limit ended before it considered the job ("none") or before
-    it considered evictions for it ("free": it found too few free GPUs). Where nodes
-    kept open by ``policy.reserve`` had free GPUs for a shard of it, the detail
-    says so."""
-    if info.held_until is None and not info.guarded and info.patient_until is None:
-        # every answer below is the same for the jobs of one shape (_shape) and the
-        # same ``late`` (each sentence is memoised by shape; those of R9, R10 and R16
-        # name the job's own times): worked out once, then copied with the job's id
-        said = _once(problem, ("deferral", late, *_shape(info)),
-                     lambda: _deferral(problem, info, d, loads, late))
-        return Deferred(job=info.job.id, reason=said.reason, until=said.until,
-                        detail=said.detail)
-    return _deferral(problem, info, d, loads, late)
+def deferred_entries(problem: Problem, d: Decision, loads: dict[str, float],
+                     late: dict[str, str]) -> list[Deferred]:
+    """The deferral of each pending job ``d`` does not place, in the order of ids: its
+    reason and detail. ``late`` (job -> "none" or "free"): the planner's time limit
+    ended before it considered the job ("none") or before it considered evictions
+    for it ("free": it found too few free GPUs). Where nodes kept open by
+    ``policy.reserve`` had free GPUs for a shard of it, the detail says so."""
+    memo = _cache(problem)
+    placed = d.placements
+    pending = problem.pending
+    out = []
+    for jid in sorted(pending):  # (in the order of ids already: a pass)
+        if jid in placed:
+            continue
+        info = pending[jid]
+        why = late.get(jid)
+        if info.held_until is None and not info.guarded and info.patient_until is None:
+            # every answer below is the same for the jobs of one shape (_shape) and the
+            # same ``late`` (those of R9, R10 and R16 name the job's own times):
+            # worked out once, then copied with the job's id (a flooded queue has
+            # 100,000 deferred jobs of a few shapes)
+            key = ("deferral", why, *_shape(info))
+            said = memo.get(key)
+            if said is None:
+                said = memo[key] = _deferral(problem, info, d, loads, why)
+            out.append(Deferred(job=jid, reason=said.reason, until=said.until,
+                                detail=said.detail))
+        else:
+            out.append(_deferral(problem, info, d, loads, why))
+    return out
 
 
 def _deferral(problem: Problem, info: PendingInfo, d: Decision, loads: dict[str, float],
