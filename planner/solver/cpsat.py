@@ -143,6 +143,12 @@ CUT_PLACED_S = 7.5e-5
 CUT_VICTIM_S = 2.2e-4
 CUT_DEFERRED_S = 5e-5
 CUT_SAFETY = 1.25
+# ... plus CUT_LINE_S (times CUT_SAFETY) for each job the problem's reduction deferred
+# without a search (planner/core/reduce.py: none in the plans of that fit): its
+# deferral, in a line, checked by the verifier and freed (bench_flood's 100,000 tasks
+# on 256 nodes: 0.32 s of assembly and 0.08 s of verifier for 99,875 deferrals, speed
+# factor 0.59, over CUT_LEAST_FACTOR)
+CUT_LINE_S = 4.8e-6
 # where no time is left to polish a whole first greedy plan, its repacking and moves
 # to idle GPUs still run within this share of the budget, or LATE_POLISH_S on the
 # benchmark machine if more (_Run.steps; relocation: 27 ms for 208 moves of the
@@ -221,10 +227,10 @@ def free_quick_s(usable: int) -> float:
     return scaled(FREE_JOB_S + FREE_NODE_S * usable)
 
 
-def cut_keep(whole: Budget, usable: int) -> CutKeep:
+def cut_keep(whole: Budget, usable: int, lines: int = 0) -> CutKeep:
     """What a first greedy run cut short keeps of ``whole``, on this machine, for a
-    cluster of ``usable`` nodes (CUT_NODE_S and the others, times CUT_SAFETY), with
-    the reserve's margin. Scaled by the speed factor, or what the plan's problem build said where
+    cluster of ``usable`` nodes and ``lines`` jobs deferred without a search
+    (CUT_NODE_S and the others, times CUT_SAFETY), with the reserve's margin. Scaled by the speed factor, or what the plan's problem build said where
     that is higher (speed.records_factor: the work after the cut is of the build's
     kind), but by CUT_LEAST_FACTOR at least: on a
     quicker machine the work after the cut (assembly, the verifier, freeing) sped
@@ -233,7 +239,7 @@ def cut_keep(whole: Budget, usable: int) -> CutKeep:
     1.05-1.17 s; with the least factor 0.99-1.02 s)."""
     s = CUT_SAFETY
     return _keep(whole, usable, s * CUT_NODE_S, s * CUT_PLACED_S, s * CUT_DEFERRED_S,
-                 s * CUT_VICTIM_S)
+                 s * CUT_VICTIM_S, s * CUT_LINE_S * lines)
 
 
 def reserve_keep(whole: Budget, usable: int) -> CutKeep:
@@ -244,13 +250,13 @@ def reserve_keep(whole: Budget, usable: int) -> CutKeep:
 
 
 def _keep(whole: Budget, usable: int, node_s: float, placed_s: float, deferred_s: float,
-          victim_s: float | None = None) -> CutKeep:
+          victim_s: float | None = None, lines_s: float = 0.0) -> CutKeep:
     """A CutKeep of ``whole`` with these parts on the benchmark machine (per usable
-    node, placed job, deferred job and victim; None: victims count as placed jobs),
-    scaled by speed.records_factor but CUT_LEAST_FACTOR at least, plus the reserve's
-    margin."""
+    node, placed job, deferred job and victim; None: victims count as placed jobs;
+    ``lines_s`` for the jobs deferred without a search), scaled by
+    speed.records_factor but CUT_LEAST_FACTOR at least, plus the reserve's margin."""
     f = max(CUT_LEAST_FACTOR, records_factor())
-    return CutKeep(whole, f * node_s * usable + reserve_margin_s(), f * placed_s,
+    return CutKeep(whole, f * (node_s * usable + lines_s) + reserve_margin_s(), f * placed_s,
                    f * deferred_s, None if victim_s is None else f * victim_s)
 
 
@@ -730,7 +736,8 @@ class _Run:
         if self.det:  # (nothing looks at the clock, nor measures the machine)
             first = Greedy({"spare_lower": True})
         else:
-            keep = cut_keep(self.budget, self.usable)
+            keep = cut_keep(self.budget, self.usable,
+                            len(self.reduction.beyond) + len(self.reduction.dropped))
             whole_run_s = SEARCH_TIMES * quick * jobs
             room = max(first_least_s(), self.budget.left() - keep.keep_s(0, 0))
             first = Greedy(
