@@ -230,6 +230,29 @@ def test_r1_gpu_given_twice():
                for v in found), found
 
 
+def test_r1_gpu_given_to_three_jobs():
+    # serve takes train's a1[0-3] and small a1[0, 1]: each GPU given twice or more is
+    # one violation, its users in plan order, cited against the second
+    plan = valid_plan()
+    pl(plan, "serve")["placement"] = [{"node": "a1", "gpus": [0, 1, 2, 3]}]
+    pl(plan, "small")["placement"] = [{"node": "a1", "gpus": [0, 1]}]
+    found = [(v.job, v.message) for v in violations(snapshot_dict(), plan)
+             if "given to" in v.message]
+    assert found == [
+        ("serve", "GPU 0 of a1 is given to both 'train' and 'serve' and 'small'"),
+        ("serve", "GPU 1 of a1 is given to both 'train' and 'serve' and 'small'"),
+        ("serve", "GPU 2 of a1 is given to both 'train' and 'serve'"),
+        ("serve", "GPU 3 of a1 is given to both 'train' and 'serve'")]
+
+
+def test_r1_gpu_index_past_any_integer_column():
+    # a GPU index no 64-bit integer holds is out of the node's range like any other
+    plan = valid_plan()
+    pl(plan, "small")["placement"] = [{"node": "a3", "gpus": [1, 2 ** 70]}]
+    found = [v.message for v in violations(snapshot_dict(), plan) if v.rule == "R1"]
+    assert found == [f"job 'small' uses GPU {2 ** 70} of a3, which has only 4 GPUs (0..3)"]
+
+
 # ---------------------------------------------------------------- R2 gang
 
 

@@ -303,8 +303,8 @@ class _Layout:
             self.gpu = np.fromiter(chain.from_iterable(part.gpus for _i, part in parts),
                                    np.int64, count)
         except OverflowError:  # (a GPU index past int64: out of every node's range)
-            self.gpu = np.array([min(g, total) for _i, part in parts for g in part.gpus],
-                                dtype=np.int64)
+            self.gpu = np.array([max(-1, min(g, total)) for _i, part in parts
+                                 for g in part.gpus], dtype=np.int64)
         self.gpu_part = np.repeat(np.arange(n_parts, dtype=np.int64), self.lens)
         sizes_a = np.array(sizes, dtype=np.int64)
         gpu_node = self.part_node[self.gpu_part]
@@ -337,11 +337,17 @@ class _Layout:
 
     def shared(self) -> list[tuple[GPU, list[str]]]:
         """The GPUs given to more than one placed job, with their users in plan order."""
-        gids, counts = np.unique(self.pair_gpu, return_counts=True)
+        order = np.argsort(self.pair_gpu, kind="stable")  # (by GPU, then plan order)
+        gpus, jobs = self.pair_gpu[order].tolist(), self.pair_job[order].tolist()
         out = []
-        for gid in gids[counts > 1]:
-            users = [self.ids[i] for i in self.pair_job[self.pair_gpu == gid]]
-            out.append((self.gpu_of(int(gid)), users))
+        k = 0
+        while k < len(gpus):
+            end = k + 1
+            while end < len(gpus) and gpus[end] == gpus[k]:
+                end += 1
+            if end - k > 1:
+                out.append((self.gpu_of(gpus[k]), [self.ids[i] for i in jobs[k:end]]))
+            k = end
         return sorted(out)
 
     def users_of(self, gpus: set[GPU]) -> set[str]:
