@@ -144,6 +144,21 @@ def test_files_read_by_the_cache_equal_load_snapshots(tmp_path: Any) -> None:
     assert counts[0] == 0 and min(counts[1:]) > 0
 
 
+@pytest.mark.parametrize("case", range(6))
+def test_the_owners_map_is_check_snapshots(case: int) -> None:
+    # the GPU -> running job map a first load makes in a pass of its own is the one
+    # check_snapshot fills (where it finds nothing wrong), which the next load's
+    # checks start from
+    from models.cache import _owners
+    from models.load import check_snapshot
+
+    for doc in _sequence(case, 3):
+        snap = load_snapshot(doc)
+        owner: dict[str, dict[int, str]] = {}
+        assert check_snapshot(snap, owner) == []
+        assert _owners(snap) == owner and owner
+
+
 def test_any_file_reads_as_load_snapshot_reads_it(tmp_path: Any) -> None:
     """Files are parsed by pydantic-core's JSON parser: a lone
     surrogate (which it refuses), a document nested too deep, a YAML file and a
