@@ -11,9 +11,10 @@ and the planner, seeing the same objects, takes over what it derived from them
 
 Every document is read record by record, the first one too: it fills the tables
 the second one takes over from. (Reading the first file from its text, as
-``load_snapshot`` does, is quicker, 0.48 s against 0.64 s at 12,500 nodes, but
-left the second tick nothing to take over: it validated every record, and the
-planner took over nothing of the first tick's problem, 1.14 s at a limit of 1 s.)
+``load_snapshot`` does, would be quicker, 0.48 s against 0.64 s at 12,500 nodes,
+but would leave the second tick nothing to take over: it would validate every
+record, and the planner would take over nothing of the first tick's problem; such
+a second tick took 1.14 s at a limit of 1 s.)
 
 The snapshot is the one :func:`models.load.load_snapshot` gives, with the same
 checks (tests/test_incremental.py); any problem (a record that does not validate, a
