@@ -621,23 +621,26 @@ def _nvlink_key(nvlink: object) -> object:
 
 
 def _held_before(snap: Snapshot, previous: Problem | None, changed: set[int] | None
-                 ) -> tuple[GpuOwners, list[int]]:
+                 ) -> tuple[GpuOwners, list[int], set[str]]:
     """The owner map ((node idx, GPU) -> running job) and GPUs held per node of the
     running jobs that build_problem keeps from ``previous`` (same record, no changed
-    node): previous's, less every other job's; empty without a previous problem."""
+    node): previous's, less every other job's; and the ids of those others (the
+    previous problem's running jobs not kept). Empty without a previous problem."""
     if previous is None or changed is None:
-        return GpuOwners(len(snap.nodes)), [0] * len(snap.nodes)
+        return GpuOwners(len(snap.nodes)), [0] * len(snap.nodes), set()
     owner = previous.owner.copy()
     held = [nd.held for nd in previous.nodes]
     jobs = snap.job_map()
+    gone = set()
     for jid, st in previous.statics().items():
         j = jobs.get(jid)
         if j is not None and j.state == "running" and _kept(st, j, changed):
             continue
+        gone.add(jid)
         for ni, m in st.parts:
             held[ni] &= ~m
             owner.drop(ni, jid)
-    return owner, held
+    return owner, held, gone
 
 
 def _kept(st: _Static, j: Job, changed: set[int]) -> bool:
@@ -762,7 +765,7 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
                                    else ({}, {}, {}))
     # the GPUs held per node and who holds each: the previous problem's, less those of
     # its running jobs that this tick does not keep (then each job not kept adds its)
-    owner, held_by = _held_before(snap, previous, changed)
+    owner, held_by, gone = _held_before(snap, previous, changed)
     warnings: list[str] = list(snap.warnings)  # the snapshot writer's, first
     # VictimInfos that stay as they are while time goes on: job id -> (from when,
     # whether it may come within spare_ending_within_s of its end, R17); made here
@@ -792,7 +795,9 @@ def build_problem(snap: Snapshot, previous: Problem | None = None) -> Problem:
     for j in snap.running():
         jid = j.id
         st = before.get(jid)
-        kept = st is not None and changed is not None and _kept(st, j, changed)
+        # (a job of the previous problem is kept unless _held_before let it go: the
+        # same record, on no changed node)
+        kept = st is not None and jid not in gone
         if not kept:
             st = _static(policy, j, tick, node_index, nodes)
             for ni, m in st.parts:
