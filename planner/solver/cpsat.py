@@ -230,9 +230,10 @@ def free_quick_s(usable: int) -> float:
 def cut_keep(whole: Budget, usable: int, lines: int = 0) -> CutKeep:
     """What a first greedy run cut short keeps of ``whole``, on this machine, for a
     cluster of ``usable`` nodes and ``lines`` jobs deferred without a search
-    (CUT_NODE_S and the others, times CUT_SAFETY), with the reserve's margin. Scaled by the speed factor, or what the plan's problem build said where
-    that is higher (speed.records_factor: the work after the cut is of the build's
-    kind), but by CUT_LEAST_FACTOR at least: on a
+    (CUT_NODE_S and the others, times CUT_SAFETY), with the reserve's margin.
+    Scaled by the speed factor, or what the plan's problem build said where that is
+    higher (speed.records_factor: the work after the cut is of the build's kind),
+    but by CUT_LEAST_FACTOR at least: on a
     quicker machine the work after the cut (assembly, the verifier, freeing) sped
     up less than the factor says (12,500 nodes at 1 s, speed factor 0.59: 0.37-0.43 s
     after the cut where the scaled fit kept about 0.27 s, and the plans took
