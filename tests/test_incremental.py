@@ -11,6 +11,7 @@ checkpoints, nodes going down and coming back, storage and policy changes.
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -162,7 +163,8 @@ def test_the_owners_map_is_check_snapshots(case: int) -> None:
 def test_any_file_reads_as_load_snapshot_reads_it(tmp_path: Any) -> None:
     """Files are parsed by pydantic-core's JSON parser: a lone
     surrogate (which it refuses), a document nested too deep, a YAML file and a
-    malformed one read as load_snapshot reads them, or fail with its errors."""
+    malformed one read as load_snapshot reads them, or fail with its errors, as the
+    first file of a cache and after another one."""
     import json
 
     doc = _sequence(8, 1)[0]
@@ -170,11 +172,12 @@ def test_any_file_reads_as_load_snapshot_reads_it(tmp_path: Any) -> None:
              "deep.json": json.dumps(doc)[:-1] + ', "_x": ' + "[" * 70 + "]" * 70 + "}",
              "tick.yaml": json.dumps(doc),  # (JSON is YAML)
              "broken.json": json.dumps(doc)[:-1]}
-    for name, text in texts.items():
+    for (name, text), after in itertools.product(texts.items(), (False, True)):
         cache = SnapshotCache()
-        first = tmp_path / "first.json"
-        first.write_text(json.dumps(doc))
-        cache.load(first)  # (its records, for the next file to take over)
+        if after:
+            first = tmp_path / "first.json"
+            first.write_text(json.dumps(doc))
+            cache.load(first)  # (its records, for the next file to take over)
         path = tmp_path / name
         path.write_text(text)
         try:
