@@ -325,7 +325,7 @@ class GreedyPlanner:
         of exempt victims when its own tier is not exempt: R15)."""
         m = st.free.get(ni, 0)
         freed = st.freed.get(ni)
-        if freed:
+        if freed and info.rights:  # (a job without rights takes free GPUs alone)
             running, rights = self.p.running, info.rights
             tb = self.p.thrash
             keep_off = (st.exempt if tb is not None and tb.exempt_all
