@@ -674,6 +674,9 @@ class GreedyPlanner:
         shapes, each scoring every changed node) share it."""
         if self._bounds_st is not st:
             self._bounds_st, self._bounds = st, {}
+        if not info.rights:  # (free GPUs alone: the same for every tier but its weight)
+            return self._bounds.setdefault((None, info.job.gpus_per_node, info.need_nvlink),
+                                           {})
         return self._bounds.setdefault((info.job.tier, info.rights, info.job.gpus_per_node,
                                         info.need_nvlink, self.past(st, info)), {})
 
@@ -692,7 +695,12 @@ class GreedyPlanner:
         if hit is None or hit[0] != version:
             hit = memo[ni] = (version, self._bound_now(st, info, ni))
         b = hit[1]
-        return b if b is None or b[6] is None else (*b[:6], [])  # (a list of its own)
+        if b is None or b[6] is None:
+            return b
+        if not info.rights:  # (the memo of every tier: this tier's weight)
+            return (self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node,
+                    *b[1:6], [])
+        return (*b[:6], [])  # (a list of its own)
 
     def _bound_now(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
         """:meth:`_bound`, worked out."""
