@@ -335,6 +335,11 @@ class GreedyPlanner:
                     m |= fm
         return m
 
+    def free_weight(self, info: PendingInfo) -> float:
+        """What a shard of the job on free GPUs counts for (the option's first item:
+        ``free_penalty`` per GPU)."""
+        return self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
+
     def fits(self, ni: int, avail: int, info: PendingInfo) -> bool:
         """Does one shard of the job fit on GPUs ``avail`` of node ni (R3: connected
         when it needs NVLink)?"""
@@ -588,8 +593,8 @@ class GreedyPlanner:
         base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self.fits(ni, base, info):
-            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
-            return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni, [])
+            return (self.free_weight(info), 0, base.bit_count() - info.job.gpus_per_node,
+                    node_id, ni, [])
         if info.rights:
             opt = self._eviction_option(st, info, ni, base)
             if opt is not None:
@@ -698,8 +703,7 @@ class GreedyPlanner:
         if b is None or b[6] is None:
             return b
         if not info.rights:  # (the memo of every tier: this tier's weight)
-            return (self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node,
-                    *b[1:6], [])
+            return (self.free_weight(info), *b[1:6], [])
         return (*b[:6], [])  # (a list of its own)
 
     def _bound_now(self, st: GreedyState, info: PendingInfo, ni: int) -> tuple | None:
@@ -707,9 +711,8 @@ class GreedyPlanner:
         base = self.available(st, info, ni)
         node_id = self.p.nodes[ni].node.id
         if self.fits(ni, base, info):
-            w = self.free_penalty.get(info.job.tier, 0.0) * info.job.gpus_per_node
-            return (w, 0, base.bit_count() - info.job.gpus_per_node, node_id, ni,
-                    st.version.get(ni, 0), [])
+            return (self.free_weight(info), 0, base.bit_count() - info.job.gpus_per_node,
+                    node_id, ni, st.version.get(ni, 0), [])
         if not info.rights:
             return None
         # every option evicts allowed victims that free the GPUs missing: the least
@@ -796,7 +799,7 @@ class GreedyPlanner:
             miss = np.maximum(gpn - free[cand], 1)
             ok = miss <= most
             cost[ok] = tab[cand[ok], miss[ok]]
-        cost[fits] = self.free_penalty.get(info.job.tier, 0.0) * gpn
+        cost[fits] = self.free_weight(info)
         keep = np.nonzero(np.isfinite(cost))[0]
         cost, count, nis = cost[keep], (~fits[keep]).astype(np.int64), cand[keep]
         left = np.where(count == 0, free[nis] - gpn, 0)  # a free option's leftover GPUs
