@@ -23,7 +23,7 @@ from snapshot_parts import random_policy, random_tick
 import planner
 from models import InputError, load_snapshot
 from models.cache import SnapshotCache
-from planner.core.problem import build_problem
+from planner.core.problem import _staying, build_problem
 
 
 def _iso(t: datetime) -> str:
@@ -34,9 +34,10 @@ def _time(s: str) -> datetime:
     return datetime.fromisoformat(s)
 
 
-def changed(r: random.Random, doc: dict[str, Any], k: int) -> dict[str, Any]:
+def changed(r: random.Random, doc: dict[str, Any], k: int, starts: bool = True
+            ) -> dict[str, Any]:
     """The next tick of ``doc`` (a copy): ``now`` 60-600 s later and a few random
-    changes, still a valid snapshot."""
+    changes, still a valid snapshot (``starts``: pending jobs may start too)."""
     out = copy.deepcopy(doc)
     now = _time(out["now"]) + timedelta(seconds=r.choice([60, 120, 600]))
     out["now"] = _iso(now)
@@ -59,6 +60,9 @@ def changed(r: random.Random, doc: dict[str, Any], k: int) -> dict[str, Any]:
         j = r.choice([j for j in jobs if j["state"] == "running"] or [None])
         if j is not None and "checkpoint" in j:
             j["checkpoint"]["last_at"] = out["now"]
+    if starts and pending and r.random() < 0.5:  # a start on free GPUs (by the scheduler)
+        _start(r, out, r.choice(pending))
+        pending = [j for j in jobs if j["state"] == "pending"]
     if pending and r.random() < 0.6:  # an arrival of a known shape
         new = copy.deepcopy(r.choice(pending))
         new["id"] = f"arrival-{k}"
@@ -78,13 +82,31 @@ def changed(r: random.Random, doc: dict[str, Any], k: int) -> dict[str, Any]:
     return out
 
 
-def _sequence(case: int, ticks: int) -> list[dict[str, Any]]:
+def _start(r: random.Random, doc: dict[str, Any], job: dict[str, Any]) -> None:
+    """Start the pending ``job`` of ``doc`` on free GPUs of up nodes, if it fits."""
+    held: dict[str, set[int]] = {}
+    for j in doc["jobs"]:
+        for part in j.get("placement") or []:
+            held.setdefault(part["node"], set()).update(part["gpus"])
+    gpn, want = job["gpus_per_node"], job.get("nodes", 1)
+    hosts = [n for n in doc["nodes"] if n.get("state", "up") == "up"
+             and n["gpus"] - len(held.get(n["id"], ())) >= gpn]
+    if job["state"] != "pending" or len(hosts) < want:
+        return
+    job["state"], job["started_at"] = "running", doc["now"]
+    job["placement"] = [
+        {"node": n["id"],
+         "gpus": sorted(set(range(n["gpus"])) - held.get(n["id"], set()))[:gpn]}
+        for n in r.sample(hosts, want)]
+
+
+def _sequence(case: int, ticks: int, starts: bool = True) -> list[dict[str, Any]]:
     r = random.Random(case)
     doc = random_tick(r, case)
     doc["policy"] = random_policy(r)
     docs = [doc]
     for k in range(ticks - 1):
-        docs.append(changed(r, docs[-1], k))
+        docs.append(changed(r, docs[-1], k, starts))
     return docs
 
 
@@ -92,7 +114,7 @@ def _sequence(case: int, ticks: int) -> list[dict[str, Any]]:
 def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
     cache = SnapshotCache()
     previous = None
-    reused = kept = lent = 0
+    reused = kept = lent = passed_by = 0
     for doc in _sequence(case, 8):
         fresh = load_snapshot(doc)
         snap = cache.load(doc)
@@ -103,7 +125,11 @@ def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
         # the GPUs the explanations may let go, tallied by the build: those the running
         # jobs give (a copy with its own running jobs works them out from those)
         assert problem.let_go() == fresh_problem.let_go() == replace(problem).let_go()
+        _same_pass(problem, fresh_problem)
         if previous is not None:
+            # the jobs the build took over with their part of each tally, without a look
+            passed_by += len(_staying(previous, previous.lasting(), set(), snap.now)
+                             & set(problem.running))
             before = {j.id: j for j in previous.snap.jobs}
             reused += sum(j is before.get(j.id) for j in snap.jobs)
             kept += sum(problem.statics()[v] is previous.statics().get(v)
@@ -114,7 +140,25 @@ def test_taken_over_records_and_problems_equal_fresh_ones(case: int) -> None:
             lent += len(same)
         previous = problem
     # (not vacuous: records and derivations taken over)
-    assert reused > 0 and kept > 0 and lent > 0
+    assert reused > 0 and kept > 0 and lent > 0 and passed_by > 0
+
+
+def _same_pass(problem: Any, fresh: Any) -> None:
+    """What build_problem's pass over the running jobs made, in the same order: each
+    running job's VictimInfo (by id, and in the snapshot's order), _Static, the GPU
+    holders of each node, the jobs on down nodes, the reserve's tally, what lasts
+    (from when aside)."""
+    assert list(problem.running) == list(fresh.running)
+    assert problem._made[0] == fresh._made[0] and problem._made[1] == fresh._made[1]
+    assert problem.statics() == fresh.statics()
+    assert problem.owner._on == fresh.owner._on
+    assert sorted(problem._down) == sorted(fresh._down)
+    assert (problem._tally is None) == (fresh._tally is None)
+    if problem._tally is not None:
+        assert problem._tally.closed == fresh._tally.closed
+        assert problem._tally.big == fresh._tally.big
+    assert {j: s[1] for j, s in problem.lasting().items()} == \
+        {j: s[1] for j, s in fresh.lasting().items()}
 
 
 @pytest.mark.parametrize("case", range(4))
@@ -415,8 +459,8 @@ def test_a_deterministic_loop_searches_as_plan_does_where_the_last_plan_is_carri
     (the policy's, with exempt_if any and a GPU limit of 20%) then made dearer: the
     same 10/21/4 GPUs, priority value 1,982 and 3 victims at 2,983 GPU-s against
     plan()'s 2,100.5. In deterministic mode the carried plan competes after the
-    search, so the tick gets plan()'s plan."""
-    docs = _sequence(2106, 4)
+    search, so the tick gets plan()'s plan. (The sweep's sequences had no starts.)"""
+    docs = _sequence(2106, 4, starts=False)
     loop = planner.Loop()
     for doc in docs:
         got = loop.plan(doc, deterministic=True, workers=1, time_limit_s=1.0)
