@@ -9,15 +9,16 @@ again. Records are frozen, so a record taken over is the one validation would gi
 and the planner, seeing the same objects, takes over what it derived from them
 (``planner.core.problem.build_problem(snap, previous)``).
 
-Every document is read record by record, the first one too: it fills the tables
-the second one takes over from. (Reading the first file from its text, as
-``load_snapshot`` does, would be quicker, 0.48 s against 0.64 s at 12,500 nodes,
-but would leave the second tick nothing to take over: it would validate every
-record, and the planner would take over nothing of the first tick's problem; such
-a second tick took 1.14 s at a limit of 1 s.)
+A file is read from its text (:func:`models.records.split_records` finds the text
+of each record without parsing it): a record whose text is the last file's is the
+last file's record, and only the others are parsed and validated, from their text
+(a steady 12,500-node tick: 0.19-0.22 s, where parsing the whole file, a
+fingerprint per record and matching them took 0.38-0.45 s). A document (a dict) is
+read record by record, each record's fingerprint matched with the last one's. The
+first file is read so too, to fill the tables the second one takes over from.
 
 The snapshot is the one :func:`models.load.load_snapshot` gives, with the same
-checks (tests/test_incremental.py); any problem (a record that does not validate, a
+checks (tests/test_incremental.py, tests/test_records.py); any problem (a record that does not validate, a
 document the fast way does not handle) is left to ``load_snapshot``, so errors are
 its errors, and the cache keeps what it had.
 """
@@ -25,15 +26,18 @@ its errors, and the cache keeps what it had.
 from __future__ import annotations
 
 import marshal
-from itertools import compress
-from operator import attrgetter, is_not
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from models.kinds import wrong_document
 from models.load import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
     InputError,
     check_snapshot,
     gc_paused,
@@ -47,6 +51,7 @@ from models.load import (
     time_errors,
 )
 from models.policy import Policy
+from models.records import split_records
 from models.snapshot import Job, Node, Snapshot, Storage
 
 _ID = attrgetter("id")
@@ -71,6 +76,8 @@ class SnapshotCache:
 
     def __init__(self) -> None:
         self._records: dict[str, dict[str, tuple[bytes, Any]]] = {k: {} for k, _ in _LISTS}
+        # the same per list, record text -> record, of the last file read from its text
+        self._texts: dict[str, dict[bytes, Any]] = {}
         self._policy: tuple[bytes, Policy] | None = None
         # the last snapshot read record by record (it passed the checks) and its
         # node -> GPU -> running job
@@ -86,19 +93,25 @@ class SnapshotCache:
         with gc_paused(acyclic=True):
             if isinstance(source, Snapshot):
                 return load_snapshot(source, policy)
-            if isinstance(source, (str, Path)):
-                try:
-                    data: Any = read_document(source)
-                except InputError:
-                    return load_snapshot(source, policy)  # (its error, naming the file)
+            texts = None
+            if isinstance(source, (str, Path)) and policy is None:
+                texts = self._from_text(source)
+            if texts is not None:
+                snap, pol = texts[0], texts[2]
             else:
-                data = source
-            if policy is not None and isinstance(data, dict):
-                data = {**data, "policy": load_policy(policy).model_dump(mode="json")}
-            try:
-                snap, table, pol = self._taken_over(data)
-            except (ValueError, TypeError):  # (ValidationError is a ValueError)
-                return load_snapshot(data)  # raises, naming the field (or reads it the usual way)
+                if isinstance(source, (str, Path)):
+                    try:
+                        data: Any = read_document(source)
+                    except InputError:
+                        return load_snapshot(source, policy)  # (its error, naming the file)
+                else:
+                    data = source
+                if policy is not None and isinstance(data, dict):
+                    data = {**data, "policy": load_policy(policy).model_dump(mode="json")}
+                try:
+                    snap, table, pol = self._taken_over(data)
+                except (ValueError, TypeError):  # (ValidationError is a ValueError)
+                    return load_snapshot(data)  # raises, naming the field (or reads it so)
             owner = self._checked(snap)
             if owner is None:
                 errors = check_snapshot(snap)  # (its quick way where nothing is wrong)
@@ -106,8 +119,61 @@ class SnapshotCache:
                     raise InputError(errors,
                                      str(source) if isinstance(source, (str, Path)) else None)
                 owner = _owners(snap)
-            self._records, self._policy, self._last, self._owner = table, pol, snap, owner
+            if texts is not None:
+                self._texts, self._records = texts[1], {k: {} for k, _ in _LISTS}
+            else:
+                self._texts, self._records = {}, table
+            self._policy, self._last, self._owner = pol, snap, owner
             return snap
+
+    def _from_text(self, source: str | Path) -> tuple[Snapshot, dict[str, dict[bytes, Any]],
+                                                      tuple[bytes, Policy] | None] | None:
+        """The snapshot of a JSON file read from its text: each record whose text is
+        the last one's (read so too) is the last one's record, the others are parsed
+        and validated, and the text outside the records is parsed; with the next
+        tables (record text -> record, per list). None for a file this does not read
+        (YAML, standard input, too big, one models.records does not cut, any
+        problem): then it is read the usual way, which says what is wrong."""
+        name = str(source)
+        if name == "-" or name.lower().endswith((".yaml", ".yml")):
+            return None
+        try:
+            with open(source, "rb") as fh:
+                data = fh.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError:
+            return None
+        if len(data) > MAX_DOCUMENT_BYTES:
+            return None
+        cut = split_records(data, tuple(k for k, _ in _LISTS), MAX_DEPTH)
+        if cut is None:
+            return None
+        try:
+            doc = pydantic_core.from_json(cut.skeleton, cache_strings="keys")
+            if not isinstance(doc, dict) or wrong_document(doc, "snapshot"):
+                return None
+            tables: dict[str, dict[bytes, Any]] = {}
+            reused = validated = 0
+            for key, model in _LISTS:
+                texts = cut.lists.get(key)
+                if texts is None:  # (no such list, or not one: the skeleton has it)
+                    continue
+                if doc.get(key) != []:  # (the parser kept another value of the key)
+                    return None
+                last = self._texts.get(key, {})
+                out: list[Any] = list(map(last.get, texts))
+                missed = list(compress(range(len(out)), map(is_, out, repeat(None))))
+                if missed:
+                    objs = _validated_text(model, b"[" + b",".join([texts[k] for k in missed])
+                                           + b"]")
+                    for k, obj in zip(missed, objs, strict=True):
+                        out[k] = obj
+                reused, validated = reused + len(out) - len(missed), validated + len(missed)
+                doc[key], tables[key] = out, dict(zip(texts, out, strict=True))
+            snap, pol = self._snapshot_of(doc)
+        except (ValueError, TypeError):  # (ValidationError is a ValueError)
+            return None
+        self.reused, self.validated = reused, validated
+        return snap, tables, pol
 
     def _taken_over(self, data: Any) -> tuple[Snapshot, dict[str, dict[str, tuple[bytes, Any]]],
                                               tuple[bytes, Policy] | None]:
@@ -146,21 +212,28 @@ class SnapshotCache:
             # (a table of a document with an id twice is not kept: check_snapshot refuses it)
             reused, validated = reused + len(docs) - len(missed), validated + len(missed)
             values[key], tables[key] = out, table
+        snap, pol = self._snapshot_of(values)
+        self.reused, self.validated = reused, validated
+        return snap, tables, pol
+
+    def _snapshot_of(self, values: dict[str, Any]) -> tuple[Snapshot, tuple[bytes, Policy] | None]:
+        """The snapshot of a document whose lists of records hold records, and its policy
+        with its fingerprint (the last one's where that is the same); ValueError when
+        it is not valid."""
         pol = None
-        doc = data.get("policy", _DEFAULT)  # (a snapshot without one has the default)
+        doc = values.get("policy", _DEFAULT)  # (a snapshot without one has the default)
         if isinstance(doc, dict):
             fp = b"" if doc is _DEFAULT else fingerprint(doc)
             if self._policy is not None and self._policy[0] == fp:
                 pol = self._policy
             else:
                 pol = (fp, Policy() if doc is _DEFAULT else Policy.model_validate(doc))
-            values["policy"] = pol[1]
+            values = {**values, "policy": pol[1]}
         try:
             snap = Snapshot.model_validate(values)
         except ValidationError as exc:
             raise ValueError("not valid") from exc
-        self.reused, self.validated = reused, validated
-        return snap, tables, pol
+        return snap, pol
 
     def _checked(self, snap: Snapshot) -> dict[str, dict[int, str]] | None:
         """check_snapshot's verdict on ``snap`` when it finds nothing, worked out from
@@ -236,16 +309,31 @@ def _owners(snap: Snapshot) -> dict[str, dict[int, str]]:
 _BATCH: dict[type[BaseModel], TypeAdapter[list[Any]]] = {}
 
 
+def _batch(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    batch = _BATCH.get(model)
+    if batch is None:
+        batch = _BATCH[model] = TypeAdapter(list[model])  # type: ignore[valid-type]
+    return batch
+
+
+def _validated_text(model: type[BaseModel], text: bytes) -> list[Any]:
+    """The records of the JSON list ``text``, validated from the text in one call (no
+    Python object per value: tests/test_load_ways.py holds that it accepts what
+    validation of the parsed documents accepts), or as :func:`_validated` validates
+    the parsed documents when that fails (a record's own comments, or an error)."""
+    try:
+        return _batch(model).validate_json(text)
+    except ValidationError:
+        return _validated(model, pydantic_core.from_json(text, cache_strings="keys"))
+
+
 def _validated(model: type[BaseModel], docs: list[Any]) -> list[Any]:
     """The records of ``docs``, validated as a list in one call (as the snapshot's
     validation does), or one by one (``model.model_validate``: a record's own
     comments dropped) when that fails."""
     if not docs:
         return []
-    batch = _BATCH.get(model)
-    if batch is None:
-        batch = _BATCH[model] = TypeAdapter(list[model])  # type: ignore[valid-type]
     try:
-        return batch.validate_python(docs)
+        return _batch(model).validate_python(docs)
     except ValidationError:
         return [model.model_validate(doc) for doc in docs]

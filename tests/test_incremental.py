@@ -224,14 +224,20 @@ def test_any_file_reads_as_load_snapshot_reads_it(tmp_path: Any) -> None:
             cache.load(first)  # (its records, for the next file to take over)
         path = tmp_path / name
         path.write_text(text)
-        try:
-            want = load_snapshot(path)
-        except InputError as exc:
-            with pytest.raises(InputError) as got:
-                cache.load(path)
-            assert got.value.errors == exc.errors, name
-        else:
-            assert cache.load(path) == want, name
+        reads_as_load_snapshot(cache, path, name)
+
+
+def reads_as_load_snapshot(cache: SnapshotCache, path: Any, name: str) -> None:
+    """``cache`` reads the file ``path`` as load_snapshot reads it: the same snapshot,
+    or its errors."""
+    try:
+        want = load_snapshot(path)
+    except InputError as exc:
+        with pytest.raises(InputError) as got:
+            cache.load(path)
+        assert got.value.errors == exc.errors, name
+    else:
+        assert cache.load(path) == want, name
 
 
 def test_records_with_comments_read_as_load_snapshot_reads_them() -> None:
