@@ -93,57 +93,63 @@ class SnapshotCache:
         with gc_paused(acyclic=True):
             if isinstance(source, Snapshot):
                 return load_snapshot(source, policy)
-            texts = None
             if isinstance(source, (str, Path)) and policy is None:
-                texts = self._from_text(source)
-            if texts is not None:
-                snap, pol = texts[0], texts[2]
-            else:
-                if isinstance(source, (str, Path)):
-                    try:
-                        data: Any = read_document(source)
-                    except InputError:
-                        return load_snapshot(source, policy)  # (its error, naming the file)
-                else:
-                    data = source
-                if policy is not None and isinstance(data, dict):
-                    data = {**data, "policy": load_policy(policy).model_dump(mode="json")}
+                data = _file_bytes(source)
+                texts = self._from_text(data) if data is not None else None
+                if texts is not None:
+                    return self._finish(texts[0], texts[2], texts[1], None, str(source))
+            if isinstance(source, (str, Path)):
                 try:
-                    snap, table, pol = self._taken_over(data)
-                except (ValueError, TypeError):  # (ValidationError is a ValueError)
-                    return load_snapshot(data)  # raises, naming the field (or reads it so)
-            owner = self._checked(snap)
-            if owner is None:
-                errors = check_snapshot(snap)  # (its quick way where nothing is wrong)
-                if errors:
-                    raise InputError(errors,
-                                     str(source) if isinstance(source, (str, Path)) else None)
-                owner = _owners(snap)
-            if texts is not None:
-                self._texts, self._records = texts[1], {k: {} for k, _ in _LISTS}
+                    doc: Any = read_document(source)
+                except InputError:
+                    return load_snapshot(source, policy)  # (its error, naming the file)
             else:
-                self._texts, self._records = {}, table
-            self._policy, self._last, self._owner = pol, snap, owner
-            return snap
+                doc = source
+            if policy is not None and isinstance(doc, dict):
+                doc = {**doc, "policy": load_policy(policy).model_dump(mode="json")}
+            try:
+                snap, table, pol = self._taken_over(doc)
+            except (ValueError, TypeError):  # (ValidationError is a ValueError)
+                return load_snapshot(doc)  # raises, naming the field (or reads it so)
+            return self._finish(snap, pol, None, table,
+                                str(source) if isinstance(source, (str, Path)) else None)
 
-    def _from_text(self, source: str | Path) -> tuple[Snapshot, dict[str, dict[bytes, Any]],
-                                                      tuple[bytes, Policy] | None] | None:
-        """The snapshot of a JSON file read from its text: each record whose text is
+    def load_text(self, data: bytes) -> Snapshot | None:
+        """The snapshot of the JSON text ``data`` (a request's body), read from its
+        text as a file is, checked (InputError); None for a text read so only by
+        parsing it (then pass the parsed document to :meth:`load`, which says what
+        is wrong with it)."""
+        with gc_paused(acyclic=True):
+            texts = self._from_text(data)
+            if texts is None:
+                return None
+            return self._finish(texts[0], texts[2], texts[1], None, None)
+
+    def _finish(self, snap: Snapshot, pol: tuple[bytes, Policy] | None,
+                texts: dict[str, dict[bytes, Any]] | None,
+                table: dict[str, dict[str, tuple[bytes, Any]]] | None,
+                name: str | None) -> Snapshot:
+        """Check ``snap`` (InputError naming ``name``) and keep it, its policy and the
+        tables of the way it was read (``texts``, or the documents' ``table``)."""
+        owner = self._checked(snap)
+        if owner is None:
+            errors = check_snapshot(snap)  # (its quick way where nothing is wrong)
+            if errors:
+                raise InputError(errors, name)
+            owner = _owners(snap)
+        self._texts = texts or {}
+        self._records = table if table is not None else {k: {} for k, _ in _LISTS}
+        self._policy, self._last, self._owner = pol, snap, owner
+        return snap
+
+    def _from_text(self, data: bytes) -> tuple[Snapshot, dict[str, dict[bytes, Any]],
+                                               tuple[bytes, Policy] | None] | None:
+        """The snapshot of a JSON text read from its text: each record whose text is
         the last one's (read so too) is the last one's record, the others are parsed
         and validated, and the text outside the records is parsed; with the next
-        tables (record text -> record, per list). None for a file this does not read
-        (YAML, standard input, too big, one models.records does not cut, any
-        problem): then it is read the usual way, which says what is wrong."""
-        name = str(source)
-        if name == "-" or name.lower().endswith((".yaml", ".yml")):
-            return None
-        try:
-            with open(source, "rb") as fh:
-                data = fh.read(MAX_DOCUMENT_BYTES + 1)
-        except OSError:
-            return None
-        if len(data) > MAX_DOCUMENT_BYTES:
-            return None
+        tables (record text -> record, per list). None for a text this does not read
+        (one models.records does not cut, any problem): then it is read the usual
+        way, which says what is wrong."""
         cut = split_records(data, tuple(k for k, _ in _LISTS), MAX_DEPTH)
         if cut is None:
             return None
@@ -304,6 +310,20 @@ def _owners(snap: Snapshot) -> dict[str, dict[int, str]]:
                 held = owner[part.node] = {}
             held.update(dict.fromkeys(part.gpus, j.id))
     return owner
+
+
+def _file_bytes(source: str | Path) -> bytes | None:
+    """The bytes of a JSON file to read from its text; None for YAML, standard input,
+    a file that cannot be read or is too big (read_text says why)."""
+    name = str(source)
+    if name == "-" or name.lower().endswith((".yaml", ".yml")):
+        return None
+    try:
+        with open(source, "rb") as fh:
+            data = fh.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError:
+        return None
+    return data if len(data) <= MAX_DOCUMENT_BYTES else None
 
 
 _BATCH: dict[type[BaseModel], TypeAdapter[list[Any]]] = {}

@@ -58,9 +58,12 @@ def warm_up(deterministic: bool = False) -> float:
 def plan(snapshot: Snapshot | dict[str, Any] | str | Path,
          policy: Policy | dict[str, Any] | None = None, *, time_limit_s: float = 1.0,
          deterministic: bool = False, workers: int = 2, planner: str = "cpsat",
-         seed: int = 0, bound_s: float = 0.0, loop: Loop | None = None) -> Plan:
+         seed: int = 0, bound_s: float = 0.0, loop: Loop | None = None,
+         started: float | None = None) -> Plan:
     """Plan one scheduling tick, within ``time_limit_s`` from this call (loading a
-    dict snapshot included, and on the first call of a process :func:`warm_up`).
+    dict snapshot included, and on the first call of a process :func:`warm_up`), or
+    from ``started`` (a ``time.perf_counter()`` reading: when the caller began
+    reading the snapshot it passes, say).
 
     A pure function of its inputs: ``policy`` (when given) replaces the snapshot's
     policy; ``deterministic`` uses one worker, a deterministic time budget and a
@@ -79,7 +82,8 @@ def plan(snapshot: Snapshot | dict[str, Any] | str | Path,
     change is taken over. The plan is the same, except where the last tick's plan
     was not carried out and still holds: the search then goes on from it.
     """
-    started = time.perf_counter()  # the time limit counts from here
+    if started is None:
+        started = time.perf_counter()  # the time limit counts from here
     if planner not in PLANNERS:
         raise ValueError(f"unknown planner {planner!r} (choose from {', '.join(PLANNERS)})")
     if not time_limit_s > 0:  # (NaN too)
@@ -133,13 +137,29 @@ class Loop:
         """:func:`planner.plan` of the next tick (the same options); a snapshot given
         as a document or a file is read with the last tick's records taken over."""
         with self._lock:
-            out = plan(snapshot, policy, loop=self, **options)
-            self.ticks += 1
-            if self.problem is not None:
-                from planner.core.decision import decision_of
+            return self._planned(plan(snapshot, policy, loop=self, **options))
 
-                self.decision = decision_of(self.problem, out)
-            return out
+    def plan_text(self, data: bytes, **options: Any) -> Plan | None:
+        """:meth:`plan` of the next tick given as a JSON text (a request's body), read
+        from its text (``models.cache.SnapshotCache.load_text``: the records whose
+        text did not change taken over), the time limit counting from this call;
+        None for a text read only by parsing it (then parse it and pass the
+        document to :meth:`plan`). Raises InputError for a snapshot that is wrong."""
+        started = time.perf_counter()
+        with self._lock:
+            snap = self.loader.load_text(data)
+            if snap is None:
+                return None
+            return self._planned(plan(snap, loop=self, started=started, **options))
+
+    def _planned(self, out: Plan) -> Plan:
+        """A tick's plan, counted, and the decision it took (a hint to the next)."""
+        self.ticks += 1
+        if self.problem is not None:
+            from planner.core.decision import decision_of
+
+            self.decision = decision_of(self.problem, out)
+        return out
 
 
 def _plan(snapshot: Snapshot | dict[str, Any] | str | Path,

@@ -278,6 +278,30 @@ def test_keep_alive_survives_errors(server: PlannerServer) -> None:
         conn.close()
 
 
+def test_a_cluster_keys_bodies_are_read_from_their_text() -> None:
+    # A keyed request's body is read from its text (models/records.py): a record
+    # whose text is the last body's is taken over without parsing; a body that is not
+    # JSON is still "malformed JSON", and one the text way does not read is parsed
+    from planner.service import server as srv
+
+    srv._loops.pop("text-1", None)
+    body = json.dumps(SNAP).encode()
+    later = json.loads(json.dumps(SNAP))
+    later["now"] = "2026-11-29T08:01:00Z"
+    opts = {"cluster": "text-1", "deterministic": True}
+    assert srv._plan_job(body, opts)[0] == "plan"
+    loader = srv._loop("text-1").loader
+    assert loader._texts and loader.validated == 3 and loader.reused == 0
+    kind, (data, *_rest) = srv._plan_job(json.dumps(later).encode(), opts)
+    assert kind == "plan" and (loader.reused, loader.validated) == (3, 0)
+    want = srv._plan_job(json.dumps(later).encode(), {"deterministic": True})[1][0]
+    assert json.loads(data) | {"solver": None} == json.loads(want) | {"solver": None}
+    assert srv._plan_job(b'{"version": 1', opts)[0] == "malformed JSON"
+    escaped = json.dumps({**later, "comment": "a \\ b"}).encode()  # (a backslash: parsed)
+    assert srv._plan_job(escaped, opts)[0] == "plan" and not loader._texts
+    srv._loops.pop("text-1", None)
+
+
 def test_a_string_body_is_not_read_as_a_server_path(server: PlannerServer) -> None:
     # The loaders read a string as a file's path (the command line's way): a body
     # that is a JSON string must not make the server read its own files (a real

@@ -592,13 +592,21 @@ def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
     ("malformed JSON" or "invalid snapshot") with its messages."""
     from planner import plan as run_plan
 
+    opts = dict(opts)
+    key = opts.pop("cluster", None)
+    if key is not None:  # read from its text where it can be (the records that did not
+        # change taken over without parsing them), else parsed below
+        try:
+            result = _loop(key).plan_text(data, **opts)
+        except InputError as exc:
+            return "invalid snapshot", exc.errors
+        if result is not None:
+            return _answer(result)
     doc, problem = _parse_json(data)
     if problem:
         return "malformed JSON", problem
     if not isinstance(doc, dict):  # (the loaders read a string as a file's path)
         return "invalid snapshot", [NOT_AN_OBJECT]
-    opts = dict(opts)
-    key = opts.pop("cluster", None)
     try:
         if key is None:
             result = run_plan(load_snapshot(doc), **opts)
@@ -606,6 +614,11 @@ def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
             result = _loop(key).plan(doc, **opts)
     except InputError as exc:
         return "invalid snapshot", exc.errors
+    return _answer(result)
+
+
+def _answer(result: Any) -> tuple[str, Any]:
+    """_plan_job's answer for a plan."""
     return "plan", (result.model_dump_json().encode(), result.status, len(result.evictions),
                     len(result.placements))
 
