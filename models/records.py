@@ -19,13 +19,16 @@ lists it empties.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
-_BRACKET = np.zeros(256, dtype=bool)
-_BRACKET[[ord(c) for c in "{}[]"]] = True
-_QUOTE, _LBRACE, _LBRACKET = ord('"'), ord("{"), ord("[")
-_RBRACE = ord("}")
+# bytes.translate's table: a quote 1, the brackets 2-5, anything else 0 (one C pass
+# over the text and one numpy pass for their positions: a third of the time that
+# comparing the text with each character took)
+_QUOTE, _LBRACE, _LBRACKET, _RBRACE, _RBRACKET = 1, 2, 3, 4, 5
+_MARKS = bytes({ord('"'): _QUOTE, ord("{"): _LBRACE, ord("["): _LBRACKET, ord("}"): _RBRACE,
+                ord("]"): _RBRACKET}.get(c, 0) for c in range(256))
 _WHITESPACE = b" \t\n\r"  # (JSON's; bytes.strip's default takes more)
 
 
@@ -45,15 +48,17 @@ def split_records(data: bytes, keys: tuple[str, ...], max_depth: int) -> Records
     (None for more)."""
     if b"\\" in data:  # (escapes: a quote in a string would need looking at)
         return None
-    buf = np.frombuffer(data, dtype=np.uint8)
-    quotes = np.flatnonzero(buf == _QUOTE)
-    if len(quotes) % 2:
+    marks = np.frombuffer(data.translate(_MARKS), dtype=np.uint8)
+    at = np.flatnonzero(marks.view(np.bool_))  # (the quotes and brackets, in order)
+    what = marks[at]
+    quote = what == _QUOTE
+    outside = ~np.logical_xor.accumulate(quote)  # (even quotes so far: outside a string)
+    if not outside[-1:].all():  # (an odd number of quotes)
         return None
-    pos = np.flatnonzero(_BRACKET[buf])
-    pos = pos[(np.searchsorted(quotes, pos) & 1) == 0]  # (outside strings: even quotes before)
-    if not len(pos) or buf[pos[0]] != _LBRACE:
+    keep = outside & ~quote
+    pos, kind = at[keep], what[keep]
+    if not len(pos) or kind[0] != _LBRACE:
         return None
-    kind = buf[pos]
     opens = (kind == _LBRACE) | (kind == _LBRACKET)
     depth = np.cumsum(np.where(opens, 1, -1))  # (open brackets after each one)
     if (depth.min() < 0 or depth[-1] != 0 or np.count_nonzero(depth == 0) != 1
@@ -82,10 +87,10 @@ def split_records(data: bytes, keys: tuple[str, ...], max_depth: int) -> Records
         if len(starts) != len(ends) or (len(starts) and (
                 np.any(kind[starts] != _LBRACE) or np.any(kind[ends] != _RBRACE))):
             return None
-        lo, hi = pos[starts].tolist(), pos[ends].tolist()
+        lo, hi = pos[starts].tolist(), (pos[ends] + 1).tolist()  # (each record's slice)
         if not _only_commas(data, int(pos[a]), int(pos[b]), lo, hi):
             return None
-        lists[key] = [data[s:e + 1] for s, e in zip(lo, hi, strict=True)]
+        lists[key] = list(map(data.__getitem__, map(slice, lo, hi)))
         pieces += (data[start:pos[a] + 1],)
         start = int(pos[b])
     pieces.append(data[start:])
@@ -111,11 +116,13 @@ def _key_before(data: bytes, at: int) -> str | None:
 
 
 def _only_commas(data: bytes, left: int, right: int, lo: list[int], hi: list[int]) -> bool:
-    """Between the brackets of a list at ``left`` and ``right``, whose records span
-    ``lo[k]``-``hi[k]``: nothing but whitespace, and one comma between two records."""
+    """Between the brackets of a list at ``left`` and ``right``, whose records are
+    ``data[lo[k]:hi[k]]``: nothing but whitespace, and one comma between two records.
+    (C loops: a slice and a strip per gap.)"""
     if not lo:
         return not data[left + 1:right].strip(_WHITESPACE)
-    if data[left + 1:lo[0]].strip(_WHITESPACE) or data[hi[-1] + 1:right].strip(_WHITESPACE):
+    if data[left + 1:lo[0]].strip(_WHITESPACE) or data[hi[-1]:right].strip(_WHITESPACE):
         return False
-    gaps = {data[e + 1:s].strip(_WHITESPACE) for e, s in zip(hi, lo[1:], strict=False)}
+    gaps = set(map(bytes.strip, map(data.__getitem__, map(slice, hi, lo[1:])),
+                   repeat(_WHITESPACE)))
     return not gaps or gaps == {b","}
