@@ -175,8 +175,8 @@ def test_what_lasts_is_made_when_asked_as_the_build_would_make_it(case: int) -> 
 
 
 def test_files_read_by_the_cache_equal_load_snapshots(tmp_path: Any) -> None:
-    """Each file is read record by record: the first takes over nothing, the next
-    ones what the one before read (the second too)."""
+    """Each file is read from its text, record by record: the first takes over
+    nothing, the next ones what the one before read (the second too)."""
     import json
 
     cache = SnapshotCache()
