@@ -150,10 +150,10 @@ class SnapshotCache:
         tables (record text -> record, per list). None for a text this does not read
         (one models.records does not cut, any problem): then it is read the usual
         way, which says what is wrong."""
-        cut = split_records(data, tuple(k for k, _ in _LISTS), MAX_DEPTH)
-        if cut is None:
-            return None
         try:
+            cut = split_records(data, tuple(k for k, _ in _LISTS), MAX_DEPTH)
+            if cut is None:
+                return None
             doc = pydantic_core.from_json(cut.skeleton, cache_strings="keys")
             if not isinstance(doc, dict) or wrong_document(doc, "snapshot"):
                 return None
@@ -176,7 +176,7 @@ class SnapshotCache:
                 reused, validated = reused + len(out) - len(missed), validated + len(missed)
                 doc[key], tables[key] = out, dict(zip(texts, out, strict=True))
             snap, pol = self._snapshot_of(doc)
-        except (ValueError, TypeError):  # (ValidationError is a ValueError)
+        except (ValueError, TypeError, IndexError):  # (ValidationError is a ValueError)
             return None
         self.reused, self.validated = reused, validated
         return snap, tables, pol

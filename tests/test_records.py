@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_incremental import _sequence, reads_as_load_snapshot
 
-from models import load_snapshot
+from models import InputError, load_snapshot
 from models.cache import SnapshotCache
 from models.load import MAX_DEPTH
 from models.records import split_records
@@ -135,3 +136,61 @@ def test_files_and_documents_in_one_loop(tmp_path: Path) -> None:
     for k, doc in enumerate(_sequence(5, 6)):
         source: Any = _write(tmp_path / f"t{k}.json", doc) if k % 2 else copy.deepcopy(doc)
         assert cache.load(source) == load_snapshot(doc)
+
+
+def _mutated(r: random.Random, text: bytes) -> bytes:
+    """``text`` with one to three random edits of bytes (JSON's structure, quotes and
+    backslashes favoured)."""
+    out = bytearray(text)
+    for _ in range(r.randint(1, 3)):
+        at = r.randrange(len(out) + 1)
+        edit = r.random()
+        if edit < 0.3 and at < len(out):
+            del out[at:at + r.randint(1, 4)]
+        elif edit < 0.7:
+            out[at:at] = r.choice([b"{", b"}", b"[", b"]", b'"', b",", b":", b" ", b"\\",
+                                   b"\n", b"0", b"x", b"\xff", b"null", b"\x00"])
+        elif edit < 0.8 and at < len(out):
+            out[at] = r.randrange(256)
+        elif edit < 0.9 and at < len(out):  # (a digit for a digit, a letter for a letter:
+            # mostly still JSON)
+            c = out[at]
+            if 48 <= c <= 57:
+                out[at] = r.randrange(48, 58)
+            elif 97 <= c <= 122:
+                out[at] = r.randrange(97, 123)
+        else:  # (a piece copied elsewhere: a record twice, a list twice)
+            start = r.randrange(len(out))
+            piece = out[start:start + r.randint(1, 200)]
+            out[at:at] = piece
+    return bytes(out)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_texts_read_as_load_snapshot_reads_them(seed: int) -> None:
+    """Random edits of a tick's text (800 per seed), as a loop's first text and after
+    the unedited one: read from the text, the snapshot load_snapshot reads from the
+    parsed document, or InputError with its errors; or None (left to parsing);
+    nothing else."""
+    r = random.Random(seed)
+    doc = _sequence(seed, 1)[0]
+    text = json.dumps(doc, indent=r.choice([None, 1])).encode()
+    read = cut = 0
+    for k in range(800):
+        data = _mutated(r, text)
+        cache = SnapshotCache()
+        if k % 2:
+            assert cache.load_text(text) == load_snapshot(doc)
+        try:
+            got = cache.load_text(data)
+        except InputError as exc:
+            with pytest.raises(InputError) as want:
+                load_snapshot(json.loads(data))
+            assert exc.errors == want.value.errors, data
+            cut += 1
+            continue
+        if got is None:
+            continue
+        read += 1
+        assert got == load_snapshot(json.loads(data)), data
+    assert read > 25 and cut > 3  # (not vacuous: 32-66 and 5-11 over the seeds)
