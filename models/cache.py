@@ -18,9 +18,9 @@ read record by record, each record's fingerprint matched with the last one's. Th
 first file is read so too, to fill the tables the second one takes over from.
 
 The snapshot is the one :func:`models.load.load_snapshot` gives, with the same
-checks (tests/test_incremental.py, tests/test_records.py); any problem (a record that does not validate, a
-document the fast way does not handle) is left to ``load_snapshot``, so errors are
-its errors, and the cache keeps what it had.
+checks (tests/test_incremental.py, tests/test_records.py); any problem (a record
+that does not validate, a document the fast way does not handle) is left to
+``load_snapshot``, so errors are its errors, and the cache keeps what it had.
 """
 
 from __future__ import annotations
