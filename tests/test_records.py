@@ -45,7 +45,7 @@ def test_a_loops_files_read_as_load_snapshot_reads_them(tmp_path: Path, case: in
     """Each file of a sequence: the snapshot load_snapshot reads, read from its text,
     a record whose text did not change being the last file's object."""
     cache = SnapshotCache()
-    last = None
+    last = last_doc = None
     for k, doc in enumerate(_sequence(case, 5)):
         path = _write(tmp_path / f"tick-{k}.json", doc, **style)
         snap = cache.load(path)
@@ -58,7 +58,10 @@ def test_a_loops_files_read_as_load_snapshot_reads_them(tmp_path: Path, case: in
                 if old is not None and old[0] is j:
                     assert json.dumps(j.model_dump(mode="json")) == old[1]
             assert cache.reused > 0
-        last = snap
+            # (the same policy text: the same object, for the planner to take over
+            # what it derived from the last tick)
+            assert (snap.policy is last.policy) == (doc.get("policy") == last_doc.get("policy"))
+        last, last_doc = snap, doc
 
 
 def test_a_record_whose_text_changed_is_read_again(tmp_path: Path) -> None:
