@@ -527,6 +527,21 @@ def _load_snapshot(source: dict[str, Any] | Snapshot | str | Path,
     return _checked(snap, name)
 
 
+def load_snapshot_text(data: bytes) -> Snapshot | None:
+    """The snapshot of a JSON text (a request's body) read and validated by
+    pydantic-core from the text, as a file is read, and checked (InputError listing
+    every problem); None for a text to parse and pass to :func:`load_snapshot`
+    instead, which says what is wrong with it (not UTF-8, not JSON, a comment below
+    the top level, a field out of range, ...)."""
+    with gc_paused(acyclic=True):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        snap = _snapshot_of_json(text)
+        return None if snap is None else _checked(snap, None)
+
+
 def _checked(snap: Snapshot, name: str | None) -> Snapshot:
     errors = check_snapshot(snap)
     if errors:

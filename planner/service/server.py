@@ -49,6 +49,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.exposition import generate_latest
 
 from models import InputError, load_plan, load_snapshot
+from models.load import load_snapshot_text
 from planner.interrupts import sigterm_interrupts
 
 __all__ = ["PlannerServer", "ServiceMetrics", "make_server", "run_until_interrupted", "serve"]
@@ -602,6 +603,14 @@ def _plan_job(data: bytes, opts: dict[str, Any]) -> tuple[str, Any]:
             return "invalid snapshot", exc.errors
         if result is not None:
             return _answer(result)
+    else:  # read and validated from the text where it can be (half the time of parsing
+        # it and validating the document), else parsed below
+        try:
+            snap = load_snapshot_text(data)
+        except InputError as exc:
+            return "invalid snapshot", exc.errors
+        if snap is not None:
+            return _answer(run_plan(snap, **opts))
     doc, problem = _parse_json(data)
     if problem:
         return "malformed JSON", problem
