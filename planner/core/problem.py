@@ -521,6 +521,8 @@ class Problem:
         out = replace(self, pending=pending)
         out._victims, out._free_fits, out._multi = self._victims, self._free_fits, self._multi
         out._made, out._let_go = self._made, self._let_go  # (the same running jobs)
+        out._statics, out._lasting = self._statics, self._lasting
+        out._down, out._tally = self._down, self._tally
         out._fits_arrays = self._fits_arrays
         out._arrays = self._arrays
         return out
