@@ -943,8 +943,9 @@ def _staying(previous: Problem | None, lasted: dict[str, tuple[datetime, bool]],
     """The running jobs of ``previous`` that build_problem takes over as they are, with
     their part of each tally of its pass: those kept (not in ``gone``) whose
     VictimInfo lasts (``lasted``) with no R17 to look at, when time has not gone back
-    (each lasts from previous.now or before, so it holds at ``now``). None when
-    previous's tallies are not its own running jobs' (a copy with others)."""
+    (each lasts from previous.now or before, so it holds at ``now``). None (an empty
+    set) when previous's tallies are not its own running jobs' (a copy with other
+    running jobs) or it has no reserve tally for a policy with a reserve."""
     if (previous is None or now < previous.now or previous._let_go is None
             or len(previous._made[0]) != len(previous.running)
             or (previous.policy.reserve is not None and previous._tally is None)):
